@@ -1,0 +1,1 @@
+"""Odradek storage package."""
