@@ -1,0 +1,109 @@
+"""Broker and topic configuration: Kafka's names, defaults, synonyms and validation."""
+
+import pytest
+
+from broker.config import (
+    BrokerConfig, ConfigError, ConfigSource, parse_properties, validate_topic_configs,
+)
+
+
+def test_embedded_defaults_are_a_single_node_on_9092_with_data_in_dot_data():
+    config = BrokerConfig()
+    assert config.node_id == 1
+    assert set(config.roles) == {"broker", "controller"}
+    assert [(l.name, l.host, l.port) for l in config.listeners] == [("PLAINTEXT", "", 9092)]
+    assert [(l.host, l.port) for l in config.advertised_listeners()] == [("localhost", 9092)]
+    assert config.log_dirs == ["./data"]
+    assert config["num.partitions"] == 1
+    assert config["message.max.bytes"] == 1048588
+    assert config["socket.request.max.bytes"] == 104857600
+    assert config["offsets.topic.num.partitions"] == 50
+
+
+def test_port_zero_is_advertised_with_the_bound_port():
+    config = BrokerConfig.load(overrides=["listeners=PLAINTEXT://127.0.0.1:0"])
+    [advertised] = config.advertised_listeners({"PLAINTEXT": 40123})
+    assert (advertised.host, advertised.port) == ("127.0.0.1", 40123)
+
+
+@pytest.mark.parametrize("override, fragment", [
+    ("no.such.key=1", "Unknown configuration"),
+    ("num.partitions=zero", "num.partitions"),
+    ("num.partitions=0", "at least 1"),
+    ("auto.create.topics.enable=yes", "true or false"),
+    ("listeners=PLAINTEXT:9092", "listeners"),
+    ("listeners=FOO://:9092", "security protocol"),
+    ("log.cleanup.policy=shred", "compact, delete"),
+    ("message.max.bytes=99999999999", "out of range"),
+    ("process.roles=", "process.roles"),
+])
+def test_bad_keys_and_values_fail_at_load(override, fragment):
+    with pytest.raises(ConfigError) as info:
+        BrokerConfig.load(overrides=[override])
+    assert fragment in str(info.value)
+
+
+def test_properties_file_syntax(tmp_path):
+    path = tmp_path / "server.properties"
+    path.write_text("# comment\n! also comment\nnum.partitions = 3\n"
+                    "log.dirs: /a,\\\n    /b\nauto.create.topics.enable false\n")
+    config = BrokerConfig.load(path)
+    assert config["num.partitions"] == 3
+    assert config.log_dirs == ["/a", "/b"]
+    assert config["auto.create.topics.enable"] is False
+    assert parse_properties("k=a\\u0041\\tb") == {"k": "aA\tb"}
+
+
+def test_topic_defaults_follow_broker_synonyms_in_precedence_order():
+    config = BrokerConfig.load(overrides=["log.retention.hours=1", "log.retention.minutes=2"])
+    assert config.topic_default("retention.ms") == 120_000
+    config = BrokerConfig.load(overrides=["log.retention.ms=5"])
+    assert config.topic_default("retention.ms") == 5
+    assert BrokerConfig().topic_default("retention.ms") == 7 * 24 * 3600 * 1000
+    assert BrokerConfig().topic_default("max.message.bytes") == 1048588
+
+
+def test_describe_topic_reports_sources_and_synonyms():
+    config = BrokerConfig.load(overrides=["log.retention.hours=2"])
+    [entry] = config.describe_topic({"retention.ms": "1000"}, ["retention.ms"])
+    assert (entry.value, entry.source) == ("1000", ConfigSource.DYNAMIC_TOPIC_CONFIG)
+    assert entry.synonyms == [
+        ("retention.ms", "1000", ConfigSource.DYNAMIC_TOPIC_CONFIG),
+        ("log.retention.hours", "2", ConfigSource.STATIC_BROKER_CONFIG),
+        ("log.retention.hours", "168", ConfigSource.DEFAULT_CONFIG),
+    ]
+    [entry] = config.describe_topic({}, ["retention.ms"])
+    assert (entry.value, entry.source) == ("7200000", ConfigSource.STATIC_BROKER_CONFIG)
+    [entry] = BrokerConfig().describe_topic({}, ["cleanup.policy"])
+    assert (entry.value, entry.source) == ("delete", ConfigSource.DEFAULT_CONFIG)
+
+
+def test_describe_broker_marks_static_and_default_sources():
+    config = BrokerConfig.load(overrides=["num.partitions=4"])
+    entries = {e.name: e for e in config.describe()}
+    assert entries["num.partitions"].value == "4"
+    assert entries["num.partitions"].source == ConfigSource.STATIC_BROKER_CONFIG
+    assert entries["delete.topic.enable"].source == ConfigSource.DEFAULT_CONFIG
+    assert entries["message.max.bytes"].read_only is False
+    assert entries["node.id"].read_only is True
+
+
+def test_topic_config_validation():
+    assert validate_topic_configs({"retention.ms": "1000", "cleanup.policy": "compact,delete"}) == {
+        "retention.ms": 1000, "cleanup.policy": ["compact", "delete"]}
+    with pytest.raises(ConfigError, match="Unknown topic config"):
+        validate_topic_configs({"retention.hours": "1"})
+    with pytest.raises(ConfigError, match="segment.bytes"):
+        validate_topic_configs({"segment.bytes": "10"})
+    with pytest.raises(ConfigError, match="message.timestamp.type"):
+        validate_topic_configs({"message.timestamp.type": "Whenever"})
+
+
+def test_dynamic_broker_configs_only_for_dynamic_keys():
+    config = BrokerConfig()
+    assert config.validate_dynamic({"log.retention.ms": "10"}) == {"log.retention.ms": 10}
+    with pytest.raises(ConfigError, match="dynamically"):
+        config.validate_dynamic({"node.id": "3"})
+    config.set_dynamic({"log.retention.ms": "10"})
+    assert config.topic_default("retention.ms") == 10
+    assert config.source("log.retention.ms") == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
