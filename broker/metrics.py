@@ -1,0 +1,604 @@
+"""Prometheus metrics with the names a Kafka JMX-exporter setup produces.
+
+One :class:`BrokerMetrics` per broker, each with its own ``CollectorRegistry`` (never the global
+default), so several in-process brokers in one test run never collide.
+
+Two kinds of metrics, chosen so the hot path pays (almost) nothing:
+
+* **Counters and latency histograms** the broker records as things happen. The recording methods
+  are a dict lookup plus an integer add (no locks, no prometheus-client label lookups, never any
+  per-record work): call them from the event-loop thread.
+  ``request_received`` / ``request_done``, ``observe_request``, ``connection_opened`` /
+  ``connection_closed``, ``record_produce``, ``record_fetch``, ``record_failed_produce``,
+  ``record_failed_fetch``, ``isr_shrink`` / ``isr_expand``. ``observe_flush``,
+  ``observe_election`` and ``set_recovery_duration`` are thread-safe (storage flushes in worker
+  threads).
+* **Gauges read lazily at scrape time** from the broker's components through three source
+  callables given to :meth:`BrokerMetrics.set_sources`: partitions (log size, log end offset,
+  leadership, ISR), consumer groups (members, committed offsets -> lag) and the controller. Each
+  returns snapshot dataclasses defined here, so this module depends on no broker internals.
+
+``render()`` returns the Prometheus text exposition; ``broker/health.py`` serves it over HTTP.
+Label cardinality is bounded: request metrics are labelled by API name (and version for the rate),
+never by client id; topic and group series are capped (see ``max_topic_series`` and
+``max_lag_series``); deleted topics are dropped with ``forget_topic``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+from prometheus_client import CollectorRegistry, PlatformCollector, ProcessCollector
+from prometheus_client.exposition import generate_latest
+from prometheus_client.metrics_core import Metric
+
+#: Upper bounds in milliseconds for request and flush latency histograms.
+LATENCY_BUCKETS_MS = (0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000)
+
+#: Topic label value used once ``max_topic_series`` distinct topics have been seen.
+OTHER_TOPICS = "__other__"
+
+
+# --------------------------------------------------------------------------- snapshots
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionSnapshot:
+    """One partition replica hosted on this broker, as the partition source reports it."""
+
+    topic: str
+    partition: int
+    is_leader: bool = True
+    size_bytes: int = 0
+    log_start_offset: int = 0
+    log_end_offset: int = 0
+    #: The offset consumers see as "latest" (the high watermark); lag is measured against it.
+    high_watermark: int | None = None
+    num_segments: int = 0
+    replicas: int = 1
+    isr: int = 1
+    #: True when the partition has no live leader anywhere in the cluster.
+    offline: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class GroupSnapshot:
+    """One consumer group known to this broker's group coordinator."""
+
+    group_id: str
+    state: str = "Empty"  # Kafka's names: Empty, Stable, PreparingRebalance, CompletingRebalance, Dead
+    members: int = 0
+    #: (topic, partition) -> committed offset
+    committed: Mapping[tuple[str, int], int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerSnapshot:
+    """The metadata quorum as this node sees it."""
+
+    is_active: bool = False
+    leader_id: int | None = None
+    epoch: int = 0
+    high_watermark: int = 0
+    last_committed_offset: int = 0
+    last_applied_offset: int = 0
+    topic_count: int = 0
+    partition_count: int = 0
+    broker_count: int = 0
+
+
+PartitionSource = Callable[[], Iterable[PartitionSnapshot]]
+GroupSource = Callable[[], Iterable[GroupSnapshot]]
+ControllerSource = Callable[[], ControllerSnapshot | None]
+
+
+# --------------------------------------------------------------------------- primitives
+
+
+class _Histogram:
+    """A fixed-bucket histogram: one bisect and two adds per observation."""
+
+    __slots__ = ("counts", "total", "count")
+
+    def __init__(self) -> None:
+        self.counts = [0] * (len(LATENCY_BUCKETS_MS) + 1)
+        self.total = 0.0
+        self.count = 0
+
+    def observe(self, value_ms: float) -> None:
+        self.counts[bisect.bisect_left(LATENCY_BUCKETS_MS, value_ms)] += 1
+        self.total += value_ms
+        self.count += 1
+
+    def add_to(self, metric: Metric, labels: dict[str, str]) -> None:
+        running = 0
+        for bound, n in zip(LATENCY_BUCKETS_MS, self.counts):
+            running += n
+            metric.add_sample(metric.name + "_bucket", {**labels, "le": _fmt(bound)}, running)
+        metric.add_sample(metric.name + "_bucket", {**labels, "le": "+Inf"}, self.count)
+        metric.add_sample(metric.name + "_count", labels, self.count)
+        metric.add_sample(metric.name + "_sum", labels, self.total)
+
+
+def _fmt(bound: float) -> str:
+    return repr(float(bound))
+
+
+class _TopicStats:
+    """Per-topic BrokerTopicMetrics counters (and the all-topics total, under key None)."""
+
+    __slots__ = ("messages_in", "bytes_in", "bytes_out", "produce_requests", "fetch_requests",
+                 "failed_produce", "failed_fetch")
+
+    def __init__(self) -> None:
+        self.messages_in = self.bytes_in = self.bytes_out = 0
+        self.produce_requests = self.fetch_requests = 0
+        self.failed_produce = self.failed_fetch = 0
+
+
+class _RequestStats:
+    """Per-API request metrics: latency phases, plus per-version counts and per-error counts."""
+
+    __slots__ = ("by_version", "errors", "total", "queue", "local", "remote", "send")
+
+    def __init__(self) -> None:
+        self.by_version: dict[int, int] = {}
+        self.errors: dict[int, int] = {}
+        self.total, self.queue, self.local = _Histogram(), _Histogram(), _Histogram()
+        self.remote, self.send = _Histogram(), _Histogram()
+
+
+#: BrokerTopicMetrics name suffix -> (_TopicStats attribute, help text)
+_TOPIC_COUNTERS = {
+    "messagesin": ("messages_in", "Messages appended to the log (record counts from batch headers)."),
+    "bytesin": ("bytes_in", "Record batch bytes received from producers."),
+    "bytesout": ("bytes_out", "Record batch bytes sent to consumers and followers."),
+    "totalproducerequests": ("produce_requests", "Partition appends requested by Produce (one per partition, as Kafka counts)."),
+    "totalfetchrequests": ("fetch_requests", "Partition reads requested by Fetch (one per partition, as Kafka counts)."),
+    "failedproducerequests": ("failed_produce", "Produce partition results that carried an error."),
+    "failedfetchrequests": ("failed_fetch", "Fetch partition results that carried an error."),
+}
+
+#: Request latency phases, as Kafka's RequestMetrics names them.
+_PHASES = {
+    "totaltimems": ("total", "Time from reading the request to having sent the response (ms)."),
+    "requestqueuetimems": ("queue", "Time the request waited before a handler started on it (ms)."),
+    "localtimems": ("local", "Time the handler spent on this broker (ms)."),
+    "remotetimems": ("remote", "Time waiting on others: long-poll fetch, acks=all replication (ms)."),
+    "responsesendtimems": ("send", "Time writing the response to the socket (ms)."),
+}
+
+
+def _api_names() -> dict[int, str]:
+    """Kafka's request names by api key, taken from the codec when it is importable."""
+    try:
+        import protocol
+        specs = protocol.API_SPECS
+    except Exception:  # the codec is optional for metrics: fall back to numbers
+        return {}
+    names = {}
+    for key, spec in specs.items():
+        name = spec.get("name") if isinstance(spec, Mapping) else getattr(spec, "name", None)
+        if name:
+            names[int(key)] = str(name).removesuffix("Request")
+    return names
+
+
+def _error_name(code: int) -> str:
+    try:
+        import protocol
+        return protocol.ErrorCode(code).name
+    except Exception:
+        return str(code)
+
+
+# --------------------------------------------------------------------------- the registry
+
+
+class BrokerMetrics:
+    """All of one broker's metrics and its private Prometheus registry."""
+
+    def __init__(self, node_id: int = 0, *, version: str = "", max_topic_series: int = 1000,
+                 max_lag_series: int = 10000, process_metrics: bool = True) -> None:
+        self.node_id = node_id
+        self.version = version
+        self.max_topic_series = max_topic_series
+        self.max_lag_series = max_lag_series
+        self.registry = CollectorRegistry(auto_describe=False)
+
+        self._topics: dict[str | None, _TopicStats] = {None: _TopicStats()}
+        self._requests: dict[int, _RequestStats] = {}
+        self._api_names = _api_names()
+        self.in_flight = 0
+        self._connections: dict[str, list[int]] = {}  # listener -> [open, created, closed]
+        self.isr_shrinks = 0
+        self.isr_expands = 0
+        self.loop_lag_seconds = 0.0
+
+        self._lock = threading.Lock()  # guards only the thread-safe (non hot path) recorders
+        self._flush = _Histogram()
+        self._elections = _Histogram()
+        self.recovery_duration_ms: float | None = None
+        self.recovered_segments = 0
+
+        self._partition_source: PartitionSource | None = None
+        self._group_source: GroupSource | None = None
+        self._controller_source: ControllerSource | None = None
+        self._started = time.time()
+
+        self.registry.register(_Collector(self))
+        if process_metrics:
+            ProcessCollector(registry=self.registry)
+            PlatformCollector(registry=self.registry)
+
+    # ---------------------------------------------------------------- wiring
+
+    def set_sources(self, *, partitions: PartitionSource | None = None,
+                    groups: GroupSource | None = None,
+                    controller: ControllerSource | None = None) -> None:
+        """Give the callables read at scrape time; each may be left out (series are omitted)."""
+        if partitions is not None:
+            self._partition_source = partitions
+        if groups is not None:
+            self._group_source = groups
+        if controller is not None:
+            self._controller_source = controller
+
+    def render(self) -> bytes:
+        """The Prometheus text exposition of everything in this broker's registry."""
+        return generate_latest(self.registry)
+
+    # ---------------------------------------------------------------- hot path: requests
+
+    def request_received(self) -> None:
+        self.in_flight += 1
+
+    def request_done(self) -> None:
+        self.in_flight -= 1
+
+    def observe_request(self, api_key: int, api_version: int, *, queue_s: float = 0.0,
+                        local_s: float = 0.0, remote_s: float = 0.0, send_s: float = 0.0,
+                        error_code: int = 0) -> None:
+        """Record one answered request (or one acks=0 produce). Times are in seconds."""
+        stats = self._requests.get(api_key)
+        if stats is None:
+            stats = self._requests[api_key] = _RequestStats()
+        stats.by_version[api_version] = stats.by_version.get(api_version, 0) + 1
+        if error_code:
+            stats.errors[error_code] = stats.errors.get(error_code, 0) + 1
+        stats.queue.observe(queue_s * 1000.0)
+        stats.local.observe(local_s * 1000.0)
+        stats.remote.observe(remote_s * 1000.0)
+        stats.send.observe(send_s * 1000.0)
+        stats.total.observe((queue_s + local_s + remote_s + send_s) * 1000.0)
+
+    def count_error(self, api_key: int, error_code: int, n: int = 1) -> None:
+        """Count errors found inside a response (per partition) beyond the top-level one."""
+        stats = self._requests.get(api_key)
+        if stats is None:
+            stats = self._requests[api_key] = _RequestStats()
+        stats.errors[error_code] = stats.errors.get(error_code, 0) + n
+
+    # ---------------------------------------------------------------- hot path: connections
+
+    def connection_opened(self, listener: str = "PLAINTEXT") -> None:
+        c = self._connections.get(listener)
+        if c is None:
+            c = self._connections[listener] = [0, 0, 0]
+        c[0] += 1
+        c[1] += 1
+
+    def connection_closed(self, listener: str = "PLAINTEXT") -> None:
+        c = self._connections.get(listener)
+        if c is None:
+            c = self._connections[listener] = [0, 0, 0]
+        c[0] -= 1
+        c[2] += 1
+
+    # ---------------------------------------------------------------- hot path: topics
+
+    def _topic(self, topic: str) -> _TopicStats:
+        stats = self._topics.get(topic)
+        if stats is None:
+            if len(self._topics) > self.max_topic_series:
+                topic = OTHER_TOPICS
+                stats = self._topics.get(topic)
+            if stats is None:
+                stats = self._topics[topic] = _TopicStats()
+        return stats
+
+    def record_produce(self, topic: str, messages: int, nbytes: int) -> None:
+        """One partition's batches appended: record count from the batch headers, their bytes."""
+        t, total = self._topic(topic), self._topics[None]
+        t.messages_in += messages
+        t.bytes_in += nbytes
+        t.produce_requests += 1
+        total.messages_in += messages
+        total.bytes_in += nbytes
+        total.produce_requests += 1
+
+    def record_fetch(self, topic: str, nbytes: int) -> None:
+        """One partition's record bytes put into a fetch response."""
+        t, total = self._topic(topic), self._topics[None]
+        t.bytes_out += nbytes
+        t.fetch_requests += 1
+        total.bytes_out += nbytes
+        total.fetch_requests += 1
+
+    def record_failed_produce(self, topic: str) -> None:
+        self._topic(topic).failed_produce += 1
+        self._topics[None].failed_produce += 1
+
+    def record_failed_fetch(self, topic: str) -> None:
+        self._topic(topic).failed_fetch += 1
+        self._topics[None].failed_fetch += 1
+
+    def forget_topic(self, topic: str) -> None:
+        """Drop a deleted topic's series (the all-topics totals keep its counts)."""
+        self._topics.pop(topic, None)
+
+    # ---------------------------------------------------------------- replication, storage, raft
+
+    def isr_shrink(self, n: int = 1) -> None:
+        self.isr_shrinks += n
+
+    def isr_expand(self, n: int = 1) -> None:
+        self.isr_expands += n
+
+    def observe_flush(self, seconds: float) -> None:
+        """One log flush (fsync); thread-safe."""
+        with self._lock:
+            self._flush.observe(seconds * 1000.0)
+
+    def observe_election(self, seconds: float) -> None:
+        """One completed controller (Raft) election and how long it took; thread-safe."""
+        with self._lock:
+            self._elections.observe(seconds * 1000.0)
+
+    def set_recovery_duration(self, seconds: float, segments: int = 0) -> None:
+        """How long start-up log recovery took, and how many segments it scanned."""
+        with self._lock:
+            self.recovery_duration_ms = seconds * 1000.0
+            self.recovered_segments = segments
+
+    # ---------------------------------------------------------------- scrape-time helpers
+
+    def api_name(self, api_key: int) -> str:
+        return self._api_names.get(api_key, str(api_key))
+
+
+# --------------------------------------------------------------------------- collection
+
+
+def _family(name: str, doc: str, kind: str) -> Metric:
+    return Metric(name, doc, kind)
+
+
+class _Collector:
+    """Turns a BrokerMetrics' plain counters and its sources into metric families at scrape time."""
+
+    def __init__(self, metrics: BrokerMetrics) -> None:
+        self.m = metrics
+
+    def collect(self) -> Iterable[Metric]:
+        yield from self._info()
+        yield from self._topic_metrics()
+        yield from self._request_metrics()
+        yield from self._connection_metrics()
+        yield from self._storage_and_raft_events()
+        partitions = _safe_list(self.m._partition_source)
+        yield from self._partition_metrics(partitions)
+        yield from self._group_metrics(partitions)
+        yield from self._controller_metrics()
+
+    # -- recorded
+
+    def _info(self) -> Iterable[Metric]:
+        info = _family("odradek_build_info", "Always 1; the labels say which broker this is.", "gauge")
+        info.add_sample("odradek_build_info",
+                        {"version": self.m.version, "node_id": str(self.m.node_id)}, 1)
+        yield info
+        lag = _family("odradek_event_loop_lag_seconds",
+                      "How late the event loop last woke a timer (see /healthz).", "gauge")
+        lag.add_sample("odradek_event_loop_lag_seconds", {}, self.m.loop_lag_seconds)
+        yield lag
+
+    def _topic_metrics(self) -> Iterable[Metric]:
+        topics = list(self.m._topics.items())
+        for suffix, (attr, doc) in _TOPIC_COUNTERS.items():
+            name = f"kafka_server_brokertopicmetrics_{suffix}"
+            fam = _family(name, doc + " Without a topic label: all topics.", "counter")
+            for topic, stats in topics:
+                labels = {} if topic is None else {"topic": topic}
+                fam.add_sample(name + "_total", labels, getattr(stats, attr))
+            yield fam
+
+    def _request_metrics(self) -> Iterable[Metric]:
+        reqs = sorted(self.m._requests.items())
+        rate = _family("kafka_network_requestmetrics_requests",
+                       "Requests answered, per API and version.", "counter")
+        errors = _family("kafka_network_requestmetrics_errors",
+                         "Error codes returned, per API and Kafka error name.", "counter")
+        phases = {attr: _family(f"kafka_network_requestmetrics_{suffix}", doc, "histogram")
+                  for suffix, (attr, doc) in _PHASES.items()}
+        for api_key, stats in reqs:
+            request = self.m.api_name(api_key)
+            for version, n in sorted(stats.by_version.items()):
+                rate.add_sample(rate.name + "_total", {"request": request, "version": str(version)}, n)
+            for code, n in sorted(stats.errors.items()):
+                errors.add_sample(errors.name + "_total",
+                                  {"request": request, "error": _error_name(code)}, n)
+            for attr, fam in phases.items():
+                getattr(stats, attr).add_to(fam, {"request": request})
+        yield rate
+        yield errors
+        yield from phases.values()
+        inflight = _family("kafka_network_requestchannel_requestqueuesize",
+                           "Requests received and not yet answered (in flight).", "gauge")
+        inflight.add_sample(inflight.name, {}, self.m.in_flight)
+        yield inflight
+
+    def _connection_metrics(self) -> Iterable[Metric]:
+        base = "kafka_server_socket_server_metrics_"
+        count = _family(base + "connection_count", "Open client connections.", "gauge")
+        created = _family(base + "connection_creation", "Connections accepted.", "counter")
+        closed = _family(base + "connection_close", "Connections closed.", "counter")
+        for listener, (n_open, n_created, n_closed) in sorted(self.m._connections.items()):
+            labels = {"listener": listener}
+            count.add_sample(count.name, labels, n_open)
+            created.add_sample(created.name + "_total", labels, n_created)
+            closed.add_sample(closed.name + "_total", labels, n_closed)
+        yield from (count, created, closed)
+
+    def _storage_and_raft_events(self) -> Iterable[Metric]:
+        m = self.m
+        shrinks = _family("kafka_server_replicamanager_isrshrinks", "ISR shrinks.", "counter")
+        shrinks.add_sample(shrinks.name + "_total", {}, m.isr_shrinks)
+        expands = _family("kafka_server_replicamanager_isrexpands", "ISR expands.", "counter")
+        expands.add_sample(expands.name + "_total", {}, m.isr_expands)
+        yield shrinks
+        yield expands
+        with m._lock:
+            flush = _family("kafka_log_logflushstats_logflushrateandtimems",
+                            "Log flush (fsync) latency (ms).", "histogram")
+            m._flush.add_to(flush, {})
+            elections = _family("kafka_server_raft_metrics_election_latency_ms",
+                                "Controller elections and their duration (ms); _count is the "
+                                "number of elections.", "histogram")
+            m._elections.add_to(elections, {})
+            recovery_ms, segments = m.recovery_duration_ms, m.recovered_segments
+        yield flush
+        yield elections
+        if recovery_ms is not None:
+            rec = _family("kafka_log_logmanager_recoverytimems",
+                          "How long start-up log recovery took (ms).", "gauge")
+            rec.add_sample(rec.name, {}, recovery_ms)
+            yield rec
+            seg = _family("kafka_log_logmanager_recoveredsegments",
+                          "Segments scanned by start-up log recovery.", "gauge")
+            seg.add_sample(seg.name, {}, segments)
+            yield seg
+
+    # -- lazy
+
+    def _partition_metrics(self, partitions: list[PartitionSnapshot]) -> Iterable[Metric]:
+        base = "kafka_server_replicamanager_"
+        counts = {"partitioncount": ("Partitions hosted on this broker.", len(partitions)),
+                  "leadercount": ("Partitions this broker leads.",
+                                  sum(1 for p in partitions if p.is_leader)),
+                  "underreplicatedpartitions": ("Led partitions whose ISR is smaller than the "
+                                                "replica set.",
+                                                sum(1 for p in partitions
+                                                    if p.is_leader and p.isr < p.replicas))}
+        for suffix, (doc, value) in counts.items():
+            fam = _family(base + suffix, doc, "gauge")
+            fam.add_sample(fam.name, {}, value)
+            yield fam
+        offline = _family("kafka_controller_kafkacontroller_offlinepartitionscount",
+                          "Partitions without a live leader.", "gauge")
+        offline.add_sample(offline.name, {}, sum(1 for p in partitions if p.offline))
+        yield offline
+
+        per_partition = {
+            "size": ("Bytes of the partition's log on disk.", "size_bytes"),
+            "logendoffset": ("The partition's log end offset.", "log_end_offset"),
+            "logstartoffset": ("The partition's log start offset.", "log_start_offset"),
+            "numlogsegments": ("Segments in the partition's log.", "num_segments"),
+        }
+        for suffix, (doc, attr) in per_partition.items():
+            fam = _family(f"kafka_log_log_{suffix}", doc, "gauge")
+            for p in partitions:
+                fam.add_sample(fam.name, {"topic": p.topic, "partition": str(p.partition)},
+                               getattr(p, attr))
+            yield fam
+
+    def _group_metrics(self, partitions: list[PartitionSnapshot]) -> Iterable[Metric]:
+        if self.m._group_source is None:
+            return
+        groups = _safe_list(self.m._group_source)
+        latest = {(p.topic, p.partition): p.log_end_offset if p.high_watermark is None
+                  else p.high_watermark for p in partitions}
+        base = "kafka_coordinator_group_groupmetadatamanager_"
+        numgroups = _family(base + "numgroups", "Consumer groups this coordinator owns.", "gauge")
+        numgroups.add_sample(numgroups.name, {}, len(groups))
+        yield numgroups
+        for state in ("Stable", "PreparingRebalance", "CompletingRebalance", "Empty", "Dead"):
+            fam = _family(base + "numgroups" + state.lower(), f"Groups in state {state}.", "gauge")
+            fam.add_sample(fam.name, {}, sum(1 for g in groups if g.state == state))
+            yield fam
+
+        members = _family("kafka_consumergroup_members", "Members of each consumer group.", "gauge")
+        offset = _family("kafka_consumergroup_current_offset",
+                         "Committed offset per group and partition.", "gauge")
+        lag = _family("kafka_consumergroup_lag",
+                      "Latest offset minus committed offset per group and partition.", "gauge")
+        lag_sum = _family("kafka_consumergroup_lag_sum", "Lag summed per group and topic.", "gauge")
+        budget = self.m.max_lag_series
+        for g in groups:
+            members.add_sample(members.name, {"consumergroup": g.group_id}, g.members)
+            sums: dict[str, int] = {}
+            for (topic, partition), committed in sorted(g.committed.items()):
+                end = latest.get((topic, partition))
+                if end is None or committed < 0:
+                    continue  # not hosted here, or no real commit yet
+                behind = max(0, end - committed)
+                sums[topic] = sums.get(topic, 0) + behind
+                if budget > 0:
+                    budget -= 1
+                    labels = {"consumergroup": g.group_id, "topic": topic,
+                              "partition": str(partition)}
+                    offset.add_sample(offset.name, labels, committed)
+                    lag.add_sample(lag.name, labels, behind)
+            for topic, total in sorted(sums.items()):
+                lag_sum.add_sample(lag_sum.name, {"consumergroup": g.group_id, "topic": topic}, total)
+        yield from (members, offset, lag, lag_sum)
+
+    def _controller_metrics(self) -> Iterable[Metric]:
+        source = self.m._controller_source
+        if source is None:
+            return
+        try:
+            c = source()
+        except Exception:
+            return
+        if c is None:
+            return
+        values = [
+            ("kafka_controller_kafkacontroller_activecontrollercount",
+             "1 on the node that is the active controller.", int(c.is_active)),
+            ("kafka_controller_kafkacontroller_lastcommittedrecordoffset",
+             "Offset of the last metadata record committed by the quorum.", c.last_committed_offset),
+            ("kafka_controller_kafkacontroller_lastappliedrecordoffset",
+             "Offset of the last metadata record applied to this node's image.",
+             c.last_applied_offset),
+            ("kafka_controller_kafkacontroller_globaltopiccount", "Topics in the cluster.",
+             c.topic_count),
+            ("kafka_controller_kafkacontroller_globalpartitioncount", "Partitions in the cluster.",
+             c.partition_count),
+            ("kafka_controller_kafkacontroller_activebrokercount", "Registered live brokers.",
+             c.broker_count),
+            ("kafka_server_raft_metrics_current_epoch", "The quorum's current epoch.", c.epoch),
+            ("kafka_server_raft_metrics_current_leader",
+             "Node id of the quorum leader, -1 when unknown.",
+             -1 if c.leader_id is None else c.leader_id),
+            ("kafka_server_raft_metrics_high_watermark", "The metadata log's high watermark.",
+             c.high_watermark),
+        ]
+        for name, doc, value in values:
+            fam = _family(name, doc, "gauge")
+            fam.add_sample(name, {}, value)
+            yield fam
+
+
+def _safe_list(source: Callable[[], Iterable] | None) -> list:
+    """Read a source at scrape time; a failing source yields no series rather than a 500."""
+    if source is None:
+        return []
+    try:
+        return list(source())
+    except Exception:
+        return []

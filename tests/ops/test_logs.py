@@ -1,0 +1,60 @@
+"""Structured logging: text and JSON lines, the banner, the optional request log."""
+
+import io
+import json
+import logging
+
+import pytest
+
+from broker.logs import RequestLogger, configure_logging, log_startup_banner
+
+
+@pytest.fixture
+def restore_logger():
+    logger = logging.getLogger("odradek")
+    saved = (list(logger.handlers), logger.level, logger.propagate)
+    yield
+    logger.handlers[:], logger.level, logger.propagate = saved[0], saved[1], saved[2]
+
+
+def test_json_banner_and_request_lines(restore_logger):
+    out = io.StringIO()
+    configure_logging("DEBUG", "json", out)
+    log_startup_banner(version="0.1.0", node_id=1, listeners=["PLAINTEXT://127.0.0.1:9092"],
+                       log_dirs=["/data"], overrides={"num.partitions": "3"}, metrics_port=9404)
+    RequestLogger(enabled=True).log("Produce", 9, "my-app", 0.0123, error="NOT_LEADER_OR_FOLLOWER",
+                                    correlation_id=7)
+    RequestLogger(enabled=False).log("Fetch", 12, "x", 0.1)
+    lines = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert len(lines) == 3
+    banner, override, request = lines
+    assert banner["msg"] == "Odradek broker started" and banner["level"] == "INFO"
+    assert banner["listeners"] == "PLAINTEXT://127.0.0.1:9092" and banner["metrics_port"] == 9404
+    assert override["key"] == "num.partitions" and override["value"] == "3"
+    assert request == {**request, "logger": "odradek.request", "api": "Produce", "version": 9,
+                       "client_id": "my-app", "latency_ms": 12.3, "correlation_id": 7,
+                       "error": "NOT_LEADER_OR_FOLLOWER"}
+    assert request["ts"].endswith("Z")
+
+
+def test_text_format_and_levels(restore_logger):
+    out = io.StringIO()
+    configure_logging("warning", "text", out)
+    log = logging.getLogger("odradek.storage")
+    log.info("hidden")
+    log.warning("segment rolled", extra={"fields": {"topic": "a b", "offset": 10}})
+    (line,) = out.getvalue().splitlines()
+    assert " WARNING odradek.storage segment rolled " in line
+    assert line.endswith('topic="a b" offset=10')
+
+
+def test_configure_is_idempotent_and_validates(restore_logger):
+    out = io.StringIO()
+    configure_logging("INFO", "text", out)
+    configure_logging("INFO", "text", out)
+    logging.getLogger("odradek").info("once")
+    assert out.getvalue().count("once") == 1
+    with pytest.raises(ValueError):
+        configure_logging("LOUD")
+    with pytest.raises(ValueError):
+        configure_logging("INFO", "xml")
