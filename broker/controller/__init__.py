@@ -1,0 +1,94 @@
+"""Odradek's controller: the metadata log (a Raft quorum, KRaft style) and the image built from it.
+
+Opening (trio; the context manager runs the controller's background tasks until it exits)::
+
+    from broker.controller import Controller, ControllerSettings, CreateTopicSpec
+
+    async with Controller.open(log_dir, node_id=1, cluster_id=None,
+                               settings=ControllerSettings(num_partitions=1,
+                                                           default_replication_factor=1,
+                                                           delete_topic_enable=True,
+                                                           broker_session_timeout_ms=9000),
+                               config_validator=validate) as controller:
+        ...
+
+The metadata log lives in `<log_dir>/__cluster_metadata-0/` (entries, `quorum-state`, snapshots), every
+entry fsynced before it counts; a restart replays it, so topics, configs and producer-id blocks survive.
+`cluster_id=None` reads `cluster.id` from `<log_dir>/meta.properties`, creating that file if missing.
+`config_validator(resource_type, resource_name, configs)` is the broker's hook: it gets the complete
+resulting dynamic config map of a topic (resource_type 2) or broker (4, name "" = cluster default) and
+raises ValueError(message) → INVALID_CONFIG, or `ApiError(code, message)` for another code.
+
+Reading (always the latest committed state; never mutate it)::
+
+    image = controller.image          # MetadataImage
+    image.cluster_id, image.offset    # offset = metadata log offset of the last applied entry
+    image.brokers[id]                 # BrokerImage: broker_id, epoch, incarnation_id, endpoints
+                                      #   (Endpoint: name, host, port, security_protocol), rack, fenced
+    image.topics[name] / image.topics_by_id[uuid]   # TopicImage: name, topic_id, partitions{int: ...}
+    image.partition(topic, p)         # PartitionImage: partition_id, replicas, isr, leader,
+                                      #   leader_epoch, partition_epoch (tuples of broker ids)
+    image.topic_configs[name]         # {key: value}: dynamic (non-default) configs only
+    image.broker_configs[""|"<id>"]   # cluster-wide default ("") and per-broker dynamic configs
+    image.next_producer_id
+
+    controller.add_listener(fn)       # fn(ImageChange) runs synchronously after every committed batch
+                                      #   and before the mutation that caused it returns; ImageChange has
+                                      #   .old .new .created_topics .deleted_topics .changed_partitions
+                                      #   .changed_topic_configs
+
+Mutating (each returns only once its records are durable and committed; batch calls answer one result
+per item, in request order, and commit the valid items as one atomic batch; whole-request failures such
+as NOT_CONTROLLER raise `ApiError` with `.code` / `.message`)::
+
+    await controller.create_topics([CreateTopicSpec(name, num_partitions=-1, replication_factor=-1,
+                                                    assignments={}, configs={})], validate_only=False)
+        -> [CreateTopicResult(name, error_code, error_message, topic_id, num_partitions,
+                              replication_factor, configs)]
+    await controller.delete_topics(names=[...], topic_ids=[...])
+        -> [DeleteTopicResult(name, topic_id, error_code, error_message)]   # names first, then ids
+    await controller.create_partitions([CreatePartitionsSpec(name, count, assignments=None)],
+                                       validate_only=False) -> [CreatePartitionsResult(...)]
+    await controller.alter_configs([(resource_type, name, {key: value})], validate_only=False)
+    await controller.incremental_alter_configs([(resource_type, name, [(key, op, value)])],
+                                               validate_only=False)   # op: SET 0 DELETE 1 APPEND 2 SUBTRACT 3
+        -> [ConfigResult(resource_type, resource_name, error_code, error_message)]
+    await controller.allocate_producer_ids(broker_id, broker_epoch=-1) -> ProducerIdBlock(first_producer_id, size=1000)
+    await controller.register_broker(broker_id, incarnation_id, [(listener, host, port, protocol_id)],
+                                     rack=None) -> broker_epoch        # registered fenced
+    await controller.heartbeat(broker_id, broker_epoch, metadata_offset, want_fence=False,
+                               want_shutdown=False) -> HeartbeatResult(is_caught_up, is_fenced, should_shut_down)
+
+Topics are placed only on unfenced brokers, so a broker must register and heartbeat once (which unfences
+it) before topics can be created; a broker that stops heartbeating for `broker.session.timeout.ms` is
+fenced and its partitions move their leadership to other in-sync replicas (or to no leader: -1).
+
+Error codes follow Kafka: INVALID_TOPIC_EXCEPTION (bad or colliding name), TOPIC_ALREADY_EXISTS,
+INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR, INVALID_REPLICA_ASSIGNMENT, INVALID_CONFIG,
+INVALID_REQUEST (duplicates in one request, manual assignment with counts), UNKNOWN_TOPIC_OR_PARTITION,
+UNKNOWN_TOPIC_ID, TOPIC_DELETION_DISABLED, STALE_BROKER_EPOCH, BROKER_ID_NOT_REGISTERED,
+DUPLICATE_BROKER_REGISTRATION, NOT_CONTROLLER.
+
+Modules: `image` (MetadataImage, applying records), `records` (metadata record types and framing),
+`controller` (the API above), `topics` (names, placement), `configs` (config changes), `disklog`
+(durable log, quorum state, snapshots), `quorum` (the quorum the controller commits through).
+"""
+
+from .controller import (
+    ConfigResult, Controller, ControllerSettings, CreatePartitionsResult, CreatePartitionsSpec,
+    CreateTopicResult, CreateTopicSpec, DeleteTopicResult, HeartbeatResult, ProducerIdBlock,
+)
+from .configs import APPEND, DELETE, SET, SUBTRACT
+from .errors import ApiError, ErrorCode
+from .image import (
+    BROKER_RESOURCE, TOPIC_RESOURCE, BrokerImage, Endpoint, ImageChange, MetadataImage, PartitionImage,
+    TopicImage,
+)
+
+__all__ = [
+    "APPEND", "ApiError", "BROKER_RESOURCE", "BrokerImage", "ConfigResult", "Controller",
+    "ControllerSettings", "CreatePartitionsResult", "CreatePartitionsSpec", "CreateTopicResult",
+    "CreateTopicSpec", "DELETE", "DeleteTopicResult", "Endpoint", "ErrorCode", "HeartbeatResult",
+    "ImageChange", "MetadataImage", "PartitionImage", "ProducerIdBlock", "SET", "SUBTRACT",
+    "TOPIC_RESOURCE", "TopicImage",
+]

@@ -1,0 +1,104 @@
+"""Dynamic config changes (AlterConfigs and IncrementalAlterConfigs) turned into ConfigRecords."""
+
+from __future__ import annotations
+
+from typing import Callable, Mapping
+
+from . import records as r
+from .errors import ApiError, ErrorCode
+from .image import BROKER_RESOURCE, TOPIC_RESOURCE, MetadataImage
+
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+# Configs whose values are comma-separated lists (the only ones APPEND/SUBTRACT may touch).
+LIST_CONFIGS = {
+    TOPIC_RESOURCE: {"cleanup.policy", "leader.replication.throttled.replicas",
+                     "follower.replication.throttled.replicas"},
+    BROKER_RESOURCE: {"listeners", "advertised.listeners", "listener.security.protocol.map",
+                      "log.dirs", "log.cleanup.policy", "sasl.enabled.mechanisms",
+                      "ssl.cipher.suites", "ssl.enabled.protocols", "metric.reporters",
+                      "super.users"},
+}
+
+ConfigValidator = Callable[[int, str, Mapping[str, str]], None]
+
+
+def current_configs(image: MetadataImage, resource_type: int, name: str) -> dict[str, str]:
+    table = image.topic_configs if resource_type == TOPIC_RESOURCE else image.broker_configs
+    return dict(table.get(name, {}))
+
+
+def check_resource(image: MetadataImage, resource_type: int, name: str) -> None:
+    if resource_type == TOPIC_RESOURCE:
+        if name not in image.topics:
+            raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist.")
+    elif resource_type == BROKER_RESOURCE:
+        if name != "" and not (name.isdigit() and int(name) >= 0):
+            raise ApiError(ErrorCode.INVALID_REQUEST, f"Illegal non-integral BROKER resource type name {name}")
+    else:
+        raise ApiError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type}")
+
+
+def run_validator(validator: ConfigValidator | None, resource_type: int, name: str,
+                  configs: Mapping[str, str]) -> None:
+    """The broker's validator raises ValueError (→ INVALID_CONFIG) or an ApiError of its choice."""
+    if validator is None:
+        return
+    try:
+        validator(resource_type, name, configs)
+    except ApiError:
+        raise
+    except ValueError as exc:
+        raise ApiError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+
+
+def diff_records(resource_type: int, name: str, before: Mapping[str, str],
+                 after: Mapping[str, str]) -> list:
+    """ConfigRecords turning `before` into `after` (value None deletes a key)."""
+    out = []
+    for key in sorted(set(before) | set(after)):
+        if before.get(key) != after.get(key):
+            out.append(r.ConfigRecord(resource_type=resource_type, resource_name=name, name=key,
+                                      value=after.get(key)))
+    return out
+
+
+def apply_legacy(configs: Mapping[str, str | None]) -> dict[str, str]:
+    """AlterConfigs replaces the whole dynamic config set of the resource."""
+    for key, value in configs.items():
+        if value is None:
+            raise ApiError(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {key}")
+    return dict(configs)
+
+
+def apply_incremental(resource_type: int, current: Mapping[str, str], ops) -> dict[str, str]:
+    """Apply [(key, op, value)] to `current`; raises ApiError for bad or duplicate operations."""
+    keys = [key for key, _, _ in ops]
+    if len(keys) != len(set(keys)):
+        raise ApiError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
+    result = dict(current)
+    for key, op, value in ops:
+        if op == SET:
+            if value is None:
+                raise ApiError(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {key}")
+            result[key] = value
+        elif op == DELETE:
+            result.pop(key, None)
+        elif op in (APPEND, SUBTRACT):
+            if key not in LIST_CONFIGS.get(resource_type, ()):
+                verb = "append" if op == APPEND else "subtract"
+                raise ApiError(ErrorCode.INVALID_CONFIG,
+                               f"Config value {verb} is not allowed for config key: {key}")
+            items = [x for x in result.get(key, "").split(",") if x]
+            changes = [x.strip() for x in (value or "").split(",") if x.strip()]
+            if op == APPEND:
+                items += [x for x in changes if x not in items]
+            else:
+                items = [x for x in items if x not in changes]
+            if items:
+                result[key] = ",".join(items)
+            else:
+                result.pop(key, None)
+        else:
+            raise ApiError(ErrorCode.INVALID_REQUEST, f"Unknown config operation {op} for {key}")
+    return result

@@ -1,0 +1,298 @@
+"""The metadata image: the cluster's state as of one offset of the metadata log.
+
+An image is never mutated: `image.apply(records, offset)` returns a new image that shares every untouched
+topic and broker with the old one. The same records applied in the same order always give the same image,
+which is what lets every node rebuild identical metadata from the log.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Mapping
+
+from . import records as r
+
+# ConfigRecord.resource_type values (Kafka's ConfigResource.Type).
+TOPIC_RESOURCE = 2
+BROKER_RESOURCE = 4
+
+
+class ImageError(Exception):
+    """A record does not fit the image it is applied to (a corrupt or out-of-order log)."""
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    name: str
+    host: str
+    port: int
+    security_protocol: int
+
+
+@dataclass(frozen=True)
+class BrokerImage:
+    broker_id: int
+    epoch: int
+    incarnation_id: uuid.UUID
+    endpoints: tuple[Endpoint, ...]
+    rack: str | None
+    fenced: bool
+    in_controlled_shutdown: bool = False
+
+
+@dataclass(frozen=True)
+class PartitionImage:
+    partition_id: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    leader: int
+    leader_epoch: int
+    partition_epoch: int
+    removing_replicas: tuple[int, ...] = ()
+    adding_replicas: tuple[int, ...] = ()
+    leader_recovery_state: int = 0
+
+
+@dataclass(frozen=True)
+class TopicImage:
+    name: str
+    topic_id: uuid.UUID
+    partitions: Mapping[int, PartitionImage] = field(default_factory=lambda: MappingProxyType({}))
+
+
+def _empty():
+    return MappingProxyType({})
+
+
+@dataclass(frozen=True)
+class MetadataImage:
+    """Cluster metadata as of `offset` (the metadata log offset of the last applied entry, -1 if none)."""
+
+    cluster_id: str = ""
+    offset: int = -1
+    brokers: Mapping[int, BrokerImage] = field(default_factory=_empty)
+    topics: Mapping[str, TopicImage] = field(default_factory=_empty)
+    topics_by_id: Mapping[uuid.UUID, TopicImage] = field(default_factory=_empty)
+    topic_configs: Mapping[str, Mapping[str, str]] = field(default_factory=_empty)
+    broker_configs: Mapping[str, Mapping[str, str]] = field(default_factory=_empty)   # key "" = cluster-wide default
+    next_producer_id: int = 0
+    features: Mapping[str, int] = field(default_factory=_empty)
+
+    def apply(self, records, offset: int | None = None) -> "MetadataImage":
+        """Return the image after `records` (an atomic batch); `offset` becomes the image's offset."""
+        builder = _Builder(self)
+        for record in records:
+            builder.replay(record)
+        return builder.build(self.offset if offset is None else offset)
+
+    # -- queries ---------------------------------------------------------------------------------
+
+    def topic(self, name: str) -> TopicImage | None:
+        return self.topics.get(name)
+
+    def partition(self, topic: str, partition: int) -> PartitionImage | None:
+        t = self.topics.get(topic)
+        return None if t is None else t.partitions.get(partition)
+
+    def unfenced_brokers(self) -> list[BrokerImage]:
+        return [b for _, b in sorted(self.brokers.items()) if not b.fenced]
+
+    def to_records(self) -> list:
+        """Records that rebuild this image from an empty one (the content of a snapshot)."""
+        out: list = [r.FeatureLevelRecord(name=k, feature_level=v) for k, v in sorted(self.features.items())]
+        for b in (b for _, b in sorted(self.brokers.items())):
+            out.append(r.RegisterBrokerRecord(
+                broker_id=b.broker_id, incarnation_id=b.incarnation_id, broker_epoch=b.epoch,
+                end_points=[r.BrokerEndpoint(e.name, e.host, e.port, e.security_protocol)
+                            for e in b.endpoints],
+                rack=b.rack, fenced=b.fenced, in_controlled_shutdown=b.in_controlled_shutdown))
+        for name, configs in sorted(self.broker_configs.items()):
+            out += [r.ConfigRecord(resource_type=BROKER_RESOURCE, resource_name=name, name=k, value=v)
+                    for k, v in sorted(configs.items())]
+        for t in (t for _, t in sorted(self.topics.items())):
+            out.append(r.TopicRecord(name=t.name, topic_id=t.topic_id))
+            for p in (p for _, p in sorted(t.partitions.items())):
+                out.append(r.PartitionRecord(
+                    partition_id=p.partition_id, topic_id=t.topic_id, replicas=list(p.replicas),
+                    isr=list(p.isr), removing_replicas=list(p.removing_replicas),
+                    adding_replicas=list(p.adding_replicas), leader=p.leader,
+                    leader_recovery_state=p.leader_recovery_state, leader_epoch=p.leader_epoch,
+                    partition_epoch=p.partition_epoch))
+            out += [r.ConfigRecord(resource_type=TOPIC_RESOURCE, resource_name=t.name, name=k, value=v)
+                    for k, v in sorted(self.topic_configs.get(t.name, {}).items())]
+        if self.next_producer_id:
+            out.append(r.ProducerIdsRecord(broker_id=-1, next_producer_id=self.next_producer_id))
+        return out
+
+
+class _Builder:
+    """Copy-on-write application of records onto an image."""
+
+    def __init__(self, base: MetadataImage):
+        self.base = base
+        self.brokers = dict(base.brokers)
+        self.topics = dict(base.topics)
+        self.topics_by_id = dict(base.topics_by_id)
+        self.topic_configs = dict(base.topic_configs)
+        self.broker_configs = dict(base.broker_configs)
+        self.features = dict(base.features)
+        self.next_producer_id = base.next_producer_id
+
+    def build(self, offset: int) -> MetadataImage:
+        ro = MappingProxyType
+        return MetadataImage(
+            cluster_id=self.base.cluster_id, offset=offset, brokers=ro(self.brokers), topics=ro(self.topics),
+            topics_by_id=ro(self.topics_by_id), topic_configs=ro(self.topic_configs),
+            broker_configs=ro(self.broker_configs), next_producer_id=self.next_producer_id,
+            features=ro(self.features))
+
+    def replay(self, record) -> None:
+        handler = getattr(self, "_" + type(record).__name__, None)
+        if handler is None:
+            raise ImageError(f"unsupported metadata record {type(record).__name__}")
+        handler(record)
+
+    # -- brokers ---------------------------------------------------------------------------------
+
+    def _RegisterBrokerRecord(self, rec) -> None:
+        endpoints = tuple(Endpoint(e.name, e.host, e.port, e.security_protocol) for e in rec.end_points)
+        self.brokers[rec.broker_id] = BrokerImage(
+            broker_id=rec.broker_id, epoch=rec.broker_epoch, incarnation_id=rec.incarnation_id,
+            endpoints=endpoints, rack=rec.rack, fenced=rec.fenced,
+            in_controlled_shutdown=rec.in_controlled_shutdown)
+
+    def _UnregisterBrokerRecord(self, rec) -> None:
+        broker = self.brokers.get(rec.broker_id)
+        if broker is None or broker.epoch != rec.broker_epoch:
+            raise ImageError(f"unregister of unknown broker {rec.broker_id} epoch {rec.broker_epoch}")
+        del self.brokers[rec.broker_id]
+
+    def _set_fenced(self, broker_id: int, epoch: int, fenced: bool) -> None:
+        broker = self.brokers.get(broker_id)
+        if broker is None or broker.epoch != epoch:
+            raise ImageError(f"fence change for unknown broker {broker_id} epoch {epoch}")
+        self.brokers[broker_id] = replace(broker, fenced=fenced)
+
+    def _FenceBrokerRecord(self, rec) -> None:
+        self._set_fenced(rec.id, rec.epoch, True)
+
+    def _UnfenceBrokerRecord(self, rec) -> None:
+        self._set_fenced(rec.id, rec.epoch, False)
+
+    # -- topics and partitions -------------------------------------------------------------------
+
+    def _TopicRecord(self, rec) -> None:
+        if rec.name in self.topics or rec.topic_id in self.topics_by_id:
+            raise ImageError(f"topic {rec.name} ({rec.topic_id}) already exists")
+        self._put_topic(TopicImage(name=rec.name, topic_id=rec.topic_id))
+
+    def _put_topic(self, topic: TopicImage) -> None:
+        self.topics[topic.name] = topic
+        self.topics_by_id[topic.topic_id] = topic
+
+    def _topic(self, topic_id) -> TopicImage:
+        topic = self.topics_by_id.get(topic_id)
+        if topic is None:
+            raise ImageError(f"unknown topic id {topic_id}")
+        return topic
+
+    def _put_partition(self, topic: TopicImage, partition: PartitionImage) -> None:
+        partitions = dict(topic.partitions)
+        partitions[partition.partition_id] = partition
+        self._put_topic(replace(topic, partitions=MappingProxyType(partitions)))
+
+    def _PartitionRecord(self, rec) -> None:
+        topic = self._topic(rec.topic_id)
+        self._put_partition(topic, PartitionImage(
+            partition_id=rec.partition_id, replicas=tuple(rec.replicas), isr=tuple(rec.isr),
+            leader=rec.leader, leader_epoch=rec.leader_epoch, partition_epoch=rec.partition_epoch,
+            removing_replicas=tuple(rec.removing_replicas), adding_replicas=tuple(rec.adding_replicas),
+            leader_recovery_state=rec.leader_recovery_state))
+
+    def _PartitionChangeRecord(self, rec) -> None:
+        topic = self._topic(rec.topic_id)
+        old = topic.partitions.get(rec.partition_id)
+        if old is None:
+            raise ImageError(f"unknown partition {topic.name}-{rec.partition_id}")
+        changes: dict = {"partition_epoch": old.partition_epoch + 1}
+        if rec.leader != -2:
+            changes.update(leader=rec.leader, leader_epoch=old.leader_epoch + 1)
+        for name in ("isr", "replicas", "removing_replicas", "adding_replicas"):
+            value = getattr(rec, name)
+            if value is not None:
+                changes[name] = tuple(value)
+        if rec.leader_recovery_state != -1:
+            changes["leader_recovery_state"] = rec.leader_recovery_state
+        self._put_partition(topic, replace(old, **changes))
+
+    def _RemoveTopicRecord(self, rec) -> None:
+        topic = self._topic(rec.topic_id)
+        del self.topics[topic.name]
+        del self.topics_by_id[topic.topic_id]
+        self.topic_configs.pop(topic.name, None)
+
+    # -- configs, producer ids, features ---------------------------------------------------------
+
+    def _ConfigRecord(self, rec) -> None:
+        if rec.resource_type == TOPIC_RESOURCE:
+            table = self.topic_configs
+        elif rec.resource_type == BROKER_RESOURCE:
+            table = self.broker_configs
+        else:
+            return  # other resource types (client metrics, groups) are not part of this image yet
+        configs = dict(table.get(rec.resource_name, {}))
+        if rec.value is None:
+            configs.pop(rec.name, None)
+        else:
+            configs[rec.name] = rec.value
+        if configs:
+            table[rec.resource_name] = MappingProxyType(configs)
+        else:
+            table.pop(rec.resource_name, None)
+
+    def _ProducerIdsRecord(self, rec) -> None:
+        if rec.next_producer_id < self.next_producer_id:
+            raise ImageError("producer id block moved backwards")
+        self.next_producer_id = rec.next_producer_id
+
+    def _FeatureLevelRecord(self, rec) -> None:
+        self.features[rec.name] = rec.feature_level
+
+    def _NoOpRecord(self, rec) -> None:
+        pass
+
+
+@dataclass(frozen=True)
+class ImageChange:
+    """What one committed batch changed; handed to image listeners."""
+
+    old: MetadataImage
+    new: MetadataImage
+
+    @property
+    def created_topics(self) -> list[TopicImage]:
+        return [t for tid, t in self.new.topics_by_id.items() if tid not in self.old.topics_by_id]
+
+    @property
+    def deleted_topics(self) -> list[TopicImage]:
+        return [t for tid, t in self.old.topics_by_id.items() if tid not in self.new.topics_by_id]
+
+    @property
+    def changed_partitions(self) -> list[tuple[TopicImage, PartitionImage]]:
+        """Partitions that are new or whose state changed (in topics that still exist)."""
+        out = []
+        for tid, topic in self.new.topics_by_id.items():
+            before = self.old.topics_by_id.get(tid)
+            if before is topic:
+                continue
+            for pid, part in topic.partitions.items():
+                if before is None or before.partitions.get(pid) != part:
+                    out.append((topic, part))
+        return out
+
+    @property
+    def changed_topic_configs(self) -> list[str]:
+        names = set(self.old.topic_configs) | set(self.new.topic_configs)
+        return sorted(n for n in names if self.old.topic_configs.get(n) != self.new.topic_configs.get(n))
