@@ -1,0 +1,117 @@
+"""What the coordinators write to their internal topics, as typed records.
+
+The cores emit these and rebuild themselves from them; `serde.py` turns them into Kafka's exact
+key/value bytes for `__consumer_offsets` and `__transaction_state`. A `value` of None is a tombstone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Protocol, Sequence, Union
+
+from .group import OffsetAndMetadata
+
+
+@dataclass(frozen=True)
+class MemberSnapshot:
+    member_id: str
+    group_instance_id: Optional[str]
+    client_id: str
+    client_host: str
+    rebalance_timeout_ms: int
+    session_timeout_ms: int
+    subscription: bytes
+    assignment: bytes
+
+
+@dataclass(frozen=True)
+class GroupSnapshot:
+    protocol_type: str
+    generation_id: int
+    protocol_name: Optional[str]
+    leader_id: Optional[str]
+    state_timestamp: int
+    members: tuple[MemberSnapshot, ...]
+
+
+@dataclass(frozen=True)
+class GroupMetadataRecord:
+    group_id: str
+    value: Optional[GroupSnapshot]
+
+
+@dataclass(frozen=True)
+class OffsetCommitRecord:
+    group_id: str
+    topic: str
+    partition: int
+    value: Optional[OffsetAndMetadata]
+
+
+@dataclass(frozen=True)
+class TxnPartitions:
+    topic: str
+    partitions: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class TransactionSnapshot:
+    producer_id: int
+    previous_producer_id: int
+    next_producer_id: int
+    producer_epoch: int
+    timeout_ms: int
+    state: int  # TxnState value, as Kafka stores it
+    partitions: tuple[TxnPartitions, ...]
+    last_update_timestamp: int
+    start_timestamp: int
+
+
+@dataclass(frozen=True)
+class TransactionRecord:
+    transactional_id: str
+    value: Optional[TransactionSnapshot]
+
+
+GroupLogRecord = Union[GroupMetadataRecord, OffsetCommitRecord]
+
+
+class GroupLog(Protocol):
+    """Where the group coordinator writes; raises on failure (the request then gets an error)."""
+
+    def append(self, group_id: str, records: Sequence[GroupLogRecord], *,
+               producer_id: int = -1, producer_epoch: int = -1) -> None:
+        """Append to the group's `__consumer_offsets` partition; a producer id marks a transactional
+        write (TxnOffsetCommit) whose records only count once the commit marker arrives."""
+
+
+class TransactionLog(Protocol):
+    def append(self, record: TransactionRecord) -> None:
+        """Append to the transactional id's `__transaction_state` partition."""
+
+
+class MemoryGroupLog:
+    """An in-memory GroupLog for tests and for running without storage."""
+
+    def __init__(self) -> None:
+        self.entries: list[tuple[str, tuple[GroupLogRecord, ...], int, int]] = []
+        self.fail_with: Optional[Exception] = None
+
+    def append(self, group_id, records, *, producer_id=-1, producer_epoch=-1) -> None:
+        if self.fail_with is not None:
+            raise self.fail_with
+        self.entries.append((group_id, tuple(records), producer_id, producer_epoch))
+
+    def records(self) -> list[GroupLogRecord]:
+        return [r for _, recs, _, _ in self.entries for r in recs]
+
+
+class MemoryTransactionLog:
+    def __init__(self) -> None:
+        self.records: list[TransactionRecord] = []
+        self.fail_with: Optional[Exception] = None
+
+    def append(self, record: TransactionRecord) -> None:
+        if self.fail_with is not None:
+            raise self.fail_with
+        self.records.append(record)

@@ -1,0 +1,362 @@
+"""The transaction coordinator, as a core without I/O.
+
+Kafka's TransactionCoordinator for clients without transaction version 2: InitProducerId with and
+without a transactional id (KIP-360 epoch bumps and producer-id rotation), AddPartitionsToTxn (and
+the verify-only check), AddOffsetsToTxn, EndTxn through PrepareCommit/PrepareAbort to
+CompleteCommit/CompleteAbort, epoch fencing, aborting transactions that outlive their timeout, and
+expiring idle transactional ids. Every transition is written to a `TransactionLog` before it takes
+effect; markers go out through a `MarkerWriter` that reports back when they are all written.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Callable, Iterable, Optional, Protocol
+
+from protocol import ErrorCode
+
+from .clock import Timers
+from .log_records import TransactionLog, TransactionRecord, TransactionSnapshot, TxnPartitions
+from .txn_state import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, STATE_BY_NAME, TxnMetadata, TxnState
+
+E = ErrorCode
+T = TxnState
+
+
+@dataclass
+class TxnConfig:
+    max_timeout_ms: int = 900_000  # transaction.max.timeout.ms
+    abort_check_interval_ms: int = 10_000  # transaction.abort.timed.out.transaction.cleanup.interval.ms
+    id_expiration_ms: int = 7 * 24 * 3600 * 1000  # transactional.id.expiration.ms
+    id_expiry_check_interval_ms: int = 3_600_000  # transaction.remove.expired.transaction.cleanup.interval.ms
+    marker_retry_ms: int = 1_000
+
+
+class ProducerIdSource(Protocol):
+    def next_id(self) -> int:
+        """A producer id never handed out before (raises if none can be had right now)."""
+
+
+class MarkerWriter(Protocol):
+    def write_markers(self, producer_id: int, producer_epoch: int, commit: bool,
+                      partitions: list[tuple[str, int]], done: Callable[[bool], None]) -> None:
+        """Write a commit/abort control marker to every partition, then call done(True), or
+        done(False) if it failed and should be retried."""
+
+
+class CounterProducerIds:
+    """Producer ids from a counter: for tests and for running without a controller."""
+
+    def __init__(self, start: int = 0):
+        self._next = start
+
+    def next_id(self) -> int:
+        value, self._next = self._next, self._next + 1
+        return value
+
+
+@dataclass
+class InitProducerIdResult:
+    error: ErrorCode
+    producer_id: int = NO_PRODUCER_ID
+    producer_epoch: int = NO_PRODUCER_EPOCH
+
+
+@dataclass
+class TxnDescription:
+    transactional_id: str
+    error: ErrorCode = E.NONE
+    state: str = ""
+    timeout_ms: int = 0
+    start_timestamp: int = -1
+    producer_id: int = NO_PRODUCER_ID
+    producer_epoch: int = NO_PRODUCER_EPOCH
+    partitions: list[tuple[str, int]] = field(default_factory=list)
+
+
+class TransactionCoordinator:
+    def __init__(self, clock, timers: Timers, log: TransactionLog, producer_ids: ProducerIdSource,
+                 markers: MarkerWriter, config: TxnConfig | None = None,
+                 offsets_partition_for: Callable[[str], tuple[str, int]] = lambda g: ("__consumer_offsets", 0)):
+        self.clock = clock
+        self.timers = timers
+        self.log = log
+        self.producer_ids = producer_ids
+        self.markers = markers
+        self.config = config or TxnConfig()
+        self.offsets_partition_for = offsets_partition_for
+        self.txns: dict[str, TxnMetadata] = {}
+        self._schedule(("txn-abort-expired",), self.config.abort_check_interval_ms, self._abort_timed_out)
+        self._schedule(("txn-expire-ids",), self.config.id_expiry_check_interval_ms, self._expire_ids)
+
+    # ==== InitProducerId ==============================================================================
+    def init_producer_id(self, transactional_id: Optional[str], timeout_ms: int,
+                         expected_producer_id: int = NO_PRODUCER_ID,
+                         expected_epoch: int = NO_PRODUCER_EPOCH) -> InitProducerIdResult:
+        if transactional_id is None:
+            # idempotent producer: always a fresh id at epoch 0 (KIP-360 callers included)
+            return self._fresh_id()
+        if not transactional_id:
+            return InitProducerIdResult(E.INVALID_REQUEST)
+        if not (0 < timeout_ms <= self.config.max_timeout_ms):
+            return InitProducerIdResult(E.INVALID_TRANSACTION_TIMEOUT)
+        expected = expected_producer_id if expected_producer_id >= 0 else None
+        txn = self.txns.get(transactional_id)
+        if txn is None:
+            try:
+                producer_id = self.producer_ids.next_id()
+            except Exception:
+                return InitProducerIdResult(E.COORDINATOR_LOAD_IN_PROGRESS)
+            txn = TxnMetadata(transactional_id, producer_id, NO_PRODUCER_EPOCH, timeout_ms,
+                              last_update_timestamp=self.clock.now_ms())
+            self.txns[transactional_id] = txn  # dropped again below if the first write fails
+            created = True
+        else:
+            created = False
+        if txn.markers_in_flight:
+            return InitProducerIdResult(E.CONCURRENT_TRANSACTIONS)
+        if expected is not None and not (
+                txn.producer_epoch == NO_PRODUCER_EPOCH or expected == txn.producer_id
+                or (expected == txn.previous_producer_id and expected_epoch >= 32766)):
+            return InitProducerIdResult(E.PRODUCER_FENCED)
+        if txn.state in (T.PREPARE_ABORT, T.PREPARE_COMMIT):
+            return InitProducerIdResult(E.CONCURRENT_TRANSACTIONS)
+        if txn.state is T.ONGOING:
+            # fence the current producer and abort its transaction; the client retries and gets a
+            # second bump once the abort completes
+            self._fence_and_abort(txn)
+            return InitProducerIdResult(E.CONCURRENT_TRANSACTIONS)
+        if txn.state not in (T.EMPTY, T.COMPLETE_ABORT, T.COMPLETE_COMMIT):
+            return InitProducerIdResult(E.CONCURRENT_TRANSACTIONS)
+        now = self.clock.now_ms()
+        new = replace(txn, partitions=set(), start_timestamp=-1, last_update_timestamp=now,
+                      timeout_ms=timeout_ms, state=T.EMPTY)
+        if txn.epoch_exhausted() and (expected is None or expected_epoch == txn.producer_epoch):
+            try:
+                new_id = self.producer_ids.next_id()
+            except Exception:
+                return InitProducerIdResult(E.COORDINATOR_LOAD_IN_PROGRESS)
+            new.previous_producer_id, new.producer_id = txn.producer_id, new_id
+            new.producer_epoch, new.last_producer_epoch = 0, NO_PRODUCER_EPOCH
+        elif expected is None:
+            new.producer_epoch, new.last_producer_epoch = txn.producer_epoch + 1, NO_PRODUCER_EPOCH
+        elif txn.producer_epoch == NO_PRODUCER_EPOCH or expected_epoch == txn.producer_epoch:
+            new.producer_epoch, new.last_producer_epoch = txn.producer_epoch + 1, txn.producer_epoch
+        elif expected_epoch == txn.last_producer_epoch:
+            pass  # a retry of a bump that already happened: answer with the current epoch
+        else:
+            return InitProducerIdResult(E.PRODUCER_FENCED)
+        if not self._write(new):
+            if created:
+                del self.txns[transactional_id]
+            return InitProducerIdResult(E.COORDINATOR_NOT_AVAILABLE)
+        return InitProducerIdResult(E.NONE, new.producer_id, new.producer_epoch)
+
+    def _fresh_id(self) -> InitProducerIdResult:
+        try:
+            return InitProducerIdResult(E.NONE, self.producer_ids.next_id(), 0)
+        except Exception:
+            return InitProducerIdResult(E.COORDINATOR_LOAD_IN_PROGRESS)
+
+    # ==== AddPartitionsToTxn / AddOffsetsToTxn ========================================================
+    def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                       partitions: Iterable[tuple[str, int]]) -> ErrorCode:
+        partitions = set(partitions)
+        txn, error = self._check_client(transactional_id, producer_id, producer_epoch)
+        if error is not E.NONE:
+            return error
+        if txn.state is T.ONGOING and partitions <= txn.partitions:
+            return E.NONE
+        now = self.clock.now_ms()
+        new = replace(txn, state=T.ONGOING, partitions=txn.partitions | partitions, last_update_timestamp=now)
+        if txn.state is not T.ONGOING:
+            new.start_timestamp = now
+        return E.NONE if self._write(new) else E.COORDINATOR_NOT_AVAILABLE
+
+    def verify_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                          partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], ErrorCode]:
+        """The verify-only path of AddPartitionsToTxn v4+: are these partitions in the transaction?"""
+        txn, error = self._check_client(transactional_id, producer_id, producer_epoch)
+        if error is not E.NONE:
+            return {tp: error for tp in partitions}
+        return {tp: (E.NONE if tp in txn.partitions else E.INVALID_TXN_STATE) for tp in partitions}
+
+    def add_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                    group_id: str) -> ErrorCode:
+        return self.add_partitions(transactional_id, producer_id, producer_epoch,
+                                   [self.offsets_partition_for(group_id)])
+
+    def _check_client(self, transactional_id: str, producer_id: int, producer_epoch: int
+                      ) -> tuple[Optional[TxnMetadata], ErrorCode]:
+        if not transactional_id:
+            return None, E.INVALID_REQUEST
+        txn = self.txns.get(transactional_id)
+        if txn is None or txn.producer_id != producer_id:
+            return txn, E.INVALID_PRODUCER_ID_MAPPING
+        if txn.producer_epoch != producer_epoch:
+            return txn, E.PRODUCER_FENCED
+        if txn.markers_in_flight or txn.state in (T.PREPARE_COMMIT, T.PREPARE_ABORT):
+            return txn, E.CONCURRENT_TRANSACTIONS
+        return txn, E.NONE
+
+    # ==== EndTxn ======================================================================================
+    def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool) -> ErrorCode:
+        if not transactional_id:
+            return E.INVALID_REQUEST
+        txn = self.txns.get(transactional_id)
+        if txn is None or txn.producer_id != producer_id:
+            return E.INVALID_PRODUCER_ID_MAPPING
+        if producer_epoch != txn.producer_epoch:
+            return E.PRODUCER_FENCED
+        if txn.markers_in_flight:
+            return E.CONCURRENT_TRANSACTIONS
+        state = txn.state
+        if state is T.ONGOING:
+            return self._prepare_end(txn, commit)
+        if state is T.COMPLETE_COMMIT:
+            return E.NONE if commit else E.INVALID_TXN_STATE
+        if state is T.COMPLETE_ABORT:
+            return E.INVALID_TXN_STATE if commit else E.NONE
+        if state is T.PREPARE_COMMIT:
+            return E.CONCURRENT_TRANSACTIONS if commit else E.INVALID_TXN_STATE
+        if state is T.PREPARE_ABORT:
+            return E.INVALID_TXN_STATE if commit else E.CONCURRENT_TRANSACTIONS
+        return E.INVALID_TXN_STATE
+
+    def _prepare_end(self, txn: TxnMetadata, commit: bool) -> ErrorCode:
+        now = self.clock.now_ms()
+        prepared = replace(txn, state=T.PREPARE_COMMIT if commit else T.PREPARE_ABORT, last_update_timestamp=now)
+        if not self._write(prepared):
+            return E.COORDINATOR_NOT_AVAILABLE
+        self._send_markers(prepared)
+        return E.NONE
+
+    def _fence_and_abort(self, txn: TxnMetadata) -> bool:
+        """Bump the epoch so the current producer is fenced, then abort with the new epoch."""
+        if txn.producer_epoch >= 32767:
+            return False
+        bumped = replace(txn, producer_epoch=txn.producer_epoch + 1, last_producer_epoch=NO_PRODUCER_EPOCH,
+                         state=T.PREPARE_ABORT, last_update_timestamp=self.clock.now_ms())
+        if not self._write(bumped):
+            return False
+        self._send_markers(bumped)
+        return True
+
+    def _send_markers(self, txn: TxnMetadata) -> None:
+        txn = self.txns[txn.transactional_id]
+        txn.markers_in_flight = True
+        commit = txn.state is T.PREPARE_COMMIT
+        epoch, producer_id = txn.producer_epoch, txn.producer_id
+
+        def done(ok: bool) -> None:
+            current = self.txns.get(txn.transactional_id)
+            if current is not txn or txn.producer_epoch != epoch:
+                return
+            if not ok:
+                self._schedule(("txn-markers", txn.transactional_id), self.config.marker_retry_ms,
+                               lambda: self._send_markers(txn))
+                return
+            complete = replace(txn, state=T.COMPLETE_COMMIT if commit else T.COMPLETE_ABORT, partitions=set(),
+                               last_update_timestamp=self.clock.now_ms(), markers_in_flight=False)
+            if not self._write(complete):
+                self._schedule(("txn-markers", txn.transactional_id), self.config.marker_retry_ms,
+                               lambda: done(True))
+
+        self.markers.write_markers(producer_id, epoch, commit, sorted(txn.partitions), done)
+
+    # ==== timeouts ====================================================================================
+    def _abort_timed_out(self) -> None:
+        now = self.clock.now_ms()
+        for txn in list(self.txns.values()):
+            if txn.state is T.ONGOING and not txn.markers_in_flight \
+                    and txn.start_timestamp + txn.timeout_ms < now:
+                self._fence_and_abort(txn)
+        self._schedule(("txn-abort-expired",), self.config.abort_check_interval_ms, self._abort_timed_out)
+
+    def _expire_ids(self) -> None:
+        now = self.clock.now_ms()
+        for txn in list(self.txns.values()):
+            if txn.state in (T.EMPTY, T.COMPLETE_COMMIT, T.COMPLETE_ABORT) and not txn.markers_in_flight \
+                    and txn.last_update_timestamp + self.config.id_expiration_ms <= now:
+                try:
+                    self.log.append(TransactionRecord(txn.transactional_id, None))
+                except Exception:
+                    continue
+                txn.state = T.DEAD
+                del self.txns[txn.transactional_id]
+        self._schedule(("txn-expire-ids",), self.config.id_expiry_check_interval_ms, self._expire_ids)
+
+    def _schedule(self, key, delay_ms: int, callback) -> None:
+        self.timers.schedule(key, self.clock.now_ms() + delay_ms, callback)
+
+    # ==== admin =======================================================================================
+    def describe(self, transactional_id: str) -> TxnDescription:
+        txn = self.txns.get(transactional_id)
+        if txn is None:
+            return TxnDescription(transactional_id, E.TRANSACTIONAL_ID_NOT_FOUND)
+        return TxnDescription(transactional_id, E.NONE, txn.state.display_name, txn.timeout_ms,
+                              txn.start_timestamp, txn.producer_id, txn.producer_epoch, sorted(txn.partitions))
+
+    def list(self, states: Iterable[str] = (), producer_ids: Iterable[int] = (), min_duration_ms: int = -1
+             ) -> tuple[list[tuple[str, int, str]], list[str]]:
+        """(transactional id, producer id, state name) matching the filters, and the unknown state names."""
+        wanted, unknown = set(), []
+        for name in states:
+            state = STATE_BY_NAME.get(name.lower())
+            if state is None:
+                unknown.append(name)
+            else:
+                wanted.add(state)
+        ids = set(producer_ids)
+        now = self.clock.now_ms()
+        out = []
+        for txn in self.txns.values():
+            if (wanted or unknown) and txn.state not in wanted:
+                continue
+            if ids and txn.producer_id not in ids:
+                continue
+            if min_duration_ms >= 0 and (txn.state is not T.ONGOING or now - txn.start_timestamp < min_duration_ms):
+                continue
+            out.append((txn.transactional_id, txn.producer_id, txn.state.display_name))
+        return out, unknown
+
+    # ==== persistence =================================================================================
+    def _write(self, new: TxnMetadata) -> bool:
+        """Log the new metadata, and only once that worked, make it current."""
+        try:
+            self.log.append(TransactionRecord(new.transactional_id, self.snapshot(new)))
+        except Exception:
+            return False
+        current = self.txns.get(new.transactional_id)
+        if current is None:
+            self.txns[new.transactional_id] = new
+        else:
+            current.__dict__.update(new.__dict__)  # keep identity: marker callbacks hold the object
+        return True
+
+    @staticmethod
+    def snapshot(txn: TxnMetadata) -> TransactionSnapshot:
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in sorted(txn.partitions):
+            by_topic.setdefault(topic, []).append(partition)
+        return TransactionSnapshot(txn.producer_id, txn.previous_producer_id, txn.next_producer_id,
+                                   txn.producer_epoch, txn.timeout_ms, int(txn.state),
+                                   tuple(TxnPartitions(t, tuple(ps)) for t, ps in by_topic.items()),
+                                   txn.last_update_timestamp, txn.start_timestamp)
+
+    def replay(self, record: TransactionRecord) -> None:
+        if record.value is None:
+            self.txns.pop(record.transactional_id, None)
+            return
+        v = record.value
+        self.txns[record.transactional_id] = TxnMetadata(
+            record.transactional_id, v.producer_id, v.producer_epoch, v.timeout_ms, TxnState(v.state),
+            v.previous_producer_id, v.next_producer_id, NO_PRODUCER_EPOCH,
+            {(p.topic, i) for p in v.partitions for i in p.partitions}, v.start_timestamp,
+            v.last_update_timestamp)
+
+    def loaded(self) -> None:
+        """After replay: finish every commit or abort that was decided but not completed."""
+        for txn in list(self.txns.values()):
+            if txn.state in (T.PREPARE_COMMIT, T.PREPARE_ABORT):
+                self._send_markers(txn)
