@@ -1,0 +1,849 @@
+"""Construct types for Kafka's wire primitives, compilable into fast straight-line Python.
+
+Every type here is a `construct.Construct`: `T.parse(data)` / `T.build(obj)` work as with any
+construct (the interpreted path, used as a reference in tests), and `T.compile()` emits
+specialised source through construct's compiler. Construct's own VarInt, Adapter and Bytes neither
+compile nor bound their input, so the primitives are ours:
+
+- compiled parsers have the signature ``fn(buf, pos, end) -> (value, pos)`` over a memoryview
+  and never allocate more than the frame can hold (every declared length is checked against the
+  bytes left before anything is built);
+- compiled builders have the signature ``fn(w, out, obj) -> out`` appending to a bytearray; a
+  `records` value that must travel separately (a storage file slice, or a large buffer when
+  `w.split` is set) closes the current chunk and is appended to `w.parts` untouched.
+
+`Message` is a struct of named fields that parses into (and builds from) a generated body class.
+"""
+
+import struct
+import uuid
+
+import construct
+from construct.core import stream_read, stream_write
+
+from protocol.errors import DecodeError, EncodeError
+
+ZERO_UUID = uuid.UUID(int=0)
+LIST = type("ListDefault", (), {"__repr__": lambda self: "LIST"})()
+"""Default marker of array fields: a fresh empty list per object."""
+
+# Objects referenced by compiled code, by id (schema objects live as long as the process).
+_REFS = {}
+
+_U8 = struct.Struct(">B")
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_UVARINT_SMALL = [bytes([i]) for i in range(128)]
+
+
+# --------------------------------------------------------------------------------------------
+# runtime helpers shared by compiled code (offset-based, over memoryviews)
+
+def read_uvarint(buf, pos):
+    """Unsigned varint of at most 5 bytes (a Kafka int32)."""
+    b = buf[pos]
+    if b < 0x80:
+        return b, pos + 1
+    value = b & 0x7F
+    shift = 7
+    for i in range(1, 5):
+        b = buf[pos + i]
+        value |= (b & 0x7F) << shift
+        if b < 0x80:
+            return value, pos + i + 1
+        shift += 7
+    raise DecodeError("unsigned varint longer than 5 bytes")
+
+
+def read_uvarlong(buf, pos):
+    """Unsigned varint of at most 10 bytes (a Kafka int64)."""
+    value = 0
+    shift = 0
+    for i in range(10):
+        b = buf[pos + i]
+        value |= (b & 0x7F) << shift
+        if b < 0x80:
+            return value, pos + i + 1
+        shift += 7
+    raise DecodeError("unsigned varlong longer than 10 bytes")
+
+
+def read_varint(buf, pos):
+    """Zig-zag signed varint of at most 5 bytes."""
+    u, pos = read_uvarint(buf, pos)
+    return (u >> 1) ^ -(u & 1), pos
+
+
+def read_varlong(buf, pos):
+    """Zig-zag signed varint of at most 10 bytes."""
+    u, pos = read_uvarlong(buf, pos)
+    return (u >> 1) ^ -(u & 1), pos
+
+
+def uvarint(value):
+    """Encode an unsigned varint."""
+    if 0 <= value < 0x80:
+        return _UVARINT_SMALL[value]
+    if value < 0:
+        raise EncodeError(f"negative unsigned varint {value}")
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def varint(value):
+    """Encode a zig-zag signed varint (int32 or int64)."""
+    return uvarint((value << 1) ^ (value >> 63))
+
+
+def _length(buf, pos, end, compact, what):
+    """A declared length: -1 for null, else checked against the bytes left."""
+    if compact:
+        n, pos = read_uvarint(buf, pos)
+        n -= 1
+    else:
+        n = _I16.unpack_from(buf, pos)[0] if what == "string" else _I32.unpack_from(buf, pos)[0]
+        pos += 2 if what == "string" else 4
+    if n > end - pos:
+        raise DecodeError(f"{what} length {n} exceeds the {end - pos} bytes left")
+    return (n if n >= 0 else -1), pos
+
+
+def _check_null(n, nullable, what):
+    if n < 0 and not nullable:
+        raise DecodeError(f"non-nullable {what} is null")
+
+
+def read_string(buf, pos, end, compact, nullable):
+    n, pos = _length(buf, pos, end, compact, "string")
+    if n < 0:
+        _check_null(n, nullable, "string")
+        return None, pos
+    try:
+        return str(buf[pos:pos + n], "utf-8"), pos + n
+    except UnicodeDecodeError as exc:
+        raise DecodeError(f"string is not UTF-8: {exc}") from None
+
+
+def read_bytes(buf, pos, end, compact, nullable):
+    n, pos = _length(buf, pos, end, compact, "bytes")
+    if n < 0:
+        _check_null(n, nullable, "bytes")
+        return None, pos
+    return bytes(buf[pos:pos + n]), pos + n
+
+
+def read_records(buf, pos, end, compact, nullable):
+    """Records as a memoryview slice of the frame (zero copy)."""
+    n, pos = _length(buf, pos, end, compact, "records")
+    if n < 0:
+        _check_null(n, nullable, "records")
+        return None, pos
+    return buf[pos:pos + n], pos + n
+
+
+def read_array_length(buf, pos, end, compact, nullable):
+    n, pos = _length(buf, pos, end, compact, "array")
+    if n < 0:
+        _check_null(n, nullable, "array")
+    return n, pos
+
+
+def read_uuid(buf, pos, end):
+    if end - pos < 16:
+        raise DecodeError("truncated uuid")
+    return uuid.UUID(bytes=bytes(buf[pos:pos + 16])), pos + 16
+
+
+def write_length(out, n, compact, what):
+    if compact:
+        out += uvarint(n + 1)
+    elif what == "string":
+        if n > 0x7FFF:
+            raise EncodeError(f"string of {n} bytes is too long")
+        out += _I16.pack(n)
+    else:
+        out += _I32.pack(n)
+
+
+def write_string(out, value, compact, nullable):
+    if value is None:
+        if not nullable:
+            raise EncodeError("null for a non-nullable string")
+        write_length(out, -1, compact, "string")
+        return
+    data = value.encode("utf-8")
+    write_length(out, len(data), compact, "string")
+    out += data
+
+
+def write_bytes(out, value, compact, nullable):
+    if value is None:
+        if not nullable:
+            raise EncodeError("null for non-nullable bytes")
+        write_length(out, -1, compact, "bytes")
+        return
+    write_length(out, len(value), compact, "bytes")
+    out += value
+
+
+_INLINE_TYPES = (bytes, bytearray, memoryview)
+SPLIT_THRESHOLD = 4096
+
+
+def write_records(w, out, value, compact, nullable):
+    """Write a records field; a slot object (or a large buffer when splitting) becomes its own part."""
+    if value is None:
+        if not nullable:
+            raise EncodeError("null for non-nullable records")
+        write_length(out, -1, compact, "records")
+        return out
+    n = len(value)
+    write_length(out, n, compact, "records")
+    if type(value) in _INLINE_TYPES and (n < SPLIT_THRESHOLD or not w.split):
+        out += value
+        return out
+    w.parts.append(out)
+    w.parts.append(value)
+    return bytearray()
+
+
+def write_array_length(out, value, compact, nullable):
+    if value is None:
+        if not nullable:
+            raise EncodeError("null for a non-nullable array")
+        write_length(out, -1, compact, "array")
+    else:
+        write_length(out, len(value), compact, "array")
+
+
+def write_uuid(out, value):
+    out += value.bytes
+
+
+def read_tag_header(buf, pos, end):
+    tag, pos = read_uvarint(buf, pos)
+    size, pos = read_uvarint(buf, pos)
+    if size > end - pos:
+        raise DecodeError(f"tagged field {tag} of {size} bytes exceeds the {end - pos} bytes left")
+    return tag, pos + size, pos
+
+
+def write_tag_section(out, known, unknown):
+    """Tagged fields in ascending tag order: known [(tag, data)] merged with preserved unknown ones."""
+    tags = list(known or ())
+    if unknown:
+        seen = {tag for tag, _ in tags}
+        tags.extend((tag, data) for tag, data in unknown if tag not in seen)
+        tags.sort(key=lambda item: item[0])
+    out += uvarint(len(tags))
+    for tag, data in tags:
+        out += uvarint(tag)
+        out += uvarint(len(data))
+        out += data
+
+
+def absent_field_error(cls, attr, version_note):
+    return EncodeError(f"{cls.__qualname__}.{attr} has a non-default value but is absent {version_note}")
+
+
+class Writer:
+    """Build state: finished chunks and whether large record buffers travel as their own parts."""
+
+    __slots__ = ("parts", "split")
+
+    def __init__(self, split=False):
+        self.parts = []
+        self.split = split
+
+    def finish(self, out):
+        parts = self.parts
+        if out:
+            parts.append(out)
+        return parts
+
+
+class Reader:
+    """Parse state for construct's compiled entry point: a memoryview and a position."""
+
+    __slots__ = ("buf", "pos", "end")
+
+    def __init__(self, data):
+        self.buf = as_view(data)
+        self.pos = 0
+        self.end = len(self.buf)
+
+
+def as_view(data):
+    view = data if type(data) is memoryview else memoryview(data)
+    if view.format != "B" or view.ndim != 1:
+        view = view.cast("B")
+    return view
+
+
+# --------------------------------------------------------------------------------------------
+# code generation context
+
+_PREAMBLE = """
+from protocol.wire import (_REFS, read_uvarint as _ruv, read_string as _rstr, read_bytes as _rbytes,
+    read_records as _rrec, read_array_length as _ralen, read_uuid as _ruuid, read_tag_header as _rtag,
+    write_string as _wstr, write_bytes as _wbytes, write_records as _wrec, write_uuid as _wuuid,
+    write_array_length as _walen, write_tag_section as _wtags, uvarint as _uv,
+    absent_field_error as _absent, DecodeError as _DecodeError, EncodeError as _EncodeError)
+from struct import unpack_from as _unpack_from, pack as _pack
+_new = object.__new__
+def _odr_parse(fn, io):
+    obj, io.pos = fn(io.buf, io.pos, io.end)
+    return obj
+def _odr_build(fn, obj, io):
+    return fn(io, bytearray(), obj)
+"""
+
+
+class Gen:
+    """Per-compilation state hung on construct's CodeGen: references, helpers, emitted functions."""
+
+    def __init__(self, code):
+        self.code = code
+        self.counter = 0
+        self.parsers = {}
+        self.builders = {}
+        self.structs = {}
+        code.append(_PREAMBLE)
+
+    @classmethod
+    def of(cls, code):
+        gen = getattr(code, "_odradek", None)
+        if gen is None:
+            gen = code._odradek = cls(code)
+        return gen
+
+    def var(self, prefix="v"):
+        self.counter += 1
+        return f"{prefix}{self.counter}"
+
+    def ref(self, obj):
+        key = id(obj)
+        _REFS[key] = obj
+        name = f"_r{key}"
+        self.code.append(f"{name} = _REFS[{key}]")
+        return name
+
+    def struct(self, fmt):
+        name = self.structs.get(fmt)
+        if name is None:
+            name = self.structs[fmt] = f"_s{len(self.structs)}"
+            self.code.append(f"{name} = __import__('struct').Struct({fmt!r})")
+        return name
+
+    def default_expr(self, default):
+        """Source for a fresh default value."""
+        if default is LIST:
+            return "[]"
+        if isinstance(default, type):
+            return f"{self.ref(default)}()"
+        if default is None or isinstance(default, (bool, int, float, str)):
+            return repr(default)
+        return self.ref(default)
+
+    def nondefault_expr(self, default, expr):
+        """Source testing whether `expr` differs from the default (an absent/tagged field check)."""
+        if default is None:
+            return f"{expr} is not None"
+        if default is LIST:
+            return f"{expr} != []"
+        if isinstance(default, type):
+            return f"{expr} != {self.ref(default())}"
+        return f"{expr} != {self.default_expr(default)}"
+
+
+def _indent(lines, n=1):
+    pad = "    " * n
+    return [pad + line for line in lines]
+
+
+# --------------------------------------------------------------------------------------------
+# the types
+
+class WireType(construct.Construct):
+    """Base of our compilable primitives."""
+
+    fmt = None          # struct format character of fixed-width types
+    may_slot = False    # whether building may close a chunk (records inside)
+
+    def emit_read(self, g, target):
+        raise NotImplementedError
+
+    def emit_write(self, g, expr, out="out"):
+        raise NotImplementedError
+
+    # construct's entry points for compiling a type on its own
+    def _emitparse(self, code):
+        g = Gen.of(code)
+        name = g.var("_solo_p")
+        lines = [f"def {name}(buf, pos, end):"] + _indent(self.emit_read(g, "value") + ["return value, pos"])
+        code.append("\n".join(lines))
+        return f"_odr_parse({name}, io)"
+
+    def _emitbuild(self, code):
+        g = Gen.of(code)
+        name = g.var("_solo_b")
+        lines = [f"def {name}(w, out, obj):"] + _indent(self.emit_write(g, "obj") + ["return out"])
+        code.append("\n".join(lines))
+        return f"io.finish(_odr_build({name}, obj, io))"
+
+
+class Fixed(WireType):
+    """A fixed-width big-endian number or boolean."""
+
+    def __init__(self, fmt, label):
+        super().__init__()
+        self.fmt = fmt
+        self.label = label
+        self.packer = struct.Struct(">" + fmt)
+
+    def __repr__(self):
+        return self.label
+
+    def emit_read(self, g, target):
+        return [f"{target}, = {g.struct('>' + self.fmt)}.unpack_from(buf, pos)", f"pos += {self.packer.size}"]
+
+    def emit_write(self, g, expr, out="out"):
+        return [f"{out} += {g.struct('>' + self.fmt)}.pack({expr})"]
+
+    def _parse(self, stream, context, path):
+        return self.packer.unpack(stream_read(stream, self.packer.size, path))[0]
+
+    def _build(self, obj, stream, context, path):
+        stream_write(stream, self.packer.pack(obj), self.packer.size, path)
+        return obj
+
+
+INT8 = Fixed("b", "INT8")
+INT16 = Fixed("h", "INT16")
+INT32 = Fixed("i", "INT32")
+INT64 = Fixed("q", "INT64")
+UINT16 = Fixed("H", "UINT16")
+UINT32 = Fixed("I", "UINT32")
+FLOAT64 = Fixed("d", "FLOAT64")
+BOOL = Fixed("?", "BOOL")
+
+
+class Uuid(WireType):
+    def __repr__(self):
+        return "UUID"
+
+    def emit_read(self, g, target):
+        return [f"{target}, pos = _ruuid(buf, pos, end)"]
+
+    def emit_write(self, g, expr, out="out"):
+        return [f"_wuuid({out}, {expr})"]
+
+    def _parse(self, stream, context, path):
+        return uuid.UUID(bytes=stream_read(stream, 16, path))
+
+    def _build(self, obj, stream, context, path):
+        stream_write(stream, obj.bytes, 16, path)
+        return obj
+
+
+UUID = Uuid()
+
+
+def _read_length_stream(stream, compact, what, path):
+    if compact:
+        value, shift = 0, 0
+        for _ in range(5):
+            b = stream_read(stream, 1, path)[0]
+            value |= (b & 0x7F) << shift
+            if b < 0x80:
+                return value - 1
+            shift += 7
+        raise DecodeError("unsigned varint longer than 5 bytes")
+    size = 2 if what == "string" else 4
+    return int.from_bytes(stream_read(stream, size, path), "big", signed=True)
+
+
+class _Sized(WireType):
+    """Common shape of length-prefixed types: compact (flexible) or classic, nullable or not."""
+
+    what = ""
+    reader = ""
+
+    def __init__(self, compact, nullable):
+        super().__init__()
+        self.compact = compact
+        self.nullable = nullable
+
+    def __repr__(self):
+        return f"{type(self).__name__}(compact={self.compact}, nullable={self.nullable})"
+
+    def emit_read(self, g, target):
+        return [f"{target}, pos = {self.reader}(buf, pos, end, {self.compact}, {self.nullable})"]
+
+    def _read_length(self, stream, path):
+        n = _read_length_stream(stream, self.compact, self.what, path)
+        if n < 0 and not self.nullable:
+            raise DecodeError(f"non-nullable {self.what} is null")
+        return n
+
+    def _write_length(self, stream, obj, n, path):
+        if obj is None and not self.nullable:
+            raise EncodeError(f"null for non-nullable {self.what}")
+        out = bytearray()
+        write_length(out, n, self.compact, self.what)
+        stream_write(stream, bytes(out), len(out), path)
+
+
+class String(_Sized):
+    what = "string"
+    reader = "_rstr"
+
+    def emit_write(self, g, expr, out="out"):
+        return [f"_wstr({out}, {expr}, {self.compact}, {self.nullable})"]
+
+    def _parse(self, stream, context, path):
+        n = self._read_length(stream, path)
+        return None if n < 0 else stream_read(stream, n, path).decode("utf-8")
+
+    def _build(self, obj, stream, context, path):
+        data = None if obj is None else obj.encode("utf-8")
+        self._write_length(stream, obj, -1 if data is None else len(data), path)
+        if data:
+            stream_write(stream, data, len(data), path)
+        return obj
+
+
+class Bytes(_Sized):
+    what = "bytes"
+    reader = "_rbytes"
+
+    def emit_write(self, g, expr, out="out"):
+        return [f"_wbytes({out}, {expr}, {self.compact}, {self.nullable})"]
+
+    def _parse(self, stream, context, path):
+        n = self._read_length(stream, path)
+        return None if n < 0 else stream_read(stream, n, path)
+
+    def _build(self, obj, stream, context, path):
+        self._write_length(stream, obj, -1 if obj is None else len(obj), path)
+        if obj:
+            stream_write(stream, bytes(obj), len(obj), path)
+        return obj
+
+
+class Records(Bytes):
+    """Record batches: decoded as a memoryview slice of the frame, encoded untouched (or as a slot)."""
+
+    what = "records"
+    reader = "_rrec"
+    may_slot = True
+
+    def emit_write(self, g, expr, out="out"):
+        return [f"{out} = _wrec(w, {out}, {expr}, {self.compact}, {self.nullable})"]
+
+
+class Array(_Sized):
+    what = "array"
+
+    def __init__(self, element, compact, nullable):
+        super().__init__(compact, nullable)
+        self.element = element
+        self.may_slot = element.may_slot
+
+    def __repr__(self):
+        return f"Array({self.element!r}, compact={self.compact}, nullable={self.nullable})"
+
+    def emit_read(self, g, target):
+        n, lst, item = g.var("n"), g.var("lst"), g.var("x")
+        lines = [f"{n}, pos = _ralen(buf, pos, end, {self.compact}, {self.nullable})"]
+        element = self.element
+        if isinstance(element, Fixed):
+            size = element.packer.size
+            fill = [f"{target} = list(_unpack_from('>%d{element.fmt}' % {n}, buf, pos))",
+                    f"pos += {n} * {size}"]
+        else:
+            fill = [f"{target} = {lst} = []", f"for _ in range({n}):"]
+            fill += _indent(element.emit_read(g, item) + [f"{lst}.append({item})"])
+        if self.nullable:
+            return lines + [f"if {n} < 0:", f"    {target} = None", "else:"] + _indent(fill)
+        return lines + fill
+
+    def emit_write(self, g, expr, out="out"):
+        value, item = g.var("a"), g.var("x")
+        lines = [f"{value} = {expr}", f"_walen({out}, {value}, {self.compact}, {self.nullable})"]
+        element = self.element
+        if isinstance(element, Fixed):
+            body = [f"{out} += _pack('>%d{element.fmt}' % len({value}), *{value})"]
+        else:
+            body = [f"for {item} in {value}:"] + _indent(element.emit_write(g, item, out))
+        if self.nullable:
+            return lines + [f"if {value} is not None:"] + _indent(body)
+        return lines + body
+
+    def _parse(self, stream, context, path):
+        n = self._read_length(stream, path)
+        return None if n < 0 else [self.element._parse(stream, context, path) for _ in range(n)]
+
+    def _build(self, obj, stream, context, path):
+        self._write_length(stream, obj, -1 if obj is None else len(obj), path)
+        for item in obj or ():
+            self.element._build(item, stream, context, path)
+        return obj
+
+
+class NullableStruct(WireType):
+    """A struct that may be null: an int8 marker (-1 null, 1 present) then the struct."""
+
+    def __init__(self, message):
+        super().__init__()
+        self.message = message
+        self.may_slot = message.may_slot
+
+    def __repr__(self):
+        return f"NullableStruct({self.message!r})"
+
+    def emit_read(self, g, target):
+        marker = g.var("m")
+        return [f"{marker} = buf[pos]", "pos += 1",
+                f"if {marker} >= 128:", f"    {target} = None", "else:"] + _indent(
+            self.message.emit_read(g, target))
+
+    def emit_write(self, g, expr, out="out"):
+        value = g.var("s")
+        return [f"{value} = {expr}", f"if {value} is None:", f"    {out} += b'\\xff'", "else:",
+                f"    {out} += b'\\x01'"] + _indent(self.message.emit_write(g, value, out))
+
+    def _parse(self, stream, context, path):
+        marker = stream_read(stream, 1, path)[0]
+        return None if marker >= 128 else self.message._parse(stream, context, path)
+
+    def _build(self, obj, stream, context, path):
+        stream_write(stream, b"\xff" if obj is None else b"\x01", 1, path)
+        if obj is not None:
+            self.message._build(obj, stream, context, path)
+        return obj
+
+
+class Message(WireType):
+    """One version of a struct: regular fields in order, then (if flexible) its tagged fields.
+
+    fields: ((attr, type), ...) on the wire in this version;
+    tagged: ((tag, attr, type, default), ...) in this version;
+    absent: ((attr, default, ignorable), ...) fields of the class that this version lacks.
+    """
+
+    def __init__(self, cls, flexible, fields, tagged=(), absent=(), label=""):
+        super().__init__()
+        self.cls = cls
+        self.flexible = flexible
+        self.fields = tuple(fields)
+        self.tagged = tuple(sorted(tagged, key=lambda t: t[0]))
+        self.absent = tuple(absent)
+        self.label = label or cls.__qualname__
+        self.may_slot = any(t.may_slot for _, t in self.fields) or any(t[2].may_slot for t in self.tagged)
+        self._compiled = None
+
+    def __repr__(self):
+        return f"Message({self.label})"
+
+    # -- compiled --------------------------------------------------------------------------
+    def parser_name(self, g):
+        name = g.parsers.get(id(self))
+        if name is None:
+            name = g.parsers[id(self)] = g.var("_parse")
+            g.code.append("\n".join(self._parser_source(g, name)))
+        return name
+
+    def builder_name(self, g):
+        name = g.builders.get(id(self))
+        if name is None:
+            name = g.builders[id(self)] = g.var("_build")
+            g.code.append("\n".join(self._builder_source(g, name)))
+        return name
+
+    def emit_read(self, g, target):
+        return [f"{target}, pos = {self.parser_name(g)}(buf, pos, end)"]
+
+    def emit_write(self, g, expr, out="out"):
+        name = self.builder_name(g)
+        if self.may_slot:
+            return [f"{out} = {name}(w, {out}, {expr})"]
+        return [f"{name}(w, {out}, {expr})"]
+
+    def _emitparse(self, code):
+        return f"_odr_parse({self.parser_name(Gen.of(code))}, io)"
+
+    def _emitbuild(self, code):
+        return f"io.finish(_odr_build({self.builder_name(Gen.of(code))}, obj, io))"
+
+    def _groups(self):
+        """Fields with consecutive fixed-width runs merged (one struct call per run)."""
+        run = []
+        for attr, wire_type in self.fields:
+            if isinstance(wire_type, Fixed):
+                run.append((attr, wire_type))
+                continue
+            if run:
+                yield run
+                run = []
+            yield (attr, wire_type)
+        if run:
+            yield run
+
+    def _parser_source(self, g, name):
+        body = [f"obj = _new({g.ref(self.cls)})"]
+        for group in self._groups():
+            if isinstance(group, list):
+                fmt = ">" + "".join(t.fmt for _, t in group)
+                size = struct.calcsize(fmt)
+                targets = ", ".join(f"obj.{attr}" for attr, _ in group)
+                body += [f"{targets}, = {g.struct(fmt)}.unpack_from(buf, pos)", f"pos += {size}"]
+            else:
+                attr, wire_type = group
+                body += wire_type.emit_read(g, f"obj.{attr}")
+        for attr, default, _ in self.absent:
+            body.append(f"obj.{attr} = {g.default_expr(default)}")
+        for _, attr, _, default in self.tagged:
+            body.append(f"obj.{attr} = {g.default_expr(default)}")
+        body.append("obj._unknown_tagged_fields = None")
+        if self.flexible:
+            body += ["ntags, pos = _ruv(buf, pos)", "if ntags:",
+                     f"    pos = {self._tags_parser(g)}(buf, pos, end, obj, ntags)"]
+        body.append("return obj, pos")
+        return [f"def {name}(buf, pos, end):"] + _indent(body)
+
+    def _tags_parser(self, g):
+        name = g.var("_tags")
+        body = ["if ntags > limit - pos:", "    raise _DecodeError('tag count exceeds the frame')",
+                "unknown = None", "for _ in range(ntags):",
+                "    tag, stop, pos = _rtag(buf, pos, limit)", "    end = stop"]
+        branch = "if"
+        for tag, attr, wire_type, _ in self.tagged:
+            body += [f"    {branch} tag == {tag}:"] + _indent(wire_type.emit_read(g, f"obj.{attr}"), 2)
+            branch = "elif"
+        unknown = ["if unknown is None:", "    unknown = obj._unknown_tagged_fields = []",
+                   "unknown.append((tag, bytes(buf[pos:stop])))"]
+        if self.tagged:
+            body += ["    else:"] + _indent(unknown, 2)
+        else:
+            body += _indent(unknown)
+        body += ["    pos = stop", "return pos"]
+        g.code.append("\n".join([f"def {name}(buf, pos, limit, obj, ntags):"] + _indent(body)))
+        return name
+
+    def _builder_source(self, g, name):
+        body = []
+        cls_ref = None
+        for attr, default, ignorable in self.absent:
+            if ignorable:
+                continue
+            cls_ref = cls_ref or g.ref(self.cls)
+            body += [f"if {g.nondefault_expr(default, 'obj.' + attr)}:",
+                     f"    raise _absent({cls_ref}, {attr!r}, {('in ' + self.label)!r})"]
+        for group in self._groups():
+            if isinstance(group, list):
+                fmt = ">" + "".join(t.fmt for _, t in group)
+                values = ", ".join(f"obj.{attr}" for attr, _ in group)
+                body.append(f"out += {g.struct(fmt)}.pack({values})")
+            else:
+                attr, wire_type = group
+                body += wire_type.emit_write(g, f"obj.{attr}")
+        if self.flexible:
+            body.append("tags = None")
+            for tag, attr, wire_type, default in self.tagged:
+                value = g.var("t")
+                body += [f"{value} = obj.{attr}", f"if {g.nondefault_expr(default, value)}:",
+                         "    data = bytearray()"]
+                body += _indent(wire_type.emit_write(g, value, "data"))
+                body += ["    if tags is None:", "        tags = []", f"    tags.append(({tag}, data))"]
+            body += ["unknown = obj._unknown_tagged_fields", "if tags is None and not unknown:",
+                     "    out.append(0)", "else:", "    _wtags(out, tags, unknown)"]
+        body.append("return out")
+        return [f"def {name}(w, out, obj):"] + _indent(body)
+
+    def compiled(self):
+        """The construct-compiled form (cached), with `parse_fast`/`build_fast` raw functions."""
+        if self._compiled is None:
+            self.compile()
+        return self._compiled
+
+    def compile(self, filename=None):
+        code = construct.core.CodeGen()
+        gen = Gen.of(code)
+        parse_name = self.parser_name(gen)
+        build_name = self.builder_name(gen)
+        code.append(f"""
+            def parseall(io, this):
+                return _odr_parse({parse_name}, io)
+            def buildall(obj, io, this):
+                return io.finish(_odr_build({build_name}, obj, io))
+            compiled = Compiled(parseall, buildall)
+        """)
+        source = "from construct import Compiled\n" + code.toString()
+        if filename:
+            with open(filename, "w") as f:
+                f.write(source)
+        namespace = {"__name__": f"protocol.compiled.{self.label}"}
+        exec(compile(source, f"<construct {self.label}>", "exec"), namespace)
+        compiled = namespace["compiled"]
+        compiled.source = source
+        compiled.defersubcon = self
+        compiled.parse_fast = namespace[parse_name]
+        compiled.build_fast = namespace[build_name]
+        self._compiled = compiled
+        return compiled
+
+    # -- interpreted (construct's reference path) --------------------------------------------
+    def _parse(self, stream, context, path):
+        obj = object.__new__(self.cls)
+        for attr, wire_type in self.fields:
+            setattr(obj, attr, wire_type._parse(stream, context, f"{path} -> {attr}"))
+        for attr, default, _ in self.absent:
+            setattr(obj, attr, _fresh(default))
+        for _, attr, _, default in self.tagged:
+            setattr(obj, attr, _fresh(default))
+        obj._unknown_tagged_fields = None
+        if self.flexible:
+            by_tag = {tag: (attr, wire_type) for tag, attr, wire_type, _ in self.tagged}
+            count = _read_length_stream(stream, True, "", path) + 1
+            for _ in range(count):
+                tag = _read_length_stream(stream, True, "", path) + 1
+                size = _read_length_stream(stream, True, "", path) + 1
+                data = stream_read(stream, size, path)
+                if tag in by_tag:
+                    attr, wire_type = by_tag[tag]
+                    setattr(obj, attr, wire_type.parse(data))
+                else:
+                    if obj._unknown_tagged_fields is None:
+                        obj._unknown_tagged_fields = []
+                    obj._unknown_tagged_fields.append((tag, data))
+        return obj
+
+    def _build(self, obj, stream, context, path):
+        for attr, default, ignorable in self.absent:
+            if not ignorable and getattr(obj, attr) != _fresh(default):
+                raise absent_field_error(self.cls, attr, f"in {self.label}")
+        for attr, wire_type in self.fields:
+            wire_type._build(getattr(obj, attr), stream, context, f"{path} -> {attr}")
+        if self.flexible:
+            known = []
+            for tag, attr, wire_type, default in self.tagged:
+                value = getattr(obj, attr)
+                if value != _fresh(default):
+                    known.append((tag, wire_type.build(value)))
+            out = bytearray()
+            write_tag_section(out, known, obj._unknown_tagged_fields)
+            stream_write(stream, bytes(out), len(out), path)
+        return obj
+
+
+def _fresh(default):
+    if default is LIST:
+        return []
+    if isinstance(default, type):
+        return default()
+    return default
