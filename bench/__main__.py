@@ -1,0 +1,133 @@
+"""`python -m bench`: Odradek against the peer and the ceiling, in one run, printed as ratios."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+from bench import report, suite, targets
+from bench.loopback import loopback_bytes_per_second
+
+ALL_TARGETS = ("odradek", "peer", "sink")
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench",
+        description="Throughput and latency of Odradek next to a peer broker (Tansu, in-memory) and a "
+                    "null-sink ceiling, on free loopback ports, in one run.")
+    parser.add_argument("--quick", action="store_true", help="about a minute: short runs, no repetition")
+    parser.add_argument("--targets", default=",".join(ALL_TARGETS),
+                        help="comma-separated subset of odradek,peer,sink (default: all)")
+    parser.add_argument("--only", default="", help="run only cases whose name contains this text")
+    parser.add_argument("--duration", type=float, help="override seconds of load per throughput run")
+    parser.add_argument("--repeats", type=int, help="override repetitions per cell")
+    parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                        help="extra odradek config override (repeatable)")
+    parser.add_argument("--profile", metavar="DIR", help="record py-spy profiles of Odradek into DIR")
+    parser.add_argument("--no-results-md", action="store_true", help="do not rewrite bench/RESULTS.md")
+    args = parser.parse_args(argv)
+    args.targets = [name.strip() for name in args.targets.split(",") if name.strip()]
+    unknown = set(args.targets) - set(ALL_TARGETS)
+    if unknown:
+        parser.error(f"unknown targets: {', '.join(sorted(unknown))}")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    command = "python -m bench " + shlex.join(sys.argv[1:] if argv is None else argv)
+    settings = suite.QUICK if args.quick else suite.FULL
+    if args.duration or args.repeats:
+        settings = suite.Settings(**{**settings.__dict__, **({"duration": args.duration} if args.duration else {}),
+                                     **({"repeats": args.repeats} if args.repeats else {})})
+    started = datetime.now(timezone.utc).replace(microsecond=0)
+    info = report.machine_info()
+    machine_text = report.describe_machine(info)
+    print(f"odradek bench ({settings.mode}) {started.isoformat()}\nmachine: {machine_text}", flush=True)
+
+    log_dir = report.RESULTS_DIR / f"logs-{started.strftime('%Y%m%dT%H%M%SZ')}"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    loopback = loopback_bytes_per_second(settings.loopback_duration)
+    print(f"raw loopback TCP: {loopback / 1e9:.2f} GB/s", flush=True)
+
+    running: list[targets.Target] = []
+    errors: list[str] = []
+    overrides = dict(item.split("=", 1) for item in args.override)
+    starters = {
+        "odradek": lambda: targets.start_odradek(log_dir, overrides),
+        "peer": lambda: targets.start_peer(log_dir),
+        "sink": lambda: targets.start_sink(log_dir, settings.partitions),
+    }
+    profiler = None
+    try:
+        for name in args.targets:
+            try:
+                target = starters[name]()
+            except Exception as error:  # noqa: BLE001 - the rest of the run still means something
+                errors.append(f"start {name}: {error}")
+                print(f"could not start {name}: {error}", flush=True)
+                continue
+            running.append(target)
+            print(f"{target.name}: {target.label} at {target.bootstrap} (pid {target.pid})", flush=True)
+        if args.profile:
+            from bench.profile import PySpy
+
+            profiler = PySpy(Path(args.profile))
+        began = time.monotonic()
+        with suite.Suite(settings, running, profiler=profiler) as bench_suite:
+            cases = [case for case in suite.build_cases(bench_suite) if args.only in case.name]
+            bench_suite.run(cases)
+            rss_row = suite.Row("broker RSS at the end", "RSS MiB", higher_is_better=False)
+            for target in running:
+                rss = target.rss_bytes()
+                if rss is not None and target.name != "sink":
+                    rss_row.samples[target.name] = [rss / (1 << 20)]
+            rows = bench_suite.rows + [rss_row]
+            errors += bench_suite.errors
+            rss_timeline = bench_suite.rss_timeline
+        elapsed = time.monotonic() - began
+    finally:
+        for target in running:
+            target.stop()
+
+    table = report.format_table(rows, extra_rows=[("raw loopback TCP (1 stream)", "GB/s",
+                                                    report.format_value(loopback / 1e9, "GB/s"))])
+    run = {
+        "date": started.isoformat(),
+        "command": command,
+        "machine": info,
+        "machine_text": machine_text,
+        "settings": settings.__dict__ | {"partition_counts": list(settings.partition_counts),
+                                         "connection_counts": list(settings.connection_counts)},
+        "targets": {target.name: target.label for target in running},
+        "loopback_bytes_per_s": loopback,
+        "rows": [{"case": row.case, "metric": row.metric, "higher_is_better": row.higher_is_better,
+                  "samples": row.samples, "median": {k: row.median(k) for k in row.samples}} for row in rows],
+        "rss_timeline": rss_timeline,
+        "errors": errors,
+        "elapsed_s": elapsed,
+        "server_logs": str(log_dir),
+    }
+    complete = not args.only and set(args.targets) == set(ALL_TARGETS) and not args.no_results_md
+    path = report.write_results(run, table, results_md=report.RESULTS_MD if complete else None)
+    print()
+    print(table)
+    if errors:
+        print("\nerrors:\n" + "\n".join(f"  {error}" for error in errors))
+    if profiler and profiler.files:
+        from bench.profile import format_summary, summarize
+
+        for file in profiler.files:
+            print()
+            print(format_summary(summarize(file, top=15), str(file)))
+    print(f"\n{elapsed:.0f} s of workloads; results in {path}" + (f" and {report.RESULTS_MD}" if complete else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

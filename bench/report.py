@@ -1,0 +1,134 @@
+"""Machine facts, the result table, and the files a run leaves behind (JSON + bench/RESULTS.md)."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+from datetime import datetime
+from pathlib import Path
+
+from bench.suite import Row
+
+BENCH_DIR = Path(__file__).resolve().parent
+RESULTS_DIR = BENCH_DIR / "results"
+RESULTS_MD = BENCH_DIR / "RESULTS.md"
+
+COLUMNS = (("odradek", "Odradek"), ("peer", "peer"), ("sink", "null sink"))
+
+
+def machine_info() -> dict:
+    """Cores, memory, CPU model, Python and librdkafka versions, and the load when we started."""
+    model = "unknown"
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            model = next((line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")),
+                         model)
+    except OSError:
+        pass
+    memory = None
+    try:
+        with open("/proc/meminfo") as meminfo:
+            memory = int(next(line for line in meminfo if line.startswith("MemTotal:")).split()[1]) * 1024
+    except (OSError, StopIteration):
+        pass
+    try:
+        import confluent_kafka
+
+        client = f"confluent-kafka {confluent_kafka.version()[0]} / librdkafka {confluent_kafka.libversion()[0]}"
+    except ImportError:
+        client = "confluent-kafka not installed"
+    return {
+        "cpu_model": model,
+        "cores": os.cpu_count(),
+        "cores_usable": len(os.sched_getaffinity(0)),
+        "memory_bytes": memory,
+        "python": f"{platform.python_implementation()} {platform.python_version()}",
+        "kernel": platform.release(),
+        "client": client,
+        "load_average": list(os.getloadavg()),
+    }
+
+
+def describe_machine(info: dict) -> str:
+    memory = f"{info['memory_bytes'] / (1 << 30):.1f} GiB" if info.get("memory_bytes") else "? GiB"
+    load = " ".join(f"{x:.2f}" for x in info["load_average"])
+    return (f"{info['cores']} cores ({info['cores_usable']} usable), {memory} RAM, {info['cpu_model']}, "
+            f"{info['python']}, Linux {info['kernel']}, {info['client']}, load average at start {load}")
+
+
+def format_value(value: float | None, metric: str) -> str:
+    if value is None:
+        return "n/a"
+    if metric == "records/s":
+        return f"{value / 1e6:.2f} M" if value >= 1e6 else f"{value / 1e3:.1f} k" if value >= 1e3 else f"{value:.0f}"
+    if metric == "GB/s":
+        return f"{value:.2f}"
+    return f"{value:,.0f}" if value >= 1000 else f"{value:.1f}" if value >= 10 else f"{value:.2f}"
+
+
+def format_ratio(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2f}×"
+
+
+def format_table(rows: list[Row], columns=COLUMNS, extra_rows: list[tuple[str, str, str]] = ()) -> str:
+    """A Markdown table: median per server and the Odradek/peer and Odradek/sink ratios.
+
+    `extra_rows` are (case, metric, ceiling value) lines that only have a ceiling, e.g. raw loopback.
+    """
+    present = [(key, title) for key, title in columns if any(row.samples.get(key) for row in rows)]
+    present_keys = {key for key, _ in present}
+    header = ["workload", "metric"] + [title for _, title in present]
+    ratios = [("odradek", "peer", "Odradek/peer"), ("odradek", "sink", "Odradek/sink")]
+    ratios = [r for r in ratios if {r[0], r[1]} <= present_keys]
+    header += [title for _, _, title in ratios]
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(["---"] * 2 + ["---:"] * (len(header) - 2)) + "|"]
+    previous_case = None
+    for row in rows:
+        case = row.case if row.case != previous_case else ""
+        previous_case = row.case
+        direction = "" if row.higher_is_better else " (lower is better)"
+        cells = [case, row.metric + direction]
+        cells += [format_value(row.median(key), row.metric) for key, _ in present]
+        cells += [format_ratio(row.ratio(a, b)) if row.samples.get(b) else "" for a, b, _ in ratios]
+        lines.append("| " + " | ".join(cells) + " |")
+    sink_column = 2 + [key for key, _ in present].index("sink") if "sink" in present_keys else len(header) - 1
+    for case, metric, value in extra_rows:
+        cells = [case, metric] + [""] * (len(header) - 2)
+        cells[sink_column] = value
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def results_document(run: dict, table: str) -> str:
+    """The text of bench/RESULTS.md for one run."""
+    targets = "\n".join(f"- **{name}**: {label}" for name, label in run["targets"].items())
+    errors = "\n".join(f"- {error}" for error in run["errors"]) or "- none"
+    return f"""# Benchmark results
+
+Latest run of `{run['command']}` on {run['date']} ({run['settings']['mode']} mode, median of
+{run['settings']['repeats']} run(s) per cell, {run['settings']['duration']} s of load each).
+
+Machine: {run['machine_text']}.
+The machine is shared with other work: absolute figures are noisy, the ratios from one run are what we
+compare. The peer keeps everything in memory (no disk at all); Odradek writes to its log directory.
+
+Servers:
+{targets}
+
+{table}
+
+Errors during the run:
+{errors}
+"""
+
+
+def write_results(run: dict, table: str, results_dir: Path = RESULTS_DIR, results_md: Path | None = RESULTS_MD) -> Path:
+    """Writes the JSON (bench/results/, ignored by git) and refreshes bench/RESULTS.md."""
+    results_dir.mkdir(parents=True, exist_ok=True)
+    stamp = datetime.fromisoformat(run["date"]).strftime("%Y%m%dT%H%M%SZ")
+    path = results_dir / f"bench-{run['settings']['mode']}-{stamp}.json"
+    path.write_text(json.dumps(run, indent=2) + "\n")
+    if results_md is not None:
+        results_md.write_text(results_document(run, table))
+    return path

