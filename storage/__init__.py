@@ -1,1 +1,76 @@
-"""Odradek storage package."""
+"""Odradek storage: partition logs with Kafka's on-disk layout.  Synchronous, no network.
+
+Layout (one directory per partition, as Kafka writes it)::
+
+    <log dir>/<topic>-<partition>/00000000000000000000.log        record batches, offsets assigned
+                                 /00000000000000000000.index      relative offset -> position (8 B)
+                                 /00000000000000000000.timeindex  max timestamp -> relative offset (12 B)
+                                 /leader-epoch-checkpoint
+    <log dir>/recovery-point-offset-checkpoint, log-start-offset-checkpoint,
+              replication-offset-checkpoint (high watermarks), .kafka_cleanshutdown
+
+Public surface
+--------------
+``LogManager(log_dirs, defaults=None, *, max_open_files=1024)``
+    Opens every ``<topic>-<partition>`` dir found (recovering after an unclean stop).
+    ``defaults`` is a LogConfig or a mapping of Kafka topic config names
+    (``{"segment.bytes": ..., "retention.ms": ...}``, strings or parsed values).
+    - ``get_or_create_log(topic, partition, overrides=None) -> Log``; ``get_log(...) -> Log | None``
+    - ``set_topic_config(topic, overrides)`` / ``set_defaults(mapping)``: live logs follow at once
+    - ``delete_log(topic, partition)``: dir renamed ``*-delete``, removed after file.delete.delay.ms
+    - ``tick(now_ms=None)``: flush.ms, flush of rolled segments, retention, delayed deletes;
+      call every few seconds from a worker thread
+    - ``checkpoint()``; ``close()`` (clean shutdown: flush, checkpoints, clean marker)
+
+``Log`` (one partition; every method is thread-safe, one lock per partition)
+    - ``append(records, *, leader_epoch=-1, origin=AppendOrigin.CLIENT, now_ms=None) -> AppendResult``
+      ``records`` is the request's bytes/memoryview, written as is (a fresh 61-byte
+      header per batch + the caller's body slice via pwritev; never copied).  Validates
+      magic 2, lengths, CRC32C, record count vs last offset delta, max.message.bytes,
+      timestamps vs message.timestamp.{before,after}.max.ms (batch header timestamps),
+      control batches only from COORDINATOR; stamps LogAppendTime when configured.
+      ``AppendResult(first_offset, last_offset, log_append_time, log_start_offset, duplicate)``.
+      ``AppendOrigin.REPLICATION`` keeps the offsets the batches carry.
+    - ``read(fetch_offset, max_bytes, max_offset=None, min_one_batch=True) -> list[FileSlice]``
+      Starts at the batch containing fetch_offset, whole batches only, at most max_bytes
+      (but the first batch whole if it alone is larger), only batches whose last offset
+      < max_offset (pass the high watermark or last stable offset).  Raises
+      OffsetOutOfRangeError outside [log_start_offset, log_end_offset].
+      ``FileSlice``: ``fileno()``, ``position``, ``len()``, ``read()`` -- for os.sendfile;
+      it keeps its descriptor open while it lives.
+    - ``log_start_offset``, ``log_end_offset``, ``high_watermark`` (set by the caller with
+      ``set_high_watermark``), ``last_stable_offset``, ``recovery_point``, ``size_bytes``
+    - ``offset_for_timestamp(ts) -> TimestampOffset(offset, timestamp, leader_epoch) | None``
+      (first record with timestamp >= ts); ``max_timestamp_offset()`` (ListOffsets -3)
+    - ``end_offset_for_epoch(epoch) -> (epoch, end_offset)`` (OffsetForLeaderEpoch; (-1, -1) unknown)
+    - ``delete_records(offset)`` (DeleteRecords, -1 = high watermark) -> new log start offset
+    - ``truncate_to(offset)``, ``truncate_fully_and_start_at(offset)`` (replica truncation)
+    - ``flush(up_to=None)``; ``wait_flushed(offset)``: group commit for fsync-before-ack --
+      blocks (call via trio.to_thread.run_sync) until every offset < offset is on disk;
+      one fsync covers all appends that arrived meanwhile
+    - ``apply_retention(now_ms=None)``, ``roll()``, ``update_config(LogConfig)``, ``close()``
+
+Errors: every deliberate failure is a ``StorageError`` subclass carrying ``error_code``
+(the Kafka error code to answer with): ``InvalidBatchError`` (CORRUPT_MESSAGE,
+INVALID_RECORD, MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE, ...), ``InvalidTimestampError``,
+``OffsetOutOfRangeError``, ``KafkaStorageError`` (I/O failure; the log is offline from then on).
+
+``LogConfig`` holds the topic settings (Kafka names via ``LogConfig.from_mapping``).
+"""
+
+from storage.config import LogConfig
+from storage.errors import (
+    ErrorCode, InvalidBatchError, InvalidProducerEpochError, InvalidTimestampError,
+    InvalidTxnStateError, KafkaStorageError, OffsetOutOfRangeError, OutOfOrderSequenceError,
+    StorageError,
+)
+from storage.files import FileSlice
+from storage.log import AppendOrigin, AppendResult, Log, TimestampOffset
+from storage.manager import LogManager
+
+__all__ = [
+    "AppendOrigin", "AppendResult", "ErrorCode", "FileSlice", "InvalidBatchError",
+    "InvalidProducerEpochError", "InvalidTimestampError", "InvalidTxnStateError",
+    "KafkaStorageError", "Log", "LogConfig", "LogManager", "OffsetOutOfRangeError",
+    "OutOfOrderSequenceError", "StorageError", "TimestampOffset",
+]

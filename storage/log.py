@@ -1,0 +1,709 @@
+"""A partition log: an ordered list of segments in `<topic>-<partition>/`.
+
+See the package docstring for the public surface.  Everything that changes the
+log happens under the partition lock; fsync (flush, group commit) runs outside it
+so a slow disk never stalls appends to the page cache.
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import enum
+import os
+import threading
+import time
+from typing import Callable, NamedTuple
+
+from protocol.records import (
+    NO_PARTITION_LEADER_EPOCH, NO_TIMESTAMP, RecordBatch, RecordBatchError, iter_batches,
+    patched_header,
+)
+from storage import checkpoints
+from storage.config import LogConfig
+from storage.errors import (
+    ErrorCode, InvalidBatchError, InvalidTimestampError, KafkaStorageError, OffsetOutOfRangeError,
+    StorageError,
+)
+from storage.files import FileSlice, OpenFiles
+from storage.segment import (
+    CLEANED_SUFFIX, DELETED_SUFFIX, LOG_SUFFIX, SEGMENT_SUFFIXES, SWAP_SUFFIX, LogSegment,
+)
+
+INT32_MAX = 2**31 - 1
+LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+
+
+class AppendOrigin(enum.Enum):
+    CLIENT = "client"            # Produce: validate everything, assign offsets
+    COORDINATOR = "coordinator"  # transaction markers and internal topics: control batches allowed
+    REPLICATION = "replication"  # follower fetch: offsets already assigned, kept as they are
+
+
+@dataclasses.dataclass(frozen=True)
+class AppendResult:
+    first_offset: int
+    last_offset: int
+    log_append_time: int  # -1 unless the topic uses LogAppendTime
+    log_start_offset: int
+    duplicate: bool = False  # an idempotent retry: offsets are those of the original append
+
+
+class TimestampOffset(NamedTuple):
+    offset: int
+    timestamp: int
+    leader_epoch: int = -1
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def parse_partition_dir(name: str) -> tuple[str, int]:
+    """`my-topic-3` -> ("my-topic", 3)."""
+    topic, _, partition = name.rpartition("-")
+    if not topic or not partition.isdigit():
+        raise ValueError(f"not a partition directory name: {name!r}")
+    return topic, int(partition)
+
+
+class Log:
+    def __init__(self, directory: str, config: LogConfig | None = None, *,
+                 handles: OpenFiles | None = None, recovery_point: int = 0,
+                 log_start_offset: int = 0, high_watermark: int = 0, clean_shutdown: bool = True,
+                 clock: Callable[[], int] = _now_ms):
+        self.directory = directory
+        self.topic, self.partition = parse_partition_dir(os.path.basename(directory.rstrip("/")))
+        self.config = config or LogConfig()
+        self.handles = handles or OpenFiles()
+        self.clock = clock
+        self._lock = threading.RLock()
+        self._flush_cond = threading.Condition(threading.Lock())
+        self._flushing = False
+        self.offline: str | None = None  # the I/O error that took the log offline
+        self._segments: list[LogSegment] = []
+        self._bases: list[int] = []
+        self._pending_deletes: list[tuple[int, list[str]]] = []  # (due ms, paths)
+        self._unflushed_messages = 0
+        self._last_flush_ms = clock()
+        self._epochs: list[tuple[int, int]] = []  # (leader epoch, start offset)
+        os.makedirs(directory, exist_ok=True)
+        self.recovered_bytes_truncated = 0
+        self._load(recovery_point, log_start_offset, clean_shutdown)
+        self.high_watermark = min(max(high_watermark, self.log_start_offset), self.log_end_offset)
+
+    # ======================================================================= loading
+    def _load(self, recovery_point: int, log_start_offset: int, clean_shutdown: bool) -> None:
+        names = os.listdir(self.directory)
+        bases = []
+        for name in names:
+            path = os.path.join(self.directory, name)
+            if name.endswith(DELETED_SUFFIX) or name.endswith(CLEANED_SUFFIX):
+                os.remove(path)  # leftovers of deletion or of a cleaner run that never swapped
+            elif name.endswith(SWAP_SUFFIX):
+                os.replace(path, path[:-len(SWAP_SUFFIX)])  # a swap that was committed
+        for name in os.listdir(self.directory):
+            if name.endswith(LOG_SUFFIX) and name[:-len(LOG_SUFFIX)].isdigit():
+                bases.append(int(name[:-len(LOG_SUFFIX)]))
+            elif any(name.endswith(s) for s in SEGMENT_SUFFIXES) and name.split(".")[0].isdigit():
+                if not os.path.exists(os.path.join(self.directory, name.split(".")[0] + LOG_SUFFIX)):
+                    os.remove(os.path.join(self.directory, name))  # an index without its log
+        bases.sort()
+        now = self.clock()
+        for base in bases:
+            self._segments.append(LogSegment(self.directory, base, self.handles, created_ms=now))
+        if not self._segments:
+            self._segments.append(LogSegment(self.directory, log_start_offset, self.handles, created_ms=now))
+        self._bases = [s.base_offset for s in self._segments]
+        self._epochs = checkpoints.read_leader_epochs(os.path.join(self.directory, LEADER_EPOCH_CHECKPOINT))
+
+        if clean_shutdown:
+            for segment in self._segments[:-1]:
+                if not self._index_sane(segment):
+                    segment.recover(index_interval=self.config.index_interval_bytes)
+                    segment.seal()
+                segment.load_sealed()
+            active = self._segments[-1]
+            if not self._index_sane(active):
+                active.recover(index_interval=self.config.index_interval_bytes)
+            active.activate()
+            self.recovery_point = min(max(recovery_point, 0), active.next_offset)
+        else:
+            self._recover(recovery_point)
+        self.log_start_offset = max(log_start_offset, self._segments[0].base_offset)
+        self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
+        self._truncate_epochs_after(self.log_end_offset)
+
+    @staticmethod
+    def _index_sane(segment: LogSegment) -> bool:
+        if segment.size == 0:
+            return True
+        idx = segment.offset_index
+        for path, entry in ((idx.path, 8), (segment.time_index.path, 12)):
+            if not os.path.exists(path) or os.path.getsize(path) % entry:
+                return False
+        if idx.entries:
+            offset, position = idx.last_entry()
+            if offset < segment.base_offset or position >= segment.size:
+                return False
+        return True
+
+    def _recover(self, recovery_point: int) -> None:
+        """After an unclean stop: scan segments from the one holding the recovery
+        point, cut at the first bad batch, drop every later segment."""
+        start = max(0, bisect.bisect_right(self._bases, recovery_point) - 1)
+        for segment in self._segments[:start]:
+            if not self._index_sane(segment):
+                segment.recover(index_interval=self.config.index_interval_bytes)
+                segment.seal()
+            segment.load_sealed()
+        for i in range(start, len(self._segments)):
+            segment = self._segments[i]
+            truncated = segment.recover(index_interval=self.config.index_interval_bytes)
+            self.recovered_bytes_truncated += truncated
+            if truncated and i + 1 < len(self._segments):
+                for later in self._segments[i + 1:]:
+                    self.recovered_bytes_truncated += later.size
+                    later.close()
+                    for path in later.paths():
+                        if os.path.exists(path):
+                            os.remove(path)
+                del self._segments[i + 1:]
+                break
+        for segment in self._segments[:-1]:
+            segment.seal()
+        self._bases = [s.base_offset for s in self._segments]
+        active = self._segments[-1]
+        active.activate()
+        for segment in self._segments[start:]:
+            segment.flush()
+        self.recovery_point = active.next_offset
+
+    # ======================================================================= facts
+    @property
+    def log_end_offset(self) -> int:
+        return self._segments[-1].next_offset
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    @property
+    def segments(self) -> list[LogSegment]:
+        with self._lock:
+            return list(self._segments)
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    @property
+    def last_stable_offset(self) -> int:
+        """Without open transactions, the high watermark."""
+        return self.high_watermark
+
+    def set_high_watermark(self, offset: int) -> None:
+        """The caller (replica manager) owns the high watermark; it is clamped to the log."""
+        with self._lock:
+            self.high_watermark = min(max(offset, self.log_start_offset), self.log_end_offset)
+
+    def _check_online(self) -> None:
+        if self.offline is not None:
+            raise KafkaStorageError(f"log {self.topic}-{self.partition} is offline: {self.offline}")
+
+    def _go_offline(self, exc: BaseException) -> KafkaStorageError:
+        self.offline = f"{type(exc).__name__}: {exc}"
+        return KafkaStorageError(f"I/O error on {self.topic}-{self.partition}: {exc}")
+
+    # ======================================================================= append
+    def append(self, records, *, leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+               origin: AppendOrigin = AppendOrigin.CLIENT, now_ms: int | None = None) -> AppendResult:
+        """Validate and append the batches in `records` (bytes/memoryview, never copied).
+
+        CLIENT and COORDINATOR appends get offsets from the log end, the leader epoch
+        stamped and, for LogAppendTime topics, the append time; REPLICATION appends
+        keep the offsets they carry (which must not go backwards).
+        """
+        view = records if isinstance(records, memoryview) else memoryview(records)
+        if view.format != "B" or view.ndim != 1:
+            view = view.cast("B")
+        now = self.clock() if now_ms is None else now_ms
+        batches = self._validate(view, origin, now)
+        log_append_time = now if self.config.log_append_time and origin is not AppendOrigin.REPLICATION else None
+        with self._lock:
+            self._check_online()
+            next_offset = self.log_end_offset
+            buffers: list = []
+            placed: list[tuple[RecordBatch, int, int]] = []  # (batch, base offset, max timestamp)
+            for batch in batches:
+                if origin is AppendOrigin.REPLICATION:
+                    if batch.base_offset < next_offset:
+                        raise InvalidBatchError(
+                            f"out of order offsets: batch at {batch.base_offset} below log end {next_offset}",
+                            ErrorCode.INVALID_RECORD)
+                    base = batch.base_offset
+                    buffers.append(batch.view())
+                    max_ts = batch.max_timestamp
+                else:
+                    base = next_offset
+                    buffers.append(patched_header(batch, base_offset=base,
+                                                  partition_leader_epoch=leader_epoch,
+                                                  log_append_time=log_append_time))
+                    buffers.append(batch.body())
+                    max_ts = log_append_time if log_append_time is not None else batch.max_timestamp
+                placed.append((batch, base, max_ts))
+                next_offset = base + batch.last_offset_delta + 1
+            first_offset = placed[0][1]
+            last_offset = next_offset - 1
+            total = len(view)
+            segment = self._maybe_roll(first_offset, last_offset, total, now)
+            position = segment.size
+            try:
+                segment.write(buffers, total)
+            except OSError as exc:
+                raise self._go_offline(exc) from exc
+            interval = self.config.index_interval_bytes
+            for batch, base, max_ts in placed:
+                segment.note_appended(position, batch, base + batch.last_offset_delta, max_ts, interval)
+                position += batch.size
+                epoch = leader_epoch if origin is not AppendOrigin.REPLICATION else batch.partition_leader_epoch
+                if epoch >= 0:
+                    self._note_epoch(epoch, base)
+                self._unflushed_messages += batch.record_count
+            result = AppendResult(first_offset, last_offset,
+                                  log_append_time if log_append_time is not None else -1,
+                                  self.log_start_offset)
+            if self._unflushed_messages >= self.config.flush_messages:
+                self._flush_locked()
+        return result
+
+    def _validate(self, view: memoryview, origin: AppendOrigin, now: int) -> list[RecordBatch]:
+        """Kafka's LogValidator checks that need only batch headers (plus the CRC)."""
+        config = self.config
+        if len(view) > config.segment_bytes:
+            raise InvalidBatchError(
+                f"message batch size is {len(view)} bytes which exceeds the maximum configured "
+                f"segment size of {config.segment_bytes}", ErrorCode.RECORD_LIST_TOO_LARGE)
+        batches = []
+        try:
+            for batch in iter_batches(view):
+                batch.ensure_valid()
+                batches.append(batch)
+        except RecordBatchError as exc:
+            raise InvalidBatchError(exc.message, exc.error_code) from exc
+        if not batches:
+            raise InvalidBatchError("no record batch in the append", ErrorCode.INVALID_RECORD)
+        check_ts = origin is not AppendOrigin.REPLICATION and not config.log_append_time
+        for batch in batches:
+            if batch.size > config.max_message_bytes:
+                raise InvalidBatchError(
+                    f"the record batch is {batch.size} bytes, larger than max.message.bytes "
+                    f"{config.max_message_bytes}", ErrorCode.MESSAGE_TOO_LARGE)
+            if batch.compression > 4:
+                raise InvalidBatchError(f"unknown compression codec {batch.compression}",
+                                        ErrorCode.CORRUPT_MESSAGE)
+            if origin is AppendOrigin.REPLICATION:
+                continue
+            if batch.record_count != batch.last_offset_delta + 1 or batch.record_count <= 0:
+                raise InvalidBatchError(
+                    f"record batch has {batch.record_count} records but last offset delta "
+                    f"{batch.last_offset_delta}", ErrorCode.INVALID_RECORD)
+            if batch.is_control and origin is AppendOrigin.CLIENT:
+                raise InvalidBatchError("clients are not allowed to write control records",
+                                        ErrorCode.INVALID_RECORD)
+            if batch.is_transactional and batch.producer_id < 0:
+                raise InvalidBatchError("transactional batch without a producer id",
+                                        ErrorCode.INVALID_RECORD)
+            if check_ts:
+                for ts in (batch.base_timestamp, batch.max_timestamp):
+                    if ts == NO_TIMESTAMP:
+                        continue
+                    if ts < now - config.message_timestamp_before_max_ms or \
+                            ts > now + config.message_timestamp_after_max_ms:
+                        raise InvalidTimestampError(
+                            f"timestamp {ts} of the batch is out of the accepted range "
+                            f"(message.timestamp.before.max.ms / after.max.ms)")
+        return batches
+
+    def _maybe_roll(self, first_offset: int, last_offset: int, size: int, now: int) -> LogSegment:
+        segment = self._segments[-1]
+        config = self.config
+        if segment.size == 0:
+            if first_offset != segment.base_offset and first_offset > segment.base_offset:
+                # Replication (or a log start moved by DeleteRecords) can skip ahead.
+                return self._roll(first_offset, now, replace_empty=True)
+            return segment
+        rolling_ts = segment.first_batch_timestamp if segment.first_batch_timestamp > 0 else segment.created_ms
+        if (segment.size > config.segment_bytes - size
+                or now - rolling_ts > config.segment_ms - config.segment_jitter_ms
+                or segment.index_full(config.segment_index_bytes)
+                or last_offset - segment.base_offset > INT32_MAX):
+            return self._roll(first_offset, now)
+        return segment
+
+    def _roll(self, base_offset: int, now: int, replace_empty: bool = False) -> LogSegment:
+        old = self._segments[-1]
+        if replace_empty:
+            old.close()
+            for path in old.paths():
+                if os.path.exists(path):
+                    os.remove(path)
+            self._segments.pop()
+            self._bases.pop()
+        else:
+            old.seal()
+        segment = LogSegment(self.directory, base_offset, self.handles, created_ms=now)
+        segment.activate()
+        self._segments.append(segment)
+        self._bases.append(base_offset)
+        if len(self._segments) == 1:
+            self.log_start_offset = max(self.log_start_offset, base_offset)
+            self.high_watermark = max(self.high_watermark, self.log_start_offset)
+        return segment
+
+    def roll(self) -> None:
+        """Force a new active segment (tests, admin)."""
+        with self._lock:
+            if self.active_segment.size:
+                self._roll(self.log_end_offset, self.clock())
+
+    # ======================================================================= leader epochs
+    def _note_epoch(self, epoch: int, start_offset: int) -> None:
+        if self._epochs and epoch <= self._epochs[-1][0]:
+            return
+        self._epochs.append((epoch, start_offset))
+        self._write_epochs()
+
+    def _write_epochs(self) -> None:
+        checkpoints.write_leader_epochs(os.path.join(self.directory, LEADER_EPOCH_CHECKPOINT), self._epochs)
+
+    def _truncate_epochs_after(self, end_offset: int) -> None:
+        kept = [(e, s) for e, s in self._epochs if s < end_offset]
+        if kept != self._epochs:
+            self._epochs = kept
+            self._write_epochs()
+
+    @property
+    def latest_epoch(self) -> int:
+        return self._epochs[-1][0] if self._epochs else -1
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch: (largest known epoch <= epoch, its end offset), or (-1, -1)."""
+        with self._lock:
+            if not self._epochs or epoch < self._epochs[0][0]:
+                return -1, -1
+            for i in range(len(self._epochs) - 1, -1, -1):
+                e, _start = self._epochs[i]
+                if e <= epoch:
+                    end = self._epochs[i + 1][1] if i + 1 < len(self._epochs) else self.log_end_offset
+                    return e, end
+            return -1, -1
+
+    # ======================================================================= reads
+    def read(self, fetch_offset: int, max_bytes: int, max_offset: int | None = None,
+             min_one_batch: bool = True) -> list[FileSlice]:
+        """Byte ranges for Fetch, from the batch containing `fetch_offset`.
+
+        Whole batches only, at most `max_bytes` unless the first batch alone is larger
+        and `min_one_batch` (Kafka sends it whole), and only batches whose last offset
+        is below `max_offset` (the high watermark or last stable offset; default: log end).
+        """
+        with self._lock:
+            self._check_online()
+            if fetch_offset < self.log_start_offset or fetch_offset > self.log_end_offset:
+                raise OffsetOutOfRangeError(
+                    f"fetch offset {fetch_offset} is out of range for {self.topic}-{self.partition}: "
+                    f"[{self.log_start_offset}, {self.log_end_offset}]")
+            limit_offset = self.log_end_offset if max_offset is None else min(max_offset, self.log_end_offset)
+            if fetch_offset >= limit_offset:
+                return []
+            try:
+                return self._read_locked(fetch_offset, max_bytes, limit_offset, min_one_batch)
+            except OSError as exc:
+                raise self._go_offline(exc) from exc
+
+    def _read_locked(self, fetch_offset, max_bytes, limit_offset, min_one_batch) -> list[FileSlice]:
+        i = max(0, bisect.bisect_right(self._bases, fetch_offset) - 1)
+        for segment in self._segments[i:]:
+            if segment.base_offset >= limit_offset:
+                return []
+            found = segment.find_batch(fetch_offset)
+            if found is None:
+                continue  # the rest of this segment was compacted away: try the next
+            start, first = found
+            if first.last_offset >= limit_offset:
+                return []
+            end = segment.size
+            if limit_offset < (segment.next_offset if segment.next_offset is not None else limit_offset + 1):
+                bound = segment.find_batch(limit_offset, start)
+                if bound is not None:
+                    end = bound[0]
+            if end - start > max_bytes:
+                cut = segment.boundary_at_or_before(start, start + max(max_bytes, 0))
+                if cut == start:
+                    if not min_one_batch:
+                        return []
+                    cut = start + first.size
+                end = cut
+            return [segment.slice(start, end - start)]
+        return []
+
+    def read_batches(self, fetch_offset: int, max_bytes: int = 1 << 30,
+                     max_offset: int | None = None) -> list[RecordBatch]:
+        """Convenience for tests and internal consumers: the batches read() would send."""
+        out = []
+        for piece in self.read(fetch_offset, max_bytes, max_offset):
+            out.extend(iter_batches(piece.read()))
+        return out
+
+    # ======================================================================= offsets by time
+    def offset_for_timestamp(self, timestamp: int) -> TimestampOffset | None:
+        """The first record with timestamp >= `timestamp` (None when there is none)."""
+        with self._lock:
+            for segment in list(self._segments):
+                if segment.max_timestamp < timestamp:
+                    continue
+                for pos, header in segment.find_timestamp(timestamp, self.log_start_offset):
+                    batch = segment.read_batch(pos, header.size)
+                    for record in batch.records():
+                        if record.timestamp >= timestamp and record.offset >= self.log_start_offset:
+                            return TimestampOffset(record.offset, record.timestamp,
+                                                   batch.partition_leader_epoch)
+            return None
+
+    def max_timestamp_offset(self) -> TimestampOffset | None:
+        """ListOffsets MAX_TIMESTAMP (-3): the record with the largest timestamp."""
+        with self._lock:
+            best = None
+            for segment in self._segments:
+                if segment.max_timestamp != NO_TIMESTAMP and (best is None or segment.max_timestamp > best.max_timestamp):
+                    best = segment
+            if best is None:
+                return None
+            found = best.find_batch(best.offset_of_max_timestamp)
+            if found is None:
+                return TimestampOffset(best.offset_of_max_timestamp, best.max_timestamp)
+            pos, header = found
+            batch = best.read_batch(pos, header.size)
+            for record in batch.records():
+                if record.timestamp == batch.max_timestamp:
+                    return TimestampOffset(record.offset, record.timestamp, batch.partition_leader_epoch)
+            return TimestampOffset(batch.last_offset, batch.max_timestamp, batch.partition_leader_epoch)
+
+    # ======================================================================= flush
+    def flush(self, up_to: int | None = None) -> None:
+        """fsync everything below `up_to` (default: the log end) and advance the
+        recovery point.  The fsync itself runs without the partition lock."""
+        with self._lock:
+            self._check_online()
+            target = self.log_end_offset if up_to is None else min(up_to, self.log_end_offset)
+            if target <= self.recovery_point:
+                return
+            todo = [s for s in self._segments
+                    if (s.next_offset is None or s.next_offset > self.recovery_point) and s.base_offset < target]
+            self._unflushed_messages = 0
+            self._last_flush_ms = self.clock()
+        try:
+            for segment in todo:
+                segment.flush()
+        except OSError as exc:
+            with self._lock:
+                raise self._go_offline(exc) from exc
+        with self._lock:
+            self.recovery_point = max(self.recovery_point, target)
+
+    def _flush_locked(self) -> None:
+        # flush.messages reached inside append: the lock is reentrant.
+        self.flush()
+
+    def wait_flushed(self, offset: int) -> None:
+        """Group commit: block until every offset below `offset` is fsynced.  One fsync
+        covers all appends that arrived while the previous one ran.  Call it from a
+        worker thread (trio.to_thread.run_sync) before acknowledging a produce, with
+        `offset` = AppendResult.last_offset + 1."""
+        offset = min(offset, self.log_end_offset)
+        while True:
+            with self._flush_cond:
+                while self._flushing and self.recovery_point < offset:
+                    self._flush_cond.wait()
+                if self.recovery_point >= offset:
+                    return
+                self._flushing = True
+            try:
+                self.flush()
+            finally:
+                with self._flush_cond:
+                    self._flushing = False
+                    self._flush_cond.notify_all()
+
+    def maybe_flush_by_time(self, now_ms: int | None = None) -> None:
+        """flush.ms: called periodically by the LogManager."""
+        now = self.clock() if now_ms is None else now_ms
+        if self.recovery_point < self.log_end_offset and now - self._last_flush_ms >= self.config.flush_ms:
+            self.flush()
+
+    # ======================================================================= retention
+    def apply_retention(self, now_ms: int | None = None) -> int:
+        """Delete whole segments past retention.ms / retention.bytes (cleanup.policy
+        delete) or wholly below the log start offset; returns how many went."""
+        now = self.clock() if now_ms is None else now_ms
+        config = self.config
+        with self._lock:
+            if self.offline is not None:
+                return 0
+            doomed = 0
+            segments = self._segments
+            # Only segments wholly below the high watermark may go (Kafka's rule).
+            def upper(i):
+                return segments[i + 1].base_offset if i + 1 < len(segments) else self.log_end_offset
+
+            def deletable(i):
+                return upper(i) <= self.high_watermark
+
+            while doomed < len(segments) and upper(doomed) <= self.log_start_offset and \
+                    doomed < len(segments) - 1:
+                doomed += 1
+            if config.delete:
+                if config.retention_ms >= 0:
+                    while doomed < len(segments) and deletable(doomed) and \
+                            segments[doomed].max_timestamp != NO_TIMESTAMP and \
+                            now - segments[doomed].max_timestamp > config.retention_ms:
+                        doomed += 1
+                if config.retention_bytes >= 0:
+                    excess = self.size_bytes - config.retention_bytes
+                    for i in range(doomed):
+                        excess -= segments[i].size
+                    while doomed < len(segments) and deletable(doomed) and excess - segments[doomed].size >= 0:
+                        excess -= segments[doomed].size
+                        doomed += 1
+            if doomed:
+                self._delete_segments(doomed, now)
+            return doomed
+
+    def _delete_segments(self, count: int, now: int) -> None:
+        """Remove the first `count` segments (rolling first if that includes the active one)."""
+        if count >= len(self._segments):
+            self._roll(self.log_end_offset, now)
+            count = len(self._segments) - 1
+        doomed, self._segments = self._segments[:count], self._segments[count:]
+        self._bases = self._bases[count:]
+        self.log_start_offset = max(self.log_start_offset, self._segments[0].base_offset)
+        self.high_watermark = max(self.high_watermark, self.log_start_offset)
+        self.recovery_point = max(self.recovery_point, self.log_start_offset)
+        due = now + self.config.file_delete_delay_ms
+        for segment in doomed:
+            try:
+                segment.rename_all(DELETED_SUFFIX)
+            except OSError as exc:
+                raise self._go_offline(exc) from exc
+            self._pending_deletes.append((due, segment.paths()))
+        self.on_segments_deleted(self.log_start_offset)
+
+    def on_segments_deleted(self, log_start_offset: int) -> None:
+        """Hook for state kept beside the segments (producer state, txn index)."""
+
+    def delete_due_files(self, now_ms: int | None = None) -> None:
+        """Unlink `.deleted` files whose file.delete.delay.ms has passed."""
+        now = self.clock() if now_ms is None else now_ms
+        with self._lock:
+            due = [paths for t, paths in self._pending_deletes if t <= now]
+            self._pending_deletes = [(t, p) for t, p in self._pending_deletes if t > now]
+        for paths in due:
+            for path in paths:
+                try:
+                    os.remove(path)
+                except FileNotFoundError:
+                    pass
+
+    def delete_records(self, offset: int) -> int:
+        """DeleteRecords: move the log start offset up to `offset` (-1: the high
+        watermark); segments wholly below it are deleted.  Returns the new log start."""
+        with self._lock:
+            self._check_online()
+            if offset == -1:
+                offset = self.high_watermark
+            if offset < 0 or offset > self.high_watermark:
+                raise OffsetOutOfRangeError(
+                    f"cannot delete records of {self.topic}-{self.partition} below {offset}: "
+                    f"the high watermark is {self.high_watermark}")
+            if offset > self.log_start_offset:
+                self.log_start_offset = offset
+                self.apply_retention()
+            return self.log_start_offset
+
+    def flush_rolled_segments(self) -> None:
+        """Kafka flushes a segment soon after it is rolled; the manager calls this."""
+        base = self.active_segment.base_offset
+        if self.recovery_point < base:
+            self.flush(base)
+
+    # ======================================================================= truncation
+    def truncate_to(self, offset: int) -> None:
+        """Replica truncation: drop everything at or above `offset`."""
+        with self._lock:
+            self._check_online()
+            if offset >= self.log_end_offset:
+                return
+            if offset < self.log_start_offset:
+                self.truncate_fully_and_start_at(offset)
+                return
+            try:
+                while len(self._segments) > 1 and self._segments[-1].base_offset >= offset:
+                    gone = self._segments.pop()
+                    self._bases.pop()
+                    gone.close()
+                    for path in gone.paths():
+                        if os.path.exists(path):
+                            os.remove(path)
+                active = self._segments[-1]
+                if not active.active:
+                    active.activate()
+                active.truncate_to(offset)
+            except OSError as exc:
+                raise self._go_offline(exc) from exc
+            self._after_truncation()
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Drop every segment and restart the log empty at `offset`."""
+        with self._lock:
+            self._check_online()
+            now = self.clock()
+            for segment in self._segments:
+                segment.close()
+                for path in segment.paths():
+                    if os.path.exists(path):
+                        os.remove(path)
+            segment = LogSegment(self.directory, offset, self.handles, created_ms=now)
+            segment.activate()
+            self._segments = [segment]
+            self._bases = [offset]
+            self.log_start_offset = offset
+            self._after_truncation()
+
+    def _after_truncation(self) -> None:
+        end = self.log_end_offset
+        self.log_start_offset = min(self.log_start_offset, end)
+        self.high_watermark = min(self.high_watermark, end)
+        self.recovery_point = min(self.recovery_point, end)
+        self._truncate_epochs_after(end)
+        self.on_truncated(end)
+
+    def on_truncated(self, end_offset: int) -> None:
+        """Hook for state kept beside the segments (producer state, txn index)."""
+
+    # ======================================================================= lifecycle
+    def update_config(self, config: LogConfig) -> None:
+        with self._lock:
+            self.config = config
+
+    def close_clean(self) -> None:
+        """Final bookkeeping before a clean shutdown (the manager flushes first)."""
+
+    def close(self) -> None:
+        with self._lock:
+            for segment in self._segments:
+                segment.close()
+
+    def __repr__(self) -> str:
+        return (f"Log({self.topic}-{self.partition}, start={self.log_start_offset}, "
+                f"end={self.log_end_offset}, segments={len(self._segments)})")

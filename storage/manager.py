@@ -1,0 +1,192 @@
+"""LogManager: the partition logs under one or more log dirs."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+import uuid
+from typing import Any, Callable, Mapping
+
+from storage import checkpoints
+from storage.config import LogConfig
+from storage.files import OpenFiles
+from storage.log import Log, _now_ms, parse_partition_dir
+
+DELETE_DIR_SUFFIX = "-delete"
+
+
+class LogManager:
+    """Opens every partition log found under `log_dirs` at start-up (recovering
+    after an unclean stop), creates new ones in the least loaded dir, and runs
+    housekeeping (`tick`): flush.ms, retention, delayed file deletion, checkpoints."""
+
+    def __init__(self, log_dirs, defaults: LogConfig | Mapping[str, Any] | None = None, *,
+                 max_open_files: int = 1024, clock: Callable[[], int] = _now_ms):
+        self.log_dirs = [os.path.abspath(d) for d in ([log_dirs] if isinstance(log_dirs, str) else log_dirs)]
+        if isinstance(defaults, LogConfig):
+            self.defaults = defaults
+        else:
+            self.defaults = LogConfig.from_mapping(defaults)
+        self.clock = clock
+        self.handles = OpenFiles(max_open_files)
+        self._lock = threading.RLock()
+        self._logs: dict[tuple[str, int], Log] = {}
+        self._dir_of: dict[tuple[str, int], str] = {}
+        self._topic_overrides: dict[str, dict[str, Any]] = {}
+        self._pending_dir_deletes: list[tuple[int, str]] = []
+        self.had_clean_shutdown: dict[str, bool] = {}
+        for log_dir in self.log_dirs:
+            os.makedirs(log_dir, exist_ok=True)
+            self._load_dir(log_dir)
+
+    # -- start-up --------------------------------------------------------------------
+    def _load_dir(self, log_dir: str) -> None:
+        marker = os.path.join(log_dir, checkpoints.CLEAN_SHUTDOWN)
+        clean = os.path.exists(marker)
+        self.had_clean_shutdown[log_dir] = clean
+        recovery = checkpoints.read_offsets(os.path.join(log_dir, checkpoints.RECOVERY_POINT))
+        starts = checkpoints.read_offsets(os.path.join(log_dir, checkpoints.LOG_START_OFFSET))
+        hws = checkpoints.read_offsets(os.path.join(log_dir, checkpoints.HIGH_WATERMARK))
+        for name in sorted(os.listdir(log_dir)):
+            path = os.path.join(log_dir, name)
+            if not os.path.isdir(path):
+                continue
+            if name.endswith(DELETE_DIR_SUFFIX):
+                shutil.rmtree(path, ignore_errors=True)  # a deletion interrupted by the stop
+                continue
+            try:
+                key = parse_partition_dir(name)
+            except ValueError:
+                continue
+            log = Log(path, self._config_for(key[0]), handles=self.handles,
+                      recovery_point=recovery.get(key, 0), log_start_offset=starts.get(key, 0),
+                      high_watermark=hws.get(key, 0), clean_shutdown=clean, clock=self.clock)
+            self._logs[key] = log
+            self._dir_of[key] = log_dir
+        if clean:
+            os.remove(marker)  # from now on a crash is an unclean stop
+        self._write_checkpoints(log_dir)
+
+    # -- configuration ------------------------------------------------------------------
+    def _config_for(self, topic: str) -> LogConfig:
+        return LogConfig.from_mapping(self._topic_overrides.get(topic), self.defaults)
+
+    def set_topic_config(self, topic: str, overrides: Mapping[str, Any] | None) -> None:
+        """Replace a topic's overrides (Kafka names); live logs pick them up at once."""
+        with self._lock:
+            self._topic_overrides[topic] = dict(overrides or {})
+            config = self._config_for(topic)
+            for (t, _), log in self._logs.items():
+                if t == topic:
+                    log.update_config(config)
+
+    def set_defaults(self, defaults: LogConfig | Mapping[str, Any]) -> None:
+        with self._lock:
+            self.defaults = defaults if isinstance(defaults, LogConfig) else LogConfig.from_mapping(defaults, self.defaults)
+            for (topic, _), log in self._logs.items():
+                log.update_config(self._config_for(topic))
+
+    # -- logs -------------------------------------------------------------------------------
+    def get_log(self, topic: str, partition: int) -> Log | None:
+        return self._logs.get((topic, partition))
+
+    def get_or_create_log(self, topic: str, partition: int,
+                          overrides: Mapping[str, Any] | None = None) -> Log:
+        with self._lock:
+            if overrides is not None:
+                self._topic_overrides[topic] = dict(overrides)
+            key = (topic, partition)
+            log = self._logs.get(key)
+            if log is not None:
+                if overrides is not None:
+                    log.update_config(self._config_for(topic))
+                return log
+            log_dir = self._least_loaded_dir()
+            path = os.path.join(log_dir, f"{topic}-{partition}")
+            log = Log(path, self._config_for(topic), handles=self.handles, clock=self.clock)
+            self._logs[key] = log
+            self._dir_of[key] = log_dir
+            return log
+
+    def _least_loaded_dir(self) -> str:
+        counts = {d: 0 for d in self.log_dirs}
+        for d in self._dir_of.values():
+            counts[d] += 1
+        return min(self.log_dirs, key=lambda d: counts[d])
+
+    def logs(self) -> dict[tuple[str, int], Log]:
+        with self._lock:
+            return dict(self._logs)
+
+    def delete_log(self, topic: str, partition: int) -> bool:
+        """Forget a partition and rename its dir to `<name>.<id>-delete`; the files go
+        after file.delete.delay.ms so in-flight reads finish."""
+        with self._lock:
+            key = (topic, partition)
+            log = self._logs.pop(key, None)
+            log_dir = self._dir_of.pop(key, None)
+            if log is None:
+                return False
+            log.close()
+            target = f"{log.directory}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+            os.replace(log.directory, target)
+            checkpoints.fsync_dir(log_dir)
+            self._pending_dir_deletes.append((self.clock() + log.config.file_delete_delay_ms, target))
+            return True
+
+    # -- housekeeping ---------------------------------------------------------------------
+    def tick(self, now_ms: int | None = None) -> None:
+        """Periodic work; call every few seconds from a worker thread."""
+        now = self.clock() if now_ms is None else now_ms
+        for log in list(self.logs().values()):
+            if log.offline is not None:
+                continue
+            try:
+                log.maybe_flush_by_time(now)
+                log.flush_rolled_segments()
+                log.apply_retention(now)
+                log.delete_due_files(now)
+            except Exception:  # one bad log must not stop housekeeping for the others
+                if log.offline is None:
+                    raise
+        with self._lock:
+            due = [p for t, p in self._pending_dir_deletes if t <= now]
+            self._pending_dir_deletes = [(t, p) for t, p in self._pending_dir_deletes if t > now]
+        for path in due:
+            shutil.rmtree(path, ignore_errors=True)
+
+    def checkpoint(self) -> None:
+        for log_dir in self.log_dirs:
+            self._write_checkpoints(log_dir)
+
+    def _write_checkpoints(self, log_dir: str) -> None:
+        with self._lock:
+            mine = [(k, log) for k, log in self._logs.items() if self._dir_of.get(k) == log_dir]
+        checkpoints.write_offsets(os.path.join(log_dir, checkpoints.RECOVERY_POINT),
+                                  {k: log.recovery_point for k, log in mine})
+        checkpoints.write_offsets(os.path.join(log_dir, checkpoints.LOG_START_OFFSET),
+                                  {k: log.log_start_offset for k, log in mine})
+        checkpoints.write_offsets(os.path.join(log_dir, checkpoints.HIGH_WATERMARK),
+                                  {k: log.high_watermark for k, log in mine})
+
+    def close(self) -> None:
+        """Clean shutdown: flush everything, write checkpoints and the clean marker."""
+        with self._lock:
+            clean = {d: True for d in self.log_dirs}
+            for key, log in self._logs.items():
+                try:
+                    if log.offline is None:
+                        log.flush()
+                        log.close_clean()
+                    else:
+                        clean[self._dir_of[key]] = False
+                except OSError:
+                    clean[self._dir_of[key]] = False
+            for log_dir in self.log_dirs:
+                self._write_checkpoints(log_dir)
+                if clean[log_dir]:
+                    checkpoints.write_atomically(os.path.join(log_dir, checkpoints.CLEAN_SHUTDOWN), "")
+            for log in self._logs.values():
+                log.close()
+            self._logs.clear()

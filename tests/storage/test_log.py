@@ -1,0 +1,332 @@
+import os
+import struct
+import threading
+
+import pytest
+
+from protocol import records as r
+from protocol.records import RecordBatch
+from storage.errors import InvalidBatchError, InvalidTimestampError, OffsetOutOfRangeError
+from storage.log import AppendOrigin, Log
+
+from .conftest import NOW, batch
+
+
+def offsets_of(batches):
+    return [(b.base_offset, b.last_offset) for b in batches]
+
+
+def test_append_assigns_offsets_and_read_returns_the_batches(make_log):
+    log = make_log()
+    res = log.append(batch(3), leader_epoch=4)
+    assert (res.first_offset, res.last_offset, res.log_append_time, res.log_start_offset) == (0, 2, -1, 0)
+    res = log.append(batch(2))
+    assert (res.first_offset, res.last_offset) == (3, 4)
+    assert log.log_end_offset == 5
+    got = log.read_batches(0)
+    assert offsets_of(got) == [(0, 2), (3, 4)]
+    for b in got:
+        b.ensure_valid()
+    assert got[0].partition_leader_epoch == 4
+    assert [rec.offset for rec in got[1].records()] == [3, 4]
+
+
+def test_append_does_not_touch_the_callers_buffer(make_log):
+    log = make_log()
+    data = batch(2, base_offset=999)
+    log.append(memoryview(data))
+    log.append(memoryview(data))
+    assert RecordBatch(data).base_offset == 999
+    assert offsets_of(log.read_batches(0)) == [(0, 1), (2, 3)]
+
+
+def test_read_from_the_middle_of_a_batch_starts_at_that_batch(make_log):
+    log = make_log()
+    log.append(batch(5))
+    log.append(batch(5))
+    assert offsets_of(log.read_batches(7)) == [(5, 9)]
+    assert offsets_of(log.read_batches(4)) == [(0, 4), (5, 9)]
+    assert log.read(10, 1000) == []
+
+
+def test_read_bounds_max_bytes_whole_batches_and_at_least_one(make_log):
+    log = make_log()
+    sizes = []
+    for _ in range(4):
+        data = batch(1, value_size=100)
+        sizes.append(len(data))
+        log.append(data)
+    (piece,) = log.read(0, sizes[0] + sizes[1] + 10)
+    assert len(piece) == sizes[0] + sizes[1]
+    (piece,) = log.read(0, 5)
+    assert len(piece) == sizes[0]  # first batch whole even though it exceeds max_bytes
+    assert log.read(0, 5, min_one_batch=False) == []
+
+
+def test_read_stops_at_max_offset(make_log):
+    log = make_log()
+    log.append(batch(2))
+    log.append(batch(2))
+    log.append(batch(2))
+    assert offsets_of(log.read_batches(0, max_offset=4)) == [(0, 1), (2, 3)]
+    assert offsets_of(log.read_batches(0, max_offset=3)) == [(0, 1)]  # 3 is mid-batch
+    assert log.read(4, 100, max_offset=4) == []
+
+
+def test_out_of_range(make_log):
+    log = make_log()
+    log.append(batch(2))
+    with pytest.raises(OffsetOutOfRangeError) as info:
+        log.read(3, 100)
+    assert info.value.error_code == 1
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(-1, 100)
+
+
+def test_slices_are_sendfile_ready(make_log, tmp_path):
+    log = make_log()
+    log.append(batch(3))
+    (piece,) = log.read(0, 10_000)
+    out = tmp_path / "out"
+    with open(out, "wb") as f:
+        sent = os.sendfile(f.fileno(), piece.fileno(), piece.position, len(piece))
+    assert sent == len(piece)
+    assert out.read_bytes() == piece.read()
+
+
+@pytest.mark.parametrize("mutate,code", [
+    (lambda d: d.__setitem__(70, d[70] ^ 1), 2),                       # CRC
+    (lambda d: struct.pack_into(">i", d, 23, 5), 87),                  # count vs last offset delta
+    (lambda d: struct.pack_into(">i", d, 8, 20), 2),                   # length below minimum
+])
+def test_bad_batches_are_refused_with_kafka_codes(make_log, mutate, code):
+    log = make_log()
+    data = bytearray(batch(2))
+    mutate(data)
+    if code == 87:  # keep the CRC valid so the count check is reached
+        struct.pack_into(">I", data, 17, __import__("crc32c").crc32c(bytes(data[21:])))
+    with pytest.raises(InvalidBatchError) as info:
+        log.append(data)
+    assert info.value.error_code == code
+    assert log.log_end_offset == 0
+
+
+def test_old_magic_and_control_batches_from_clients_are_invalid_record(make_log):
+    log = make_log()
+    legacy = struct.pack(">qi", 0, 20) + struct.pack(">Ibb", 0, 1, 0) + bytes(14)
+    with pytest.raises(InvalidBatchError) as info:
+        log.append(legacy)
+    assert info.value.error_code == 87
+    marker = r.build_control_batch(r.ControlType.COMMIT, 1, 0, 0)
+    with pytest.raises(InvalidBatchError) as info:
+        log.append(marker)
+    assert info.value.error_code == 87
+    log.append(marker, origin=AppendOrigin.COORDINATOR)
+
+
+def test_max_message_bytes_and_timestamps(make_log, clock):
+    log = make_log({"max.message.bytes": 200, "message.timestamp.after.max.ms": 1000,
+                    "message.timestamp.before.max.ms": 5000})
+    with pytest.raises(InvalidBatchError) as info:
+        log.append(batch(1, value_size=300))
+    assert info.value.error_code == 10
+    with pytest.raises(InvalidTimestampError) as info:
+        log.append(batch(1, ts=clock.now + 2000))
+    assert info.value.error_code == 32
+    with pytest.raises(InvalidTimestampError):
+        log.append(batch(1, ts=clock.now - 6000))
+    log.append(batch(1, ts=clock.now - 4000))
+
+
+def test_log_append_time_is_stamped(make_log, clock):
+    log = make_log({"message.timestamp.type": "LogAppendTime"})
+    res = log.append(batch(2, ts=5, compression_type=r.Compression.LZ4))
+    assert res.log_append_time == clock.now
+    (b,) = log.read_batches(0)
+    b.ensure_valid()
+    assert b.timestamp_type == r.TimestampType.LOG_APPEND_TIME
+    assert [rec.timestamp for rec in b.records()] == [clock.now, clock.now]
+
+
+def test_roll_by_size_layout_and_reads_across_segments(make_log, tmp_path):
+    log = make_log({"segment.bytes": 2000, "index.interval.bytes": 100}, name="t-0")
+    for _ in range(30):
+        log.append(batch(2, value_size=100))
+    names = sorted(os.listdir(tmp_path / "t-0"))
+    logs = [n for n in names if n.endswith(".log")]
+    assert len(logs) > 3
+    assert all(len(n) == len("00000000000000000000.log") for n in logs)
+    assert logs[0] == "00000000000000000000.log"
+    for seg in log.segments:
+        # .index entries point at batch starts and name their last offsets
+        for i in range(seg.offset_index.entries):
+            rel, pos = seg.offset_index.entry(i)
+            b = seg.batch_at(pos)
+            assert b.last_offset == seg.base_offset + rel
+    for offset in range(60):
+        first = log.read_batches(offset, max_bytes=1)[0]
+        assert first.base_offset <= offset <= first.last_offset
+
+
+def test_roll_by_time(make_log, clock):
+    log = make_log({"segment.ms": 1000})
+    log.append(batch(1, ts=clock.now))
+    clock.now += 2000
+    log.append(batch(1, ts=clock.now))
+    assert len(log.segments) == 2
+
+
+def test_offset_for_timestamp_and_max_timestamp(make_log):
+    log = make_log({"segment.bytes": 1500, "index.interval.bytes": 50})
+    for i in range(20):
+        log.append(batch(3, ts=NOW + 10 * i))  # records at NOW+10i, +1, +2
+    assert log.offset_for_timestamp(0).offset == 0
+    hit = log.offset_for_timestamp(NOW + 51)
+    assert (hit.offset, hit.timestamp) == (16, NOW + 51)
+    hit = log.offset_for_timestamp(NOW + 53)
+    assert (hit.offset, hit.timestamp) == (18, NOW + 60)
+    assert log.offset_for_timestamp(NOW + 10_000) is None
+    top = log.max_timestamp_offset()
+    assert (top.offset, top.timestamp) == (59, NOW + 192)
+
+
+def test_reopen_after_clean_close(make_log, tmp_path):
+    log = make_log({"segment.bytes": 1500, "index.interval.bytes": 50}, name="t-1")
+    for i in range(20):
+        log.append(batch(2, ts=NOW + i))
+    before = [b.view().tobytes() for b in log.read_batches(0)]
+    log.close()
+    again = make_log({"segment.bytes": 1500, "index.interval.bytes": 50}, name="t-1")
+    assert again.log_end_offset == 40
+    assert [b.view().tobytes() for b in again.read_batches(0)] == before
+    assert again.offset_for_timestamp(NOW + 7).offset == 13  # batch 6: NOW+6, NOW+7
+    assert again.append(batch(1)).first_offset == 40
+
+
+def test_unclean_reopen_truncates_a_torn_tail(make_log, tmp_path):
+    log = make_log(name="t-2")
+    for _ in range(5):
+        log.append(batch(2))
+    path = log.active_segment.log_path
+    size = os.path.getsize(path)
+    with open(path, "r+b") as f:
+        f.truncate(size - 7)
+    again = make_log(name="t-2", clean_shutdown=False)
+    assert again.log_end_offset == 8
+    assert again.recovered_bytes_truncated > 0
+    assert offsets_of(again.read_batches(0))[-1] == (6, 7)
+
+
+def test_unclean_reopen_cuts_at_a_corrupt_batch_and_drops_later_segments(make_log):
+    log = make_log({"segment.bytes": 1000}, name="t-3")
+    for _ in range(20):
+        log.append(batch(1, value_size=100))
+    segs = log.segments
+    victim = segs[1]
+    with open(victim.log_path, "r+b") as f:
+        f.seek(70)
+        byte = f.read(1)
+        f.seek(70)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    again = make_log({"segment.bytes": 1000}, name="t-3", clean_shutdown=False)
+    assert again.log_end_offset == victim.base_offset
+    assert len(again.segments) == 2
+
+
+def test_retention_by_size_and_time(make_log, clock):
+    log = make_log({"segment.bytes": 1000, "retention.bytes": 2500, "file.delete.delay.ms": 0})
+    for i in range(30):
+        log.append(batch(1, value_size=100, ts=clock.now))
+    log.set_high_watermark(log.log_end_offset)
+    before = log.size_bytes
+    assert log.apply_retention() > 0
+    # Kafka's rule: delete a segment only while what remains stays >= retention.bytes.
+    assert log.size_bytes - log.segments[0].size < 2500 < before
+    assert log.log_start_offset == log.segments[0].base_offset > 0
+    log.delete_due_files()
+    assert not [n for n in os.listdir(log.directory) if n.endswith(".deleted")]
+    log.update_config(log.config.__class__.from_mapping({"retention.ms": 1000, "segment.bytes": 1000}))
+    clock.now += 5000
+    log.apply_retention()
+    assert log.log_start_offset == log.log_end_offset == 30
+    assert log.append(batch(1)).first_offset == 30
+
+
+def test_retention_never_passes_the_high_watermark(make_log):
+    log = make_log({"segment.bytes": 1000, "retention.bytes": 0})
+    for i in range(30):
+        log.append(batch(1, value_size=100))
+    log.set_high_watermark(0)
+    assert log.apply_retention() == 0
+
+
+def test_delete_records_moves_log_start(make_log):
+    log = make_log({"segment.bytes": 1000})
+    for i in range(30):
+        log.append(batch(1, value_size=100))
+    with pytest.raises(OffsetOutOfRangeError):
+        log.delete_records(10)  # above the high watermark
+    log.set_high_watermark(30)
+    assert log.delete_records(12) == 12
+    assert log.segments[0].base_offset <= 12
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(11, 100)
+    assert log.read_batches(12)[0].base_offset == 12
+
+
+def test_truncate_to(make_log):
+    log = make_log({"segment.bytes": 1000})
+    for i in range(30):
+        log.append(batch(1, value_size=100), leader_epoch=i // 10)
+    log.set_high_watermark(30)
+    log.truncate_to(15)
+    assert log.log_end_offset == 15 and log.high_watermark == 15
+    assert offsets_of(log.read_batches(14)) == [(14, 14)]
+    assert log.append(batch(1)).first_offset == 15
+    assert log.end_offset_for_epoch(0) == (0, 10)
+    assert log.end_offset_for_epoch(1) == (1, 16)
+
+
+def test_replication_append_keeps_offsets(make_log):
+    log = make_log()
+    log.append(batch(2, base_offset=10, partition_leader_epoch=3), origin=AppendOrigin.REPLICATION)
+    assert log.log_end_offset == 12
+    assert log.log_start_offset == 10
+    with pytest.raises(InvalidBatchError):
+        log.append(batch(2, base_offset=5), origin=AppendOrigin.REPLICATION)
+    assert log.end_offset_for_epoch(3) == (3, 12)
+
+
+def test_group_commit_one_fsync_serves_many_waiters(make_log, monkeypatch):
+    log = make_log()
+    calls = []
+    real = os.fsync
+
+    def counting(fd):
+        calls.append(fd)
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", counting)
+    results = []
+
+    def producer():
+        res = log.append(batch(1))
+        log.wait_flushed(res.last_offset + 1)
+        results.append(log.recovery_point > res.last_offset)
+
+    threads = [threading.Thread(target=producer) for _ in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert results == [True] * 16
+    # Each flush costs 3 fsyncs (log, .index, .timeindex); far fewer flushes than appends.
+    assert len(calls) < 16 * 3
+
+
+def test_flush_messages_policy(make_log):
+    log = make_log({"flush.messages": 3})
+    log.append(batch(2))
+    assert log.recovery_point == 0
+    log.append(batch(2))
+    assert log.recovery_point == 4
