@@ -1,0 +1,104 @@
+"""The broker under test: an `odradek serve` subprocess (default), any other command, or an external one.
+
+- default: `odradek serve` on a free loopback port with a fresh data dir (`BrokerProcess`);
+- ``COMPAT_BROKER_CMD``: a shell-style command template started the same way instead of Odradek, with
+  ``{port}`` and ``{data_dir}`` filled in (e.g. a peer broker binary, to check the drivers themselves);
+- ``COMPAT_BOOTSTRAP=host:port``: an already running broker; nothing is started, restart scenarios skip.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+STARTUP_TIMEOUT = 30
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _accepts(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+class BrokerProcess:
+    """A broker subprocess on a fixed loopback port, restartable over the same data dir."""
+
+    def __init__(self, name: str = "broker", advertised_port: int | None = None) -> None:
+        self.port = free_port()
+        self.advertised_port = advertised_port or self.port
+        self.data_dir = tempfile.mkdtemp(prefix=f"odradek-compat-{name}-")
+        self.log_path = os.path.join(self.data_dir, "broker.log")
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.advertised_port}"
+
+    def command(self) -> list[str]:
+        template = os.environ.get("COMPAT_BROKER_CMD")
+        if template:
+            return shlex.split(template.format(port=self.port, data_dir=os.path.join(self.data_dir, "data")))
+        return [sys.executable, "-c", "import sys; from broker.cli import main; sys.exit(main())", "serve",
+                "--override", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
+                "--override", f"advertised.listeners=PLAINTEXT://127.0.0.1:{self.advertised_port}",
+                "--override", f"log.dirs={os.path.join(self.data_dir, 'data')}",
+                "--override", "node.id=1"]
+
+    def start(self) -> None:
+        log = open(self.log_path, "ab")
+        repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, cwd=repo,
+                                     start_new_session=True)
+        log.close()
+        deadline = time.monotonic() + STARTUP_TIMEOUT
+        while not _accepts(self.port):
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"broker exited with {self.proc.returncode} at start-up:\n{self.log_tail()}")
+            if time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"broker not listening on {self.port} after {STARTUP_TIMEOUT}s:\n{self.log_tail()}")
+            time.sleep(0.05)
+
+    def stop(self, timeout: float = 20) -> int | None:
+        """SIGTERM (a clean shutdown), SIGKILL after `timeout`; returns the exit code."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        code = self.proc.returncode
+        self.proc = None
+        return code
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+    def log_tail(self, lines: int = 30) -> str:
+        try:
+            with open(self.log_path, "rb") as f:
+                return b"\n".join(f.read().splitlines()[-lines:]).decode(errors="replace")
+        except OSError:
+            return "(no log)"
+
+
+def external_bootstrap() -> str | None:
+    return os.environ.get("COMPAT_BOOTSTRAP") or None

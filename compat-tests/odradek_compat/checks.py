@@ -1,0 +1,39 @@
+"""Assertions whose failure message names the client, the step, what was expected and what came back."""
+
+from __future__ import annotations
+
+import time
+from typing import Callable, TypeVar
+
+T = TypeVar("T")
+
+
+class Step:
+    """`step = Step(client)`; `step("read back", expected, got)` fails with a message fit for the matrix."""
+
+    def __init__(self, client) -> None:
+        self.client = client
+
+    def __call__(self, name: str, expected, got, ok: bool | None = None) -> None:
+        if ok is None:
+            ok = expected == got
+        if not ok:
+            raise AssertionError(
+                f"[{self.client.name}] step '{name}': expected {_short(expected)}, got {_short(got)}")
+
+    def fail(self, name: str, message: str) -> None:
+        raise AssertionError(f"[{self.client.name}] step '{name}': {message}")
+
+
+def _short(value, limit: int = 600) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + f"... ({len(text)} chars)"
+
+
+def wait_until(what: str, attempt: Callable[[], T], done: Callable[[T], bool], timeout: float) -> T:
+    """Calls `attempt` until `done(result)`; returns the last result (the caller's check reports it)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = attempt()
+        if done(result) or time.monotonic() > deadline:
+            return result
