@@ -40,13 +40,7 @@ import crc32c
 
 from protocol import compression as _codecs
 
-try:  # the wire codec's full table, once it has landed
-    from protocol import ErrorCode as _ErrorCode  # type: ignore[attr-defined]
-except ImportError:  # pragma: no cover - until protocol/__init__ defines it
-    class _ErrorCode(enum.IntEnum):
-        CORRUPT_MESSAGE = 2
-        UNSUPPORTED_COMPRESSION_TYPE = 76
-        INVALID_RECORD = 87
+from protocol.errors import ErrorCode as _ErrorCode
 
 # Header layout: baseOffset q, batchLength i, partitionLeaderEpoch i, magic b, crc I,
 # attributes h, lastOffsetDelta i, baseTimestamp q, maxTimestamp q, producerId q,

@@ -2,29 +2,7 @@
 
 from __future__ import annotations
 
-import enum
-
-try:  # the wire codec's full table, once it has landed
-    from protocol import ErrorCode  # type: ignore[attr-defined]
-except ImportError:  # pragma: no cover - the few codes storage needs, until then
-    class ErrorCode(enum.IntEnum):
-        UNKNOWN_SERVER_ERROR = -1
-        OFFSET_OUT_OF_RANGE = 1
-        CORRUPT_MESSAGE = 2
-        MESSAGE_TOO_LARGE = 10
-        RECORD_LIST_TOO_LARGE = 18
-        INVALID_TIMESTAMP = 32
-        INVALID_REQUEST = 42
-        OUT_OF_ORDER_SEQUENCE_NUMBER = 45
-        DUPLICATE_SEQUENCE_NUMBER = 46
-        INVALID_PRODUCER_EPOCH = 47
-        INVALID_TXN_STATE = 48
-        KAFKA_STORAGE_ERROR = 56
-        UNKNOWN_PRODUCER_ID = 59
-        UNSUPPORTED_COMPRESSION_TYPE = 76
-        INVALID_RECORD = 87
-        PRODUCER_FENCED = 90
-        TRANSACTION_COORDINATOR_FENCED = 52
+from protocol.errors import ErrorCode
 
 
 class StorageError(Exception):
