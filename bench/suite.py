@@ -38,12 +38,13 @@ class Settings:
     partition_counts: tuple[int, ...] = (1, 100, 1000)
     connection_counts: tuple[int, ...] = (1, 50, 500)
     loopback_duration: float = 1.0
+    rss_growth_step: int = 0  # bytes per step of the RSS-flatness case (0: skip it)
 
 
 QUICK = Settings("quick", duration=1.0, repeats=1, producers=2, partitions=2, consume_records=60_000,
                  latency_rate=5000, latency_duration=3.0, loopback_duration=0.5)
 FULL = Settings("full", duration=4.0, repeats=3, producers=2, partitions=2, consume_records=300_000,
-                latency_rate=5000, latency_duration=8.0)
+                latency_rate=5000, latency_duration=8.0, rss_growth_step=1 << 30)
 
 
 @dataclass
@@ -294,6 +295,8 @@ def build_cases(suite: Suite) -> list[Case]:
                                   targets=("odradek", "peer"), with_rss=True))
     for count in s.connection_counts:
         cases.append(_connections_case(suite, count))
+    if s.rss_growth_step:
+        cases.append(_rss_growth_case(suite))
     return cases
 
 
@@ -373,3 +376,33 @@ def _connections_case(suite: Suite, count: int) -> Case:
 
     name = f"scaling: {count} connection{'s' * (count > 1)} (1 producer{f' + {count - 1} idle' if count > 1 else ''})"
     return Case(name, run, THROUGHPUT + [("RSS MiB", False)], targets=("odradek", "peer"))
+
+
+def _rss_growth_case(suite: Suite) -> Case:
+    """Odradek's RSS after writing one step (1 GiB) and after two: a disk log should stay flat.
+
+    Only Odradek runs it: the peer keeps every byte in memory, so its RSS grows by design.
+    """
+    s = suite.settings
+    size = KIB
+    per_partition = s.rss_growth_step // size // s.partitions
+    step_gib = s.rss_growth_step / (1 << 30)
+
+    def run(target: Target) -> dict[str, float]:
+        config = {**BATCHED, "acks": "1"}
+        rss = []
+        with suite._topic(target, "rss", s.partitions) as topic:
+            for _ in range(2):
+                calls = [(workloads.fill, (target.bootstrap, topic, p, size, per_partition, config))
+                         for p in range(s.partitions)]
+                results = suite._gather(calls, timeout=600)
+                bad = [r for r in results if r["errors"]]
+                if bad:
+                    raise RuntimeError(f"write failed: {bad[0]['first_error']}")
+                rss.append((target.rss_bytes() or 0) / (1 << 20))
+        return {f"RSS MiB after {step_gib:g} GiB": rss[0], f"RSS MiB after {2 * step_gib:g} GiB": rss[1],
+                "growth %": 100.0 * (rss[1] - rss[0]) / rss[0]}
+
+    return Case(f"RSS while writing {2 * step_gib:g} GiB (1 KiB batched, acks=1)", run,
+                [(f"RSS MiB after {step_gib:g} GiB", False), (f"RSS MiB after {2 * step_gib:g} GiB", False),
+                 ("growth %", False)], targets=("odradek",), repeats=1)
