@@ -35,6 +35,22 @@ their message class by spec type name (`messages.MetadataResponse.MetadataRespon
 `messages.REQUESTS` / `messages.RESPONSES` map api keys to classes; each class has `SCHEMAS`
 ({version: construct Message}), `VALID_VERSIONS`, `FLEXIBLE_FROM`, `API_KEY`.
 
+Schemas outside the request/response protocol (generated the same way, `protocol.generated.internal`
+and `protocol.generated.metadata`), each with versioned helpers:
+- `protocol.versioned`: `encode_data(body, version)` / `decode_data(cls, version, data)` and the
+  int16-version-prefixed pair `encode_versioned` / `decode_versioned`.
+- `protocol.internal_topics`: `__consumer_offsets` keys/values (`encode_offset_commit_key`,
+  `encode_group_metadata_key`, `decode_group_key` picks the type by key version,
+  `encode_group_value`, `decode_group_value`) and `__transaction_state` (`encode_transaction_key`,
+  `decode_transaction_key`, `encode_transaction_value`, `decode_transaction_value`).
+- `protocol.metadata_records`: KRaft records framed as uvarints (frame version 1, record type,
+  version) + body: `encode_metadata_record(body, version)`, `decode_metadata_record(data)`,
+  `RECORD_TYPES`.
+- `protocol.consumer_protocol`: `encode_subscription` / `decode_subscription`,
+  `encode_assignment` / `decode_assignment` (newer versions read as our highest, like Kafka).
+- `protocol.api_versions.unsupported_version_response(correlation_id, {api_key: (min, max)})`:
+  KIP-511's v0-format ApiVersions answer with UNSUPPORTED_VERSION.
+
 Wire semantics: compact lengths in flexible versions (N+1, 0 = null); tagged fields written in tag
 order and only when not at their default; unknown tagged fields kept in `_unknown_tagged_fields`
 and written back; a nullable struct carries an int8 marker (-1 null); decoded `records` are

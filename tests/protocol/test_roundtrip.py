@@ -4,11 +4,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from protocol.generated.messages import ALL
+from protocol.generated import internal, messages, metadata
 from protocol.wire import Writer
 
 from .bodies import body_strategy, empty_body
 
+ALL = messages.ALL + internal.ALL + metadata.ALL
 CASES = [(cls, version) for cls in ALL for version in sorted(cls.SCHEMAS)]
 IDS = [f"{cls.NAME}-v{version}" for cls, version in CASES]
 

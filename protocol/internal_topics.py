@@ -1,0 +1,69 @@
+"""Keys and values of `__consumer_offsets` and `__transaction_state` records.
+
+Each key and value is an int16 version followed by the body. In `__consumer_offsets` the key's
+version selects its type: 0 and 1 are offset commits (`OffsetCommitKey`, value `OffsetCommitValue`),
+2 is group metadata (`GroupMetadataKey`, value `GroupMetadataValue`). A null value is a tombstone.
+"""
+
+from protocol.errors import DecodeError
+from protocol.generated.internal import (
+    GroupMetadataKey,
+    GroupMetadataValue,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    TransactionLogKey,
+    TransactionLogValue,
+)
+from protocol.versioned import decode_versioned, encode_versioned, read_version
+
+OFFSET_COMMIT_KEY_VERSION = 1
+GROUP_METADATA_KEY_VERSION = 2
+
+
+def encode_offset_commit_key(group, topic, partition):
+    key = OffsetCommitKey(group=group, topic=topic, partition=partition)
+    return encode_versioned(key, OFFSET_COMMIT_KEY_VERSION)
+
+
+def encode_group_metadata_key(group):
+    return encode_versioned(GroupMetadataKey(group=group), GROUP_METADATA_KEY_VERSION)
+
+
+def decode_group_key(data):
+    """An `OffsetCommitKey` or a `GroupMetadataKey`, chosen by the key's version."""
+    version = read_version(data)
+    if version in (0, 1):
+        return decode_versioned(OffsetCommitKey, data)[1]
+    if version == GROUP_METADATA_KEY_VERSION:
+        return decode_versioned(GroupMetadataKey, data)[1]
+    raise DecodeError(f"unknown __consumer_offsets key version {version}")
+
+
+def encode_group_value(value, version=None):
+    """An `OffsetCommitValue` or `GroupMetadataValue` (default: the spec's highest version)."""
+    return encode_versioned(value, version)
+
+
+def decode_group_value(key, data):
+    """The value for a decoded key: None for a tombstone."""
+    if data is None:
+        return None
+    cls = OffsetCommitValue if isinstance(key, OffsetCommitKey) else GroupMetadataValue
+    return decode_versioned(cls, data)[1]
+
+
+def encode_transaction_key(transactional_id):
+    return encode_versioned(TransactionLogKey(transactional_id=transactional_id), 0)
+
+
+def decode_transaction_key(data):
+    return decode_versioned(TransactionLogKey, data)[1]
+
+
+def encode_transaction_value(value, version=None):
+    return encode_versioned(value, version)
+
+
+def decode_transaction_value(data):
+    """A `TransactionLogValue`, or None for a tombstone."""
+    return None if data is None else decode_versioned(TransactionLogValue, data)[1]
