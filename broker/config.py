@@ -490,7 +490,9 @@ class BrokerConfig:
         raw = dict(EMBEDDED_PROPERTIES) if embedded else {}
         raw.update(static or {})
         self._static: dict[str, Any] = {}
-        self._dynamic: dict[str, Any] = {}      # cluster-wide dynamic broker configs (controller)
+        self._dynamic: dict[str, Any] = {}      # dynamic broker configs (controller), merged
+        self._dynamic_default: dict[str, Any] = {}
+        self._dynamic_broker: dict[str, Any] = {}
         for name, text in raw.items():
             self._static[name] = self._parse_broker_key(name, text)
         self._check_consistency()
@@ -569,7 +571,9 @@ class BrokerConfig:
         return name in self._dynamic or name in self._static
 
     def source(self, name: str) -> ConfigSource:
-        if name in self._dynamic:
+        if name in self._dynamic_broker:
+            return ConfigSource.DYNAMIC_BROKER_CONFIG
+        if name in self._dynamic_default:
             return ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
         if name in self._static:
             return ConfigSource.STATIC_BROKER_CONFIG
@@ -588,18 +592,26 @@ class BrokerConfig:
             parsed[name] = _parse_checked(name, definition.type, definition.validator, text)
         return parsed
 
-    def set_dynamic(self, configs: Mapping[str, str | None]):
-        """Apply the controller's current cluster-wide dynamic broker configs (replaces the set)."""
+    def set_dynamic(self, cluster_defaults: Mapping[str, str | None],
+                    per_broker: Mapping[str, str | None] | None = None):
+        """Apply the controller's dynamic broker configs: cluster-wide defaults and this broker's
+        own overrides (which win). Keys this version does not know, or bad values, are skipped."""
+        self._dynamic_default = self._parse_dynamic(cluster_defaults)
+        self._dynamic_broker = self._parse_dynamic(per_broker or {})
+        self._dynamic = {**self._dynamic_default, **self._dynamic_broker}
+
+    @staticmethod
+    def _parse_dynamic(configs: Mapping[str, str | None]) -> dict[str, Any]:
         parsed = {}
         for name, text in configs.items():
             definition = BROKER_CONFIGS.get(name)
             if definition is None or text is None:
-                continue  # the log may carry keys a newer version knew; ignore rather than crash
+                continue
             try:
                 parsed[name] = _parse_checked(name, definition.type, definition.validator, text)
             except ConfigError:
                 continue
-        self._dynamic = parsed
+        return parsed
 
     # ---- derived values
     @property
@@ -704,16 +716,30 @@ class BrokerConfig:
         return effective
 
     # ---- DescribeConfigs
+    def _dynamic_synonyms(self, name: str) -> list[tuple[str, str | None, ConfigSource]]:
+        out = []
+        if name in self._dynamic_broker:
+            out.append((name, render(self._dynamic_broker[name]),
+                        ConfigSource.DYNAMIC_BROKER_CONFIG))
+        if name in self._dynamic_default:
+            out.append((name, render(self._dynamic_default[name]),
+                        ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG))
+        return out
+
+    def describe_dynamic_defaults(self) -> list[DescribedConfig]:
+        """The broker resource "" (cluster-wide dynamic defaults): only what is set."""
+        return [DescribedConfig(name, render(value), ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG,
+                                False, BROKER_CONFIGS[name].sensitive, BROKER_CONFIGS[name].type,
+                                [(name, render(value), ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)])
+                for name, value in sorted(self._dynamic_default.items())]
+
     def describe(self, names: Iterable[str] | None = None) -> list[DescribedConfig]:
         """Broker resource entries (all keys when names is None; unknown names are skipped)."""
         selected = BROKER_CONFIGS if names is None else [n for n in names if n in BROKER_CONFIGS]
         entries = []
         for name in selected:
             definition = BROKER_CONFIGS[name]
-            synonyms = []
-            if name in self._dynamic:
-                synonyms.append((name, render(self._dynamic[name]),
-                                 ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG))
+            synonyms = self._dynamic_synonyms(name)
             if name in self._static:
                 synonyms.append((name, render(self._static[name]),
                                  ConfigSource.STATIC_BROKER_CONFIG))
@@ -742,9 +768,7 @@ class BrokerConfig:
             if name in overrides:
                 synonyms.append((name, overrides[name], ConfigSource.DYNAMIC_TOPIC_CONFIG))
             for synonym in definition.synonyms:
-                if synonym.name in self._dynamic:
-                    synonyms.append((synonym.name, render(self._dynamic[synonym.name]),
-                                     ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG))
+                synonyms += self._dynamic_synonyms(synonym.name)
                 if synonym.name in self._static:
                     synonyms.append((synonym.name, render(self._static[synonym.name]),
                                      ConfigSource.STATIC_BROKER_CONFIG))

@@ -1,0 +1,272 @@
+"""One client connection: Kafka's length-prefixed frames in, responses out in request order.
+
+A reader task takes frames off the socket and starts a task per request; a writer task sends the
+responses strictly in the order the requests arrived. Requests start one after another: request N+1
+starts when request N has finished or has called ``RequestContext.release_order()`` — Produce does
+that once its batches are in the log, so pipelined produce requests share one fsync while their
+appends stay in order. At most ``MAX_IN_FLIGHT`` requests are pending per connection; past that the
+reader stops reading, so a client that does not read its responses only slows itself down.
+
+A frame larger than ``socket.request.max.bytes``, a header that does not decode, an unknown API or a
+version we do not serve (other than ApiVersions, KIP-511) close the connection, as Kafka does.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import struct
+import time
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+import protocol
+
+if TYPE_CHECKING:
+    from broker.server import Broker
+
+log = logging.getLogger("odradek.connection")
+
+MAX_IN_FLIGHT = 64
+_SIZE = struct.Struct(">i")
+API_VERSIONS_KEY = 18
+
+
+class SlicedRecords:
+    """A Fetch ``records`` value made of storage file slices, sent with os.sendfile."""
+
+    __slots__ = ("slices", "_size")
+
+    def __init__(self, slices):
+        self.slices = list(slices)
+        self._size = sum(len(s) for s in self.slices)
+
+    def __len__(self):
+        return self._size
+
+
+class CloseConnection(Exception):
+    """Raised by the request path to drop the connection (bad frame, unsupported request)."""
+
+
+class _Slot:
+    """One request's place in the response order."""
+
+    __slots__ = ("done", "parts", "started")
+
+    def __init__(self):
+        self.done = trio.Event()      # response (or its absence) is known
+        self.started = trio.Event()   # the next request may start
+        self.parts: list[Any] | None = None
+
+
+class RequestContext:
+    """What a handler sees: the broker's components plus this request's connection."""
+
+    __slots__ = ("broker", "connection", "header", "_slot")
+
+    def __init__(self, broker: "Broker", connection: "Connection", header, slot: _Slot):
+        self.broker = broker
+        self.connection = connection
+        self.header = header
+        self._slot = slot
+
+    def release_order(self):
+        """Let the connection's next request start although this one is still running."""
+        self._slot.started.set()
+
+    def __getattr__(self, name):
+        # ctx.config, ctx.logs, ctx.controller, ... resolve to the broker's components.
+        return getattr(self.broker, name)
+
+
+class Connection:
+    def __init__(self, broker: "Broker", stream: trio.SocketStream, listener_name: str):
+        self.broker = broker
+        self.stream = stream
+        self.listener_name = listener_name
+        try:
+            peer = stream.socket.getpeername()
+            self.peer = f"{peer[0]}:{peer[1]}"
+        except OSError:
+            self.peer = "?"
+        self.max_frame = broker.config["socket.request.max.bytes"]
+        self.idle_ms = broker.config["connections.max.idle.ms"]
+        self.last_activity = time.monotonic()
+        self._buffer = bytearray()
+        self._send_slots, self._receive_slots = trio.open_memory_channel[_Slot](MAX_IN_FLIGHT)
+        self._previous_started: trio.Event | None = None
+        self._read_scope = trio.CancelScope()
+        self.closed = False
+
+    # ------------------------------------------------------------------------------ lifecycle
+    async def serve(self):
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._write_loop, nursery.cancel_scope)
+                if self.idle_ms >= 0:
+                    nursery.start_soon(self._idle_watchdog, nursery.cancel_scope)
+                try:
+                    with self._read_scope:
+                        await self._read_loop(nursery)
+                finally:
+                    # The writer sends what is still pending, then ends the connection.
+                    self._send_slots.close()
+        except (CloseConnection, trio.BrokenResourceError, trio.ClosedResourceError,
+                OSError) as exc:
+            log.debug("closing connection %s: %s", self.peer, exc)
+        finally:
+            self.closed = True
+            with trio.CancelScope(shield=True):
+                await trio.aclose_forcefully(self.stream)
+
+    def stop_reading(self):
+        """Take no new requests; in-flight ones finish and their responses are sent (shutdown)."""
+        self._read_scope.cancel()
+
+    async def _idle_watchdog(self, scope: trio.CancelScope):
+        idle = self.idle_ms / 1000
+        while True:
+            remaining = self.last_activity + idle - time.monotonic()
+            if remaining <= 0:
+                if self._send_slots.statistics().current_buffer_used == 0:
+                    log.debug("closing idle connection %s", self.peer)
+                    scope.cancel()
+                    return
+                remaining = idle
+            await trio.sleep(remaining)
+
+    # -------------------------------------------------------------------------------- reading
+    async def _receive_exactly(self, size: int) -> bytearray | None:
+        buffer = self._buffer
+        while len(buffer) < size:
+            chunk = await self.stream.receive_some(max(65536, size - len(buffer)))
+            if not chunk:
+                return None
+            buffer += chunk
+            self.last_activity = time.monotonic()
+        data = buffer[:size]
+        del buffer[:size]
+        return data
+
+    async def _read_loop(self, nursery: trio.Nursery):
+        while True:
+            size_bytes = await self._receive_exactly(4)
+            if size_bytes is None:
+                return
+            (size,) = _SIZE.unpack(size_bytes)
+            if size < 0 or size > self.max_frame:
+                raise CloseConnection(f"frame of {size} bytes exceeds socket.request.max.bytes")
+            frame = await self._receive_exactly(size)
+            if frame is None:
+                return
+            slot = _Slot()
+            previous = self._previous_started
+            self._previous_started = slot.started
+            await self._send_slots.send(slot)   # blocks when MAX_IN_FLIGHT are pending
+            nursery.start_soon(self._handle, bytes(frame), slot, previous)
+
+    # ----------------------------------------------------------------------------- processing
+    async def _handle(self, frame: bytes, slot: _Slot, previous: trio.Event | None):
+        try:
+            if previous is not None:
+                await previous.wait()
+            slot.parts = await self._process(frame, slot)
+        except CloseConnection as exc:
+            log.info("closing connection %s: %s", self.peer, exc)
+            slot.parts = _CLOSE
+        except Exception:
+            log.exception("request from %s failed; closing the connection", self.peer)
+            slot.parts = _CLOSE
+        finally:
+            slot.started.set()
+            slot.done.set()
+
+    async def _process(self, frame: bytes, slot: _Slot):
+        try:
+            header, body_offset = protocol.decode_request_header(frame)
+        except protocol.DecodeError as exc:
+            raise CloseConnection(f"undecodable request header: {exc}") from None
+        registry = self.broker.handlers
+        entry = registry.get(header.api_key)
+        if entry is None:
+            raise CloseConnection(f"unsupported api key {header.api_key}")
+        min_version, max_version, handler = entry
+        if not min_version <= header.api_version <= max_version:
+            if header.api_key == API_VERSIONS_KEY:
+                from broker.handlers.api_versions import unsupported_version_response
+                return [protocol.encode_response(API_VERSIONS_KEY, 0, header.correlation_id,
+                                                 unsupported_version_response(registry))]
+            raise CloseConnection(f"unsupported version {header.api_version} of api "
+                                  f"{header.api_key}")
+        try:
+            body = protocol.decode_request_body(header, frame, body_offset)
+        except protocol.DecodeError as exc:
+            raise CloseConnection(f"undecodable request (api {header.api_key} "
+                                  f"v{header.api_version}): {exc}") from None
+        ctx = RequestContext(self.broker, self, header, slot)
+        started = time.monotonic()
+        response = await handler(ctx, header, body)
+        self.broker.observe_request(header, time.monotonic() - started)
+        if response is None:   # acks=0 produce: the client expects no response at all
+            return None
+        return protocol.encode_response_parts(header.api_key, header.api_version,
+                                              header.correlation_id, response)
+
+    # -------------------------------------------------------------------------------- writing
+    async def _write_loop(self, scope: trio.CancelScope):
+        async for slot in self._receive_slots:
+            await slot.done.wait()
+            parts = slot.parts
+            if parts is _CLOSE:
+                scope.cancel()
+                return
+            if parts is None:
+                continue
+            await self._send_parts(parts)
+            self.last_activity = time.monotonic()
+        scope.cancel()   # every response is out and no request is coming: done
+
+    async def _send_parts(self, parts: list[Any]):
+        total = sum(len(part) for part in parts)
+        pending = [_SIZE.pack(total)]
+        for part in parts:
+            if isinstance(part, (bytes, bytearray, memoryview)):
+                pending.append(part)
+                continue
+            if pending:
+                await self.stream.send_all(b"".join(pending))
+                pending = []
+            for file_slice in (part.slices if isinstance(part, SlicedRecords) else (part,)):
+                await self._send_file_slice(file_slice)
+        if pending:
+            await self.stream.send_all(b"".join(pending) if len(pending) > 1 else pending[0])
+
+    async def _send_file_slice(self, file_slice):
+        """Send a storage file slice with os.sendfile (zero copy), waiting for writability."""
+        sock = self.stream.socket
+        out_fd = sock.fileno()
+        in_fd, position, remaining = file_slice.fileno(), file_slice.position, file_slice.length
+        while remaining > 0:
+            try:
+                sent = os.sendfile(out_fd, in_fd, position, remaining)
+            except BlockingIOError:
+                await trio.lowlevel.wait_writable(sock)
+                continue
+            except OSError as exc:
+                if exc.errno in (errno.EAGAIN, errno.EWOULDBLOCK):
+                    await trio.lowlevel.wait_writable(sock)
+                    continue
+                raise
+            if sent == 0:
+                # The file is shorter than the slice (truncated under us): the client would
+                # misparse a short frame, so the connection has to go.
+                raise CloseConnection("file slice shorter than announced")
+            position += sent
+            remaining -= sent
+            await trio.lowlevel.checkpoint()
+
+
+_CLOSE = object()

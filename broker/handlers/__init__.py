@@ -1,0 +1,52 @@
+"""Request handlers, one module per API family, merged into one registry.
+
+Each module exposes ``HANDLERS = {api_key: (min_version, max_version, async_handler)}`` where
+``async def handler(ctx, header, body)`` returns the response body (a ``protocol.messages`` object), or
+None when Kafka sends no response (acks=0 Produce). ``ctx`` is a ``broker.connection.RequestContext``
+(see ``broker/__init__.py`` for what it exposes). ApiVersions advertises exactly the merged ranges.
+
+A module listed in ``MODULES`` that does not exist yet (another engineer's, still being written) is
+skipped; any other import error is raised.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Awaitable, Callable
+
+Handler = Callable[..., Awaitable[object]]
+Registry = dict[int, tuple[int, int, Handler]]
+
+MODULES = (
+    "api_versions",
+    "metadata",
+    "produce",
+    "fetch",
+    "offsets",
+    "topics",
+    "configs",
+    "cluster",
+    "groups",          # coordinator engineer
+    "transactions",    # coordinator engineer
+    "quorum",          # controller engineer (DescribeQuorum and friends)
+)
+
+
+def load_registry(modules=MODULES) -> Registry:
+    registry: Registry = {}
+    for name in modules:
+        qualified = f"{__name__}.{name}"
+        try:
+            module = importlib.import_module(qualified)
+        except ModuleNotFoundError as exc:
+            if exc.name == qualified:
+                continue
+            raise
+        for api_key, entry in module.HANDLERS.items():
+            if api_key in registry:
+                raise RuntimeError(f"api key {api_key} registered twice (in {qualified})")
+            min_version, max_version, handler = entry
+            if min_version > max_version:
+                raise RuntimeError(f"bad version range for api key {api_key} in {qualified}")
+            registry[api_key] = (min_version, max_version, handler)
+    return registry

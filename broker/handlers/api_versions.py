@@ -1,0 +1,51 @@
+"""ApiVersions (key 18), v0–v4: the registry's version ranges and the cluster's features.
+
+A request version we do not know is answered in v0 format with UNSUPPORTED_VERSION and our ranges
+(KIP-511) by the connection, which calls ``unsupported_version_response``.
+"""
+
+from __future__ import annotations
+
+from protocol import ErrorCode, messages
+
+API_KEY = 18
+
+# Features this broker supports (name -> (min, max)). metadata.version 7 is 3.3-IV3, the oldest KRaft
+# level Kafka 4 accepts. transaction.version / group.version stay unadvertised: clients then use the
+# classic transaction and group protocols, which are what the coordinators implement.
+SUPPORTED_FEATURES = {"metadata.version": (7, 22)}
+
+
+def _api_keys(registry) -> list:
+    return [
+        messages.ApiVersionsResponse.ApiVersion(api_key=key, min_version=low, max_version=high)
+        for key, (low, high, _) in sorted(registry.items())
+    ]
+
+
+def unsupported_version_response(registry):
+    return messages.ApiVersionsResponse(
+        error_code=ErrorCode.UNSUPPORTED_VERSION, api_keys=_api_keys(registry))
+
+
+async def handle_api_versions(ctx, header, body):
+    response = messages.ApiVersionsResponse(error_code=0, api_keys=_api_keys(ctx.handlers),
+                                            throttle_time_ms=0)
+    if header.api_version >= 3:
+        response.supported_features = [
+            messages.ApiVersionsResponse.SupportedFeatureKey(name=name, min_version=low,
+                                                             max_version=high)
+            for name, (low, high) in SUPPORTED_FEATURES.items()
+        ]
+        finalized = ctx.finalized_features()
+        if finalized:
+            response.finalized_features_epoch = ctx.metadata_epoch()
+            response.finalized_features = [
+                messages.ApiVersionsResponse.FinalizedFeatureKey(
+                    name=name, max_version_level=level, min_version_level=level)
+                for name, level in sorted(finalized.items())
+            ]
+    return response
+
+
+HANDLERS = {API_KEY: (0, 4, handle_api_versions)}

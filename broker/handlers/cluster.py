@@ -1,0 +1,157 @@
+"""Cluster views: DescribeCluster (60), DescribeTopicPartitions (75), DescribeLogDirs (35),
+ElectLeaders (43)."""
+
+from __future__ import annotations
+
+import os
+
+from protocol import ErrorCode, messages
+
+from broker.handlers import common
+from broker.handlers.metadata import broker_entries
+
+BROKERS_ENDPOINT_TYPE = 1
+
+
+async def handle_describe_cluster(ctx, header, body):
+    Response = messages.DescribeClusterResponse
+    image = ctx.image
+    if header.api_version >= 1 and body.endpoint_type != BROKERS_ENDPOINT_TYPE:
+        return Response(throttle_time_ms=0, error_code=ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,
+                        error_message="The endpoint type is not supported by this broker",
+                        endpoint_type=body.endpoint_type, cluster_id=image.cluster_id,
+                        controller_id=-1, brokers=[])
+    brokers = [Response.DescribeClusterBroker(broker_id=b.node_id, host=b.host, port=b.port,
+                                              rack=b.rack)
+               for b in broker_entries(ctx, image, ctx.connection.listener_name)]
+    return Response(
+        throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=BROKERS_ENDPOINT_TYPE,
+        cluster_id=image.cluster_id, controller_id=ctx.node_id, brokers=brokers,
+        cluster_authorized_operations=(common.CLUSTER_OPERATIONS
+                                       if body.include_cluster_authorized_operations
+                                       else common.OPERATIONS_NOT_REQUESTED))
+
+
+# ------------------------------------------------------------------------ DescribeTopicPartitions
+
+async def handle_describe_topic_partitions(ctx, header, body):
+    Response = messages.DescribeTopicPartitionsResponse
+    image = ctx.image
+    live = {b.broker_id for b in image.brokers.values() if not b.fenced}
+    if body.topics:
+        names = sorted({t.name for t in body.topics})
+    else:
+        names = sorted(image.topics)
+    cursor = body.cursor
+    if cursor is not None:
+        names = [n for n in names if n >= cursor.topic_name]
+    budget = max(body.response_partition_limit, 1)
+    topics, next_cursor = [], None
+    for name in names:
+        topic = image.topics.get(name)
+        if topic is None:
+            topics.append(Response.DescribeTopicPartitionsResponseTopic(
+                error_code=(ErrorCode.INVALID_TOPIC_EXCEPTION if common.topic_name_error(name)
+                            else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+                name=name, is_internal=False, partitions=[]))
+            continue
+        start = cursor.partition_index if cursor is not None and name == cursor.topic_name else 0
+        indexes = [i for i in sorted(topic.partitions) if i >= start]
+        if budget <= 0:
+            next_cursor = Response.Cursor(topic_name=name, partition_index=start)
+            break
+        taken, rest = indexes[:budget], indexes[budget:]
+        budget -= len(taken)
+        partitions = []
+        for index in taken:
+            partition = topic.partitions[index]
+            partitions.append(Response.DescribeTopicPartitionsResponsePartition(
+                error_code=0, partition_index=index, leader_id=partition.leader,
+                leader_epoch=partition.leader_epoch, replica_nodes=list(partition.replicas),
+                isr_nodes=list(partition.isr), eligible_leader_replicas=[], last_known_elr=[],
+                offline_replicas=[b for b in partition.replicas if b not in live]))
+        topics.append(Response.DescribeTopicPartitionsResponseTopic(
+            error_code=0, name=name, topic_id=topic.topic_id, is_internal=common.is_internal(name),
+            partitions=partitions, topic_authorized_operations=common.TOPIC_OPERATIONS))
+        if rest:
+            next_cursor = Response.Cursor(topic_name=name, partition_index=rest[0])
+            break
+    return Response(throttle_time_ms=0, topics=topics, next_cursor=next_cursor)
+
+
+# -------------------------------------------------------------------------------- DescribeLogDirs
+
+async def handle_describe_log_dirs(ctx, header, body):
+    Response = messages.DescribeLogDirsResponse
+    wanted = None
+    if body.topics is not None:
+        wanted = {(t.topic, p) for t in body.topics for p in t.partitions}
+    sizes = await ctx.run_blocking(ctx.partitions.log_dir_sizes)   # {dir: {(topic, p): bytes}}
+    results = []
+    for log_dir in ctx.config.log_dirs:
+        by_topic: dict[str, list] = {}
+        for (topic, index), size in sorted(sizes.get(log_dir, {}).items()):
+            if wanted is not None and (topic, index) not in wanted:
+                continue
+            by_topic.setdefault(topic, []).append(Response.DescribeLogDirsPartition(
+                partition_index=index, partition_size=size, offset_lag=0, is_future_key=False))
+        total = usable = -1
+        try:
+            stats = os.statvfs(log_dir)
+            total, usable = stats.f_blocks * stats.f_frsize, stats.f_bavail * stats.f_frsize
+        except OSError:
+            pass
+        results.append(Response.DescribeLogDirsResult(
+            error_code=0, log_dir=os.path.abspath(log_dir),
+            topics=[Response.DescribeLogDirsTopic(name=name, partitions=parts)
+                    for name, parts in by_topic.items()],
+            total_bytes=total, usable_bytes=usable))
+    return Response(throttle_time_ms=0, error_code=0, results=results)
+
+
+# ----------------------------------------------------------------------------------- ElectLeaders
+
+async def handle_elect_leaders(ctx, header, body):
+    """One node: the preferred replica leads whenever it is alive, so no election is ever needed."""
+    Response = messages.ElectLeadersResponse
+    image = ctx.image
+    live = {b.broker_id for b in image.brokers.values() if not b.fenced}
+    everything = body.topic_partitions is None
+    if everything:
+        requested = [(name, sorted(t.partitions)) for name, t in sorted(image.topics.items())]
+    else:
+        requested = [(t.topic, list(t.partitions)) for t in body.topic_partitions]
+    results = []
+    for name, indexes in requested:
+        topic = image.topics.get(name)
+        partition_results = []
+        for index in indexes:
+            partition = topic.partitions.get(index) if topic is not None else None
+            if partition is None:
+                error, message = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, \
+                    "The partition does not exist."
+            elif partition.replicas and partition.leader == partition.replicas[0]:
+                error, message = ErrorCode.ELECTION_NOT_NEEDED, \
+                    "Leader election not needed for topic partition."
+            else:
+                error, message = ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE, \
+                    "No eligible replica is alive and in sync."
+                if partition.replicas and partition.replicas[0] in live:
+                    error = ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
+                    message = "The preferred leader was not available."
+            if everything and error == ErrorCode.ELECTION_NOT_NEEDED:
+                continue
+            partition_results.append(Response.PartitionResult(
+                partition_id=index, error_code=error, error_message=message))
+        if partition_results or not everything:
+            results.append(Response.ReplicaElectionResult(topic=name,
+                                                          partition_result=partition_results))
+    return Response(throttle_time_ms=0, error_code=0, replica_election_results=results)
+
+
+HANDLERS = {
+    60: (0, 1, handle_describe_cluster),
+    75: (0, 0, handle_describe_topic_partitions),
+    35: (1, 4, handle_describe_log_dirs),
+    43: (0, 2, handle_elect_leaders),
+}

@@ -1,0 +1,153 @@
+"""Configs: DescribeConfigs (32) v1–v4, AlterConfigs (33) v0–v2, IncrementalAlterConfigs (44) v0–v1.
+
+Descriptions come from ``broker.config`` (values, sources, synonyms); changes go through the controller,
+which stores them in the metadata log and validates them with the broker's validator.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from protocol import ErrorCode, messages
+
+from broker.controller.errors import ApiError
+from broker.handlers import common
+
+TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
+
+
+def _described_entries(ctx, resource_type: int, name: str, keys, include_synonyms: bool, version):
+    """(error code, message, entries) for one DescribeConfigs resource."""
+    Result = messages.DescribeConfigsResponse.DescribeConfigsResult
+    config = ctx.config
+    if resource_type == TOPIC:
+        error = common.topic_name_error(name)
+        if error is not None:
+            return ErrorCode.INVALID_TOPIC_EXCEPTION, error, []
+        image = ctx.image
+        if name not in image.topics:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, \
+                f"Topic '{name}' does not exist.", []
+        described = config.describe_topic(dict(image.topic_configs.get(name, {})), keys)
+    elif resource_type == BROKER:
+        if name == "":
+            described = config.describe_dynamic_defaults()
+            if keys is not None:
+                described = [d for d in described if d.name in keys]
+        elif name == str(ctx.node_id):
+            described = config.describe(keys)
+        else:
+            return ErrorCode.INVALID_REQUEST, (f"Unexpected broker id, expected {ctx.node_id} or "
+                                               f"empty string, but received {name}"), []
+    elif resource_type == BROKER_LOGGER:
+        if name != str(ctx.node_id):
+            return ErrorCode.INVALID_REQUEST, f"Unexpected broker id {name}", []
+        return ErrorCode.NONE, None, _logger_entries(keys)
+    else:
+        return ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type}", []
+
+    Entry = messages.DescribeConfigsResponse.DescribeConfigsResourceResult
+    Synonym = messages.DescribeConfigsResponse.DescribeConfigsSynonym
+    entries = []
+    for d in described:
+        entry = Entry(name=d.name, value=d.value, read_only=d.read_only,
+                      config_source=int(d.source), is_sensitive=d.sensitive,
+                      synonyms=[Synonym(name=n, value=v, source=int(s)) for n, v, s in d.synonyms]
+                      if include_synonyms else [])
+        if version >= 3:
+            entry.config_type = int(d.type)
+            entry.documentation = None
+        entries.append(entry)
+    return ErrorCode.NONE, None, entries
+
+
+def _logger_entries(keys):
+    Entry = messages.DescribeConfigsResponse.DescribeConfigsResourceResult
+    names = ["root"] + sorted(n for n in logging.root.manager.loggerDict if n.startswith("odradek"))
+    entries = []
+    for name in names:
+        if keys is not None and name not in keys:
+            continue
+        logger = logging.getLogger() if name == "root" else logging.getLogger(name)
+        entries.append(Entry(name=name, value=logging.getLevelName(logger.getEffectiveLevel()),
+                             read_only=False, config_source=6, is_sensitive=False, synonyms=[]))
+    return entries
+
+
+async def handle_describe_configs(ctx, header, body):
+    Response = messages.DescribeConfigsResponse
+    results = []
+    for resource in body.resources:
+        keys = None if resource.configuration_keys is None else list(resource.configuration_keys)
+        error, message, entries = _described_entries(
+            ctx, resource.resource_type, resource.resource_name, keys, body.include_synonyms,
+            header.api_version)
+        results.append(Response.DescribeConfigsResult(
+            error_code=error, error_message=message, resource_type=resource.resource_type,
+            resource_name=resource.resource_name, configs=entries))
+    return Response(throttle_time_ms=0, results=results)
+
+
+def _check_alterable(ctx, resource_type: int, name: str) -> tuple[int, str] | None:
+    if resource_type == TOPIC:
+        return None   # the controller checks existence
+    if resource_type == BROKER:
+        if name in ("", str(ctx.node_id)):
+            return None
+        return ErrorCode.INVALID_REQUEST, f"Unexpected broker id {name}"
+    if resource_type == BROKER_LOGGER:
+        return ErrorCode.INVALID_REQUEST, "Broker logger levels are changed through the log config"
+    return ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type}"
+
+
+async def _alter(ctx, resources, validate_only, call, response_class):
+    Entry = response_class.AlterConfigsResourceResponse
+    answers: list = [None] * len(resources)
+    forwarded, positions = [], []
+    for index, (resource_type, name, changes) in enumerate(resources):
+        problem = _check_alterable(ctx, resource_type, name)
+        if problem is not None:
+            answers[index] = Entry(error_code=problem[0], error_message=problem[1],
+                                   resource_type=resource_type, resource_name=name)
+        else:
+            forwarded.append((resource_type, name, changes))
+            positions.append(index)
+    if forwarded:
+        try:
+            results = await call(forwarded, validate_only=validate_only)
+        except ApiError as exc:
+            results = None
+            for index in positions:
+                resource_type, name, _ = resources[index]
+                answers[index] = Entry(error_code=exc.code, error_message=exc.message,
+                                       resource_type=resource_type, resource_name=name)
+        if results is not None:
+            for index, result in zip(positions, results):
+                answers[index] = Entry(error_code=result.error_code,
+                                       error_message=result.error_message,
+                                       resource_type=result.resource_type,
+                                       resource_name=result.resource_name)
+    return response_class(throttle_time_ms=0, responses=answers)
+
+
+async def handle_alter_configs(ctx, header, body):
+    resources = [(r.resource_type, r.resource_name, {c.name: c.value for c in r.configs})
+                 for r in body.resources]
+    return await _alter(ctx, resources, body.validate_only, ctx.controller.alter_configs,
+                        messages.AlterConfigsResponse)
+
+
+async def handle_incremental_alter_configs(ctx, header, body):
+    resources = [(r.resource_type, r.resource_name,
+                  [(c.name, c.config_operation, c.value) for c in r.configs])
+                 for r in body.resources]
+    return await _alter(ctx, resources, body.validate_only,
+                        ctx.controller.incremental_alter_configs,
+                        messages.IncrementalAlterConfigsResponse)
+
+
+HANDLERS = {
+    32: (1, 4, handle_describe_configs),
+    33: (0, 2, handle_alter_configs),
+    44: (0, 1, handle_incremental_alter_configs),
+}

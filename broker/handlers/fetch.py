@@ -1,0 +1,177 @@
+"""Fetch (key 1), v4–v17: consumers read record batches straight from segment files.
+
+- Incremental fetch sessions (KIP-227) via ``broker.fetch_session``.
+- Long polling: when fewer than ``min_bytes`` are available the request sleeps until an append to one
+  of its partitions wakes it (no polling) or ``max_wait_ms`` passes, then reads again.
+- ``max_bytes`` across the response and ``partition_max_bytes`` per partition, except that the first
+  partition with data always gets at least one whole batch (KIP-74).
+- read_uncommitted reads up to the high watermark, read_committed up to the last stable offset and
+  gets the aborted transactions of the range.
+- Records are storage file slices, sent with ``os.sendfile`` by the connection.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections import OrderedDict
+
+import trio
+
+from protocol import ErrorCode, messages
+
+from broker.connection import SlicedRecords
+from broker.fetch_session import PartitionFetch
+from broker.partitions import PartitionError
+from storage.errors import StorageError
+
+API_KEY = 1
+READ_COMMITTED = 1
+Response = messages.FetchResponse
+
+
+class _Read:
+    """The outcome of reading one partition."""
+
+    __slots__ = ("key", "fetch", "error", "high_watermark", "last_stable_offset",
+                 "log_start_offset", "slices", "size", "aborted", "partition")
+
+    def __init__(self, key, fetch):
+        self.key, self.fetch = key, fetch
+        self.error = ErrorCode.NONE
+        self.high_watermark = self.last_stable_offset = self.log_start_offset = -1
+        self.slices, self.size, self.aborted, self.partition = [], 0, None, None
+
+
+def _requested(body, version) -> tuple[OrderedDict, list]:
+    uses_ids = version >= 13
+    requested: OrderedDict = OrderedDict()
+    for topic in body.topics:
+        topic_key = topic.topic_id if uses_ids else topic.topic
+        for p in topic.partitions:
+            requested[(topic_key, p.partition)] = PartitionFetch(
+                topic=None if uses_ids else topic.topic,
+                topic_id=topic.topic_id if uses_ids else None,
+                partition=p.partition, fetch_offset=p.fetch_offset,
+                partition_max_bytes=p.partition_max_bytes,
+                current_leader_epoch=p.current_leader_epoch,
+                last_fetched_epoch=getattr(p, "last_fetched_epoch", -1),
+                log_start_offset=p.log_start_offset)
+    forgotten = []
+    for topic in getattr(body, "forgotten_topics_data", None) or []:
+        topic_key = topic.topic_id if uses_ids else topic.topic
+        forgotten.extend((topic_key, index) for index in topic.partitions)
+    return requested, forgotten
+
+
+def _resolve(ctx, image, key, uses_ids):
+    """(topic name, partition state) or raises PartitionError."""
+    topic_key, index = key
+    if uses_ids:
+        topic = image.topics_by_id.get(topic_key)
+        if topic is None:
+            raise PartitionError(ErrorCode.UNKNOWN_TOPIC_ID)
+        return topic.name
+    return topic_key
+
+
+def _read_all(ctx, reads, uses_ids, isolation, max_bytes):
+    """Runs in a worker thread: read every partition within the byte budgets."""
+    image = ctx.image
+    partitions = ctx.partitions
+    budget = max_bytes
+    for read in reads:
+        read.slices, read.size, read.aborted = [], 0, None
+        fetch = read.fetch
+        try:
+            name = _resolve(ctx, image, read.key, uses_ids)
+            partition = partitions.leader(name, fetch.partition, fetch.current_leader_epoch)
+        except PartitionError as exc:
+            read.error = exc.code
+            continue
+        read.partition = partition
+        log = partition.log
+        read.high_watermark = log.high_watermark
+        read.last_stable_offset = log.last_stable_offset
+        read.log_start_offset = log.log_start_offset
+        limit = read.last_stable_offset if isolation == READ_COMMITTED else read.high_watermark
+        try:
+            slices = log.read(fetch.fetch_offset, min(fetch.partition_max_bytes, max(budget, 0)),
+                              max_offset=limit, min_one_batch=budget == max_bytes)
+        except StorageError as exc:
+            read.error = exc.error_code
+            continue
+        read.error = ErrorCode.NONE
+        read.slices = slices
+        read.size = sum(len(s) for s in slices)
+        budget -= read.size
+        if isolation == READ_COMMITTED:
+            upper = fetch.fetch_offset + 1
+            if slices:
+                upper = max(upper, limit)
+            aborted = getattr(log, "aborted_transactions", None)
+            read.aborted = list(aborted(fetch.fetch_offset, upper)) if aborted else []
+    return reads
+
+
+async def handle_fetch(ctx, header, body):
+    version = header.api_version
+    uses_ids = version >= 13
+    requested, forgotten = _requested(body, version)
+    session_id = body.session_id if version >= 7 else 0
+    epoch = body.session_epoch if version >= 7 else -1
+    context = ctx.fetch_sessions.open(session_id, epoch, requested, forgotten, uses_ids)
+    if isinstance(context, ErrorCode):
+        return Response(throttle_time_ms=0, error_code=context, session_id=0, responses=[])
+    isolation = body.isolation_level
+    max_bytes = body.max_bytes if body.max_bytes > 0 else 0
+    deadline = trio.current_time() + max(body.max_wait_ms, 0) / 1000
+    keys = list(context.partitions.keys())
+    reads = [_Read(key, context.partitions[key]) for key in keys]
+
+    while True:
+        await ctx.run_blocking(_read_all, ctx, reads, uses_ids, isolation, max_bytes)
+        total = sum(r.size for r in reads)
+        errors = any(r.error for r in reads)
+        remaining = deadline - trio.current_time()
+        if total >= body.min_bytes or errors or remaining <= 0 or ctx.broker.draining \
+                or not reads:
+            break
+        await ctx.partitions.wait_for_data([r.partition for r in reads if r.partition], remaining)
+
+    responses: list = []
+    with_records = []
+    for read in reads:
+        if not context.should_include(read.key, read.high_watermark, read.log_start_offset,
+                                      read.size > 0, read.error):
+            continue
+        if read.size:
+            with_records.append(read.key)
+        data = Response.PartitionData(
+            partition_index=read.fetch.partition, error_code=read.error,
+            high_watermark=read.high_watermark, last_stable_offset=read.last_stable_offset,
+            log_start_offset=read.log_start_offset,
+            aborted_transactions=(
+                [Response.AbortedTransaction(producer_id=pid, first_offset=first)
+                 for pid, first in read.aborted] if read.aborted is not None else None),
+            preferred_read_replica=-1,
+            records=SlicedRecords(read.slices) if read.slices else b"")
+        topic_key = read.key[0]
+        if responses and responses[-1][0] == topic_key:
+            responses[-1][1].append(data)
+        else:
+            responses.append((topic_key, [data]))
+    context.rotate(with_records)
+    ctx.broker.record_fetch(reads)
+
+    topics = []
+    for topic_key, partitions in responses:
+        if uses_ids:
+            topics.append(Response.FetchableTopicResponse(topic_id=topic_key, partitions=partitions))
+        else:
+            topics.append(Response.FetchableTopicResponse(topic=topic_key, partitions=partitions))
+    return Response(throttle_time_ms=0, error_code=0, session_id=context.session_id,
+                    responses=topics)
+
+
+HANDLERS = {API_KEY: (4, 17, handle_fetch)}

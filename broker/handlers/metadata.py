@@ -1,0 +1,125 @@
+"""Metadata (key 3), v0–v12: brokers, cluster id, controller, topics and partitions.
+
+Unknown topics are created on the spot when the client allows it and ``auto.create.topics.enable`` is
+on; the creation is committed to the metadata log before the answer, so the client sees the new topic
+in this very response instead of retrying on LEADER_NOT_AVAILABLE.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from protocol import ErrorCode, messages
+
+from broker.handlers import common
+
+API_KEY = 3
+ZERO_UUID = uuid.UUID(int=0)
+
+Response = messages.MetadataResponse
+
+
+def broker_entries(ctx, image, listener_name: str) -> list:
+    """Live brokers, each with its endpoint for the listener the request came in on."""
+    out = []
+    for broker in sorted(image.brokers.values(), key=lambda b: b.broker_id):
+        if broker.fenced:
+            continue
+        endpoint = next((e for e in broker.endpoints if e.name == listener_name), None)
+        if endpoint is None:
+            continue
+        out.append(Response.MetadataResponseBroker(node_id=broker.broker_id, host=endpoint.host,
+                                                   port=endpoint.port, rack=broker.rack))
+    return out
+
+
+def partition_entries(image, topic) -> list:
+    live = {b.broker_id for b in image.brokers.values() if not b.fenced}
+    out = []
+    for index in sorted(topic.partitions):
+        partition = topic.partitions[index]
+        error = ErrorCode.NONE if partition.leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE
+        out.append(Response.MetadataResponsePartition(
+            error_code=error, partition_index=index, leader_id=partition.leader,
+            leader_epoch=partition.leader_epoch, replica_nodes=list(partition.replicas),
+            isr_nodes=list(partition.isr),
+            offline_replicas=[b for b in partition.replicas if b not in live]))
+    return out
+
+
+def topic_entry(image, topic, include_operations: bool):
+    return Response.MetadataResponseTopic(
+        error_code=ErrorCode.NONE, name=topic.name, topic_id=topic.topic_id,
+        is_internal=common.is_internal(topic.name), partitions=partition_entries(image, topic),
+        topic_authorized_operations=(common.TOPIC_OPERATIONS if include_operations
+                                     else common.OPERATIONS_NOT_REQUESTED))
+
+
+def error_topic(name, error, topic_id=ZERO_UUID):
+    return Response.MetadataResponseTopic(error_code=error, name=name, topic_id=topic_id,
+                                          is_internal=False, partitions=[])
+
+
+async def handle_metadata(ctx, header, body):
+    version = header.api_version
+    include_operations = version >= 8 and body.include_topic_authorized_operations
+    requested = body.topics
+    if version == 0 and not requested:
+        requested = None   # v0: an empty list means every topic
+    image = ctx.image
+
+    if requested is None:
+        topics = [topic_entry(image, image.topics[name], include_operations)
+                  for name in sorted(image.topics)]
+    else:
+        allow_auto_create = (body.allow_auto_topic_creation if version >= 4 else True) \
+            and ctx.config["auto.create.topics.enable"]
+        to_create = []
+        for request in requested:
+            name = request.name
+            if name is None:
+                continue
+            if name not in image.topics and allow_auto_create and common.topic_name_error(name) is None \
+                    and not common.is_internal(name) and name not in to_create:
+                to_create.append(name)
+        if to_create:
+            await common.create_topics_with_defaults(ctx, to_create)
+            image = ctx.image
+        topics, seen = [], set()
+        for request in requested:
+            name = request.name
+            if name is None:
+                topic_id = getattr(request, "topic_id", ZERO_UUID)
+                topic = image.topics_by_id.get(topic_id)
+                if topic is None:
+                    topics.append(error_topic(None, ErrorCode.UNKNOWN_TOPIC_ID, topic_id))
+                elif topic.name not in seen:
+                    seen.add(topic.name)
+                    topics.append(topic_entry(image, topic, include_operations))
+                continue
+            if name in seen:
+                continue
+            seen.add(name)
+            topic = image.topics.get(name)
+            if topic is not None:
+                topics.append(topic_entry(image, topic, include_operations))
+            elif common.topic_name_error(name) is not None:
+                topics.append(error_topic(name, ErrorCode.INVALID_TOPIC_EXCEPTION))
+            else:
+                topics.append(error_topic(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+
+    response = Response(
+        throttle_time_ms=0,
+        brokers=broker_entries(ctx, image, ctx.connection.listener_name),
+        cluster_id=image.cluster_id,
+        controller_id=ctx.node_id,
+        topics=topics,
+    )
+    if 8 <= version <= 10:
+        response.cluster_authorized_operations = (
+            common.CLUSTER_OPERATIONS if body.include_cluster_authorized_operations
+            else common.OPERATIONS_NOT_REQUESTED)
+    return response
+
+
+HANDLERS = {API_KEY: (0, 12, handle_metadata)}

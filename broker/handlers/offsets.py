@@ -1,0 +1,108 @@
+"""ListOffsets (key 2) v1–v10 and OffsetForLeaderEpoch (key 23) v2–v4.
+
+ListOffsets: EARLIEST (-2) is the log start offset; LATEST (-1) the high watermark (read_uncommitted)
+or last stable offset (read_committed); MAX_TIMESTAMP (-3) the record with the largest timestamp;
+EARLIEST_LOCAL (-4) the log start (no tiered storage); LATEST_TIERED (-5) nothing tiered: -1; a
+timestamp the first record at or after it, or -1 when there is none below the fetchable limit.
+An empty partition answers offset 0 (earliest/latest), never an error.
+"""
+
+from __future__ import annotations
+
+from protocol import ErrorCode, messages
+
+from broker.partitions import PartitionError
+from storage.errors import StorageError
+
+LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
+READ_COMMITTED = 1
+
+
+def _lookup(partition, timestamp: int, isolation: int) -> tuple[int, int, int]:
+    """(timestamp, offset, leader epoch); runs in a worker thread."""
+    log = partition.log
+    fetchable = log.last_stable_offset if isolation == READ_COMMITTED else log.high_watermark
+    epoch = partition.leader_epoch
+    if timestamp == LATEST:
+        return -1, fetchable, epoch
+    if timestamp in (EARLIEST, EARLIEST_LOCAL):
+        return -1, log.log_start_offset, epoch
+    if timestamp == LATEST_TIERED:
+        return -1, -1, -1
+    if timestamp == MAX_TIMESTAMP:
+        found = log.max_timestamp_offset()
+    else:
+        found = log.offset_for_timestamp(timestamp)
+    if found is None or found.offset >= fetchable:
+        return -1, -1, -1
+    return found.timestamp, found.offset, found.leader_epoch
+
+
+async def handle_list_offsets(ctx, header, body):
+    Response = messages.ListOffsetsResponse
+    version = header.api_version
+    isolation = body.isolation_level if version >= 2 else 0
+    topics = []
+    for topic in body.topics:
+        answers = []
+        seen = set()
+        for request in topic.partitions:
+            index = request.partition_index
+            answer = Response.ListOffsetsPartitionResponse(partition_index=index,
+                                                           error_code=ErrorCode.NONE,
+                                                           timestamp=-1, offset=-1)
+            answers.append(answer)
+            if index in seen:
+                answer.error_code = ErrorCode.INVALID_REQUEST
+                continue
+            seen.add(index)
+            if request.timestamp == MAX_TIMESTAMP and version < 7 or \
+                    request.timestamp == EARLIEST_LOCAL and version < 8 or \
+                    request.timestamp == LATEST_TIERED and version < 9:
+                answer.error_code = ErrorCode.UNSUPPORTED_VERSION
+                continue
+            try:
+                partition = ctx.partitions.leader(topic.name, index, request.current_leader_epoch)
+                timestamp, offset, epoch = await ctx.run_blocking(
+                    _lookup, partition, request.timestamp, isolation)
+            except PartitionError as exc:
+                answer.error_code = exc.code
+                continue
+            except StorageError as exc:
+                answer.error_code = exc.error_code
+                continue
+            answer.timestamp, answer.offset = timestamp, offset
+            if version >= 4:
+                answer.leader_epoch = epoch
+        topics.append(Response.ListOffsetsTopicResponse(name=topic.name, partitions=answers))
+    return Response(throttle_time_ms=0, topics=topics)
+
+
+async def handle_offset_for_leader_epoch(ctx, header, body):
+    Response = messages.OffsetForLeaderEpochResponse
+    topics = []
+    for topic in body.topics:
+        answers = []
+        for request in topic.partitions:
+            answer = Response.EpochEndOffset(partition=request.partition, error_code=0,
+                                             leader_epoch=-1, end_offset=-1)
+            answers.append(answer)
+            try:
+                partition = ctx.partitions.leader(topic.topic, request.partition,
+                                                  request.current_leader_epoch)
+            except PartitionError as exc:
+                answer.error_code = exc.code
+                continue
+            epoch, end_offset = partition.log.end_offset_for_epoch(request.leader_epoch)
+            if epoch == -1 and request.leader_epoch == partition.leader_epoch:
+                # Becoming leader starts an epoch at the log end, even before any append.
+                epoch, end_offset = partition.leader_epoch, partition.log.log_end_offset
+            answer.leader_epoch, answer.end_offset = epoch, end_offset
+        topics.append(Response.OffsetForLeaderTopicResult(topic=topic.topic, partitions=answers))
+    return Response(throttle_time_ms=0, topics=topics)
+
+
+HANDLERS = {
+    2: (1, 10, handle_list_offsets),
+    23: (2, 4, handle_offset_for_leader_epoch),
+}

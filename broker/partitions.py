@@ -1,0 +1,278 @@
+"""The partitions this broker hosts: their logs, leadership, high watermarks and long-poll wake-ups.
+
+``PartitionManager`` follows the metadata image (``on_image_change``): it opens a log for every partition
+placed on this node, deletes the logs of deleted topics, applies topic config changes and records
+leader epochs. Handlers reach partitions through it:
+
+- ``leader(topic, index)`` -> ``Partition`` or raises ``PartitionError(code)``;
+- ``await append(partition, records, origin=...)`` -> storage ``AppendResult`` (off the event loop);
+- ``await acknowledge(partition, result)``: with ``log.flush.before.acknowledge`` waits for the fsync
+  (group commit), then advances the high watermark and wakes waiting fetches;
+- ``await wait_for_data(partitions, timeout)``: long polling without polling.
+
+On one node the ISR is this broker alone, so the high watermark follows the log end offset (or the
+flushed offset when acknowledged records must be durable).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+
+import trio
+
+from protocol import ErrorCode
+
+from storage.errors import StorageError
+
+log = logging.getLogger("odradek.partitions")
+
+
+class PartitionError(Exception):
+    def __init__(self, code: int, message: str | None = None):
+        super().__init__(message or ErrorCode(code).name)
+        self.code = code
+        self.message = message
+
+
+@dataclass(eq=False)
+class Partition:
+    topic: str
+    index: int
+    topic_id: object
+    log: object
+    leader: int
+    leader_epoch: int
+    isr: tuple = ()
+    min_insync_replicas: int = 1
+    waiters: set = field(default_factory=set)
+
+    @property
+    def high_watermark(self) -> int:
+        return self.log.high_watermark
+
+    @property
+    def log_start_offset(self) -> int:
+        return self.log.log_start_offset
+
+    def wake(self) -> None:
+        waiters, self.waiters = self.waiters, set()
+        for event in waiters:
+            event.set()
+
+
+class PartitionManager:
+    def __init__(self, broker):
+        self.broker = broker
+        self.node_id = broker.node_id
+        self.logs = broker.logs
+        self.durable_acks = broker.config["log.flush.before.acknowledge"]
+        self._partitions: dict[tuple[str, int], Partition] = {}
+        self._closed = False
+
+    # -------------------------------------------------------------------------------- lookups
+    def get(self, topic: str, index: int) -> Partition | None:
+        return self._partitions.get((topic, index))
+
+    def leader(self, topic: str, index: int, current_leader_epoch: int = -1) -> Partition:
+        """The partition if this broker leads it; else the PartitionError Kafka would answer."""
+        partition = self._partitions.get((topic, index))
+        if partition is None:
+            image = self.broker.image
+            topic_image = image.topics.get(topic)
+            if topic_image is None or index not in topic_image.partitions:
+                raise PartitionError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            raise PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        if partition.leader != self.node_id:
+            raise PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        if current_leader_epoch >= 0:
+            if current_leader_epoch < partition.leader_epoch:
+                raise PartitionError(ErrorCode.FENCED_LEADER_EPOCH)
+            if current_leader_epoch > partition.leader_epoch:
+                raise PartitionError(ErrorCode.UNKNOWN_LEADER_EPOCH)
+        return partition
+
+    def all(self) -> list[Partition]:
+        return list(self._partitions.values())
+
+    # ------------------------------------------------------------------------- image changes
+    def _min_insync_replicas(self, topic: str) -> int:
+        overrides = self.broker.image.topic_configs.get(topic, {})
+        return self.broker.config.topic_config(overrides)["min.insync.replicas"]
+
+    async def load_image(self, image) -> None:
+        """Open every log the image places here (at start-up; recovery runs off the loop)."""
+        wanted = []
+        for topic in image.topics.values():
+            for partition in topic.partitions.values():
+                if self.node_id in partition.replicas:
+                    wanted.append((topic, partition))
+        opened = await self.broker.run_blocking(
+            lambda: [(t, p, self._open_log(t, p, image)) for t, p in wanted])
+        for topic, partition, opened_log in opened:
+            self._install(topic, partition, opened_log)
+        await self.broker.run_blocking(self._delete_orphans, image)
+
+    def _open_log(self, topic, partition, image):
+        overrides = dict(image.topic_configs.get(topic.name, {}))
+        return self.logs.get_or_create_log(topic.name, partition.partition_id, overrides)
+
+    def _install(self, topic, partition, opened_log) -> Partition:
+        state = Partition(topic=topic.name, index=partition.partition_id, topic_id=topic.topic_id,
+                          log=opened_log, leader=partition.leader,
+                          leader_epoch=partition.leader_epoch, isr=tuple(partition.isr))
+        self._partitions[(topic.name, partition.partition_id)] = state
+        state.min_insync_replicas = self._min_insync_replicas(topic.name)
+        # One replica: everything in the log is committed (after a restart, all of it is on disk).
+        opened_log.set_high_watermark(opened_log.log_end_offset)
+        return state
+
+    def _delete_orphans(self, image) -> None:
+        """Logs on disk for topics the metadata no longer has (deleted while we were down)."""
+        for topic, index in list(self.logs.logs()):
+            topic_image = image.topics.get(topic)
+            if topic_image is None or index not in topic_image.partitions:
+                log.info("deleting orphaned log %s-%d", topic, index)
+                self.logs.delete_log(topic, index)
+
+    def on_image_change(self, change) -> None:
+        """Controller listener (synchronous, on the event loop)."""
+        if self._closed:
+            return
+        new = change.new
+        for topic in change.deleted_topics:
+            self.broker.fetch_sessions.forget_topic(topic.topic_id, topic.name)
+            for index in list(topic.partitions):
+                state = self._partitions.pop((topic.name, index), None)
+                if state is not None:
+                    state.wake()
+                try:
+                    self.logs.delete_log(topic.name, index)
+                except StorageError:
+                    log.exception("deleting log %s-%d failed", topic.name, index)
+        for topic, partition in change.changed_partitions:
+            key = (topic.name, partition.partition_id)
+            state = self._partitions.get(key)
+            if self.node_id not in partition.replicas:
+                continue
+            if state is None or state.topic_id != topic.topic_id:
+                opened = self._open_log(topic, partition, new)
+                self._install(topic, partition, opened)
+            else:
+                state.leader = partition.leader
+                state.leader_epoch = partition.leader_epoch
+                state.isr = tuple(partition.isr)
+                state.wake()
+        if change.old.broker_configs != new.broker_configs:
+            self.broker.config.set_dynamic(new.broker_configs.get("", {}),
+                                           new.broker_configs.get(str(self.node_id), {}))
+            self.logs.set_defaults(self.broker.config.topic_defaults())
+            for state in self._partitions.values():
+                state.min_insync_replicas = self._min_insync_replicas(state.topic)
+        for name in change.changed_topic_configs:
+            if name in new.topics:
+                self.logs.set_topic_config(name, dict(new.topic_configs.get(name, {})))
+            for state in self._partitions.values():
+                if state.topic == name:
+                    state.min_insync_replicas = self._min_insync_replicas(name)
+
+    # -------------------------------------------------------------------------------- writing
+    async def append(self, partition: Partition, records, *, origin=None):
+        from storage.log import AppendOrigin
+
+        origin = origin or AppendOrigin.CLIENT
+        return await self.broker.run_blocking(
+            lambda: partition.log.append(records, leader_epoch=partition.leader_epoch,
+                                         origin=origin))
+
+    async def acknowledge(self, partition: Partition, result) -> None:
+        """Make an append visible (and, if configured, durable) before it is acknowledged."""
+        if self.durable_acks:
+            await self.broker.run_blocking(partition.log.wait_flushed, result.last_offset + 1)
+            self._advance(partition, min(partition.log.recovery_point,
+                                         partition.log.log_end_offset))
+        else:
+            self._advance(partition, partition.log.log_end_offset)
+
+    def _advance(self, partition: Partition, offset: int) -> None:
+        if offset > partition.log.high_watermark:
+            partition.log.set_high_watermark(offset)
+            partition.wake()
+
+    async def delete_records(self, topic: str, index: int, offset: int) -> tuple[int, int]:
+        """DeleteRecords: (new low watermark, error code)."""
+        try:
+            partition = self.leader(topic, index)
+        except PartitionError as exc:
+            return -1, exc.code
+        high_watermark = partition.log.high_watermark
+        if offset == -1:
+            offset = high_watermark
+        if offset < 0 or offset > high_watermark:
+            return -1, ErrorCode.OFFSET_OUT_OF_RANGE
+        try:
+            await self.broker.run_blocking(partition.log.delete_records, offset)
+        except StorageError as exc:
+            return -1, exc.error_code
+        partition.wake()
+        return partition.log.log_start_offset, ErrorCode.NONE
+
+    # -------------------------------------------------------------------------------- waiting
+    async def wait_for_data(self, partitions: list[Partition], timeout: float) -> None:
+        """Sleep until one of `partitions` gets new data (or changes leader), or `timeout`."""
+        if timeout <= 0 or not partitions:
+            if timeout > 0:
+                await trio.sleep(timeout)
+            return
+        event = trio.Event()
+        for partition in partitions:
+            partition.waiters.add(event)
+        try:
+            with trio.move_on_after(timeout):
+                await event.wait()
+        finally:
+            for partition in partitions:
+                partition.waiters.discard(event)
+
+    def wake_all_fetchers(self) -> None:
+        for partition in self._partitions.values():
+            partition.wake()
+
+    # ---------------------------------------------------------------------------- background
+    def start_background(self, nursery: trio.Nursery) -> None:
+        nursery.start_soon(self._maintenance_loop)
+
+    async def _maintenance_loop(self) -> None:
+        """Storage housekeeping (flush.ms, retention, delayed deletes) and checkpoints, off the loop."""
+        config = self.broker.config
+        tick_every = min(config["log.retention.check.interval.ms"] / 1000, 5.0)
+        checkpoint_every = config["log.flush.offset.checkpoint.interval.ms"] / 1000
+        next_checkpoint = time.monotonic() + checkpoint_every
+        while True:
+            await trio.sleep(tick_every)
+            try:
+                await self.broker.run_blocking(self.logs.tick)
+                for partition in self.all():
+                    if partition.log.log_start_offset > partition.high_watermark:
+                        partition.wake()
+                if time.monotonic() >= next_checkpoint:
+                    next_checkpoint = time.monotonic() + checkpoint_every
+                    await self.broker.run_blocking(self.logs.checkpoint)
+            except Exception:
+                log.exception("log maintenance failed")
+
+    def log_dir_sizes(self) -> dict[str, dict[tuple[str, int], int]]:
+        sizes: dict[str, dict[tuple[str, int], int]] = {}
+        for partition in self.all():
+            directory = os.path.dirname(os.path.abspath(partition.log.directory))
+            matched = next((d for d in self.broker.config.log_dirs
+                            if os.path.abspath(d) == directory), directory)
+            sizes.setdefault(matched, {})[(partition.topic, partition.index)] = \
+                partition.log.size_bytes
+        return sizes
+
+    def close(self) -> None:
+        """Stop following the image; the LogManager flushes and checkpoints on its close."""
+        self._closed = True

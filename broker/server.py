@@ -1,0 +1,285 @@
+"""The broker process: components wired together, listeners, and an orderly shutdown.
+
+``Broker(config)`` owns the controller (metadata quorum of one), the storage ``LogManager``, the
+``PartitionManager`` (leadership, high watermarks, appends, long-poll wake-ups), the fetch-session cache
+and the handler registry. ``await broker.serve(task_status=...)`` runs it; ``broker.request_shutdown()``
+makes ``serve`` stop accepting, finish in-flight requests, flush and checkpoint, then return.
+``Broker.run_until_signalled`` is what ``odradek serve`` runs: the same, ended by SIGTERM / SIGINT.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import uuid
+from typing import Callable
+
+import trio
+
+from broker.config import BrokerConfig, ConfigError, Listener, validate_topic_configs
+from broker.fetch_session import FetchSessionCache
+from broker.handlers import load_registry
+from broker.partitions import PartitionManager
+
+log = logging.getLogger("odradek.server")
+
+SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
+SHUTDOWN_GRACE_SECONDS = 10.0
+TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig):
+        self.config = config
+        self.node_id = config.node_id
+        self.handlers = load_registry()
+        self.fetch_sessions = FetchSessionCache()
+        self.controller = None
+        self.logs = None
+        self.partitions: PartitionManager | None = None
+        self.broker_epoch = -1
+        self.metrics = None
+        self._bound: list[tuple[Listener, int]] = []   # (listener, bound port)
+        self._shutdown = trio.Event()
+        self._draining = False
+        self._connections: set = set()
+        self._connections_idle = trio.Event()
+        self._connections_idle.set()
+        self._listener_scopes: list[trio.CancelScope] = []
+        self._connection_nursery: trio.Nursery | None = None
+        # Coordinators (consumer groups, transactions) register themselves here by name so
+        # handlers can reach them as ctx.coordinators["group"], etc.
+        self.coordinators: dict[str, object] = {}
+        self.startup_hooks: list[Callable] = []
+
+    # ---------------------------------------------------------------------------- public surface
+    @property
+    def image(self):
+        """The current metadata image (immutable; take it once per request)."""
+        return self.controller.image
+
+    @property
+    def cluster_id(self) -> str:
+        return self.controller.cluster_id
+
+    def listening(self) -> list[tuple[str, str]]:
+        """(bound address, advertised address) per client listener, as printable strings."""
+        advertised = {l.name: l for l in self.advertised_listeners()}
+        out = []
+        for listener, port in self._bound:
+            bound = Listener(listener.name, listener.security_protocol, listener.host or "0.0.0.0",
+                             port)
+            out.append((str(bound), str(advertised[listener.name])))
+        return out
+
+    def advertised_listeners(self) -> list[Listener]:
+        return self.config.advertised_listeners({l.name: port for l, port in self._bound})
+
+    @property
+    def port(self) -> int:
+        """The first client listener's bound port (handy for tests)."""
+        return self._bound[0][1]
+
+    def finalized_features(self) -> dict[str, int]:
+        return dict(self.image.features)
+
+    def metadata_epoch(self) -> int:
+        return max(self.image.offset, 0)
+
+    def observe_request(self, header, seconds: float) -> None:
+        metrics = self.metrics
+        if metrics is not None:
+            try:
+                metrics.observe_request(header.api_key, header.api_version, seconds * 1000)
+            except Exception:   # metrics must never break a request
+                pass
+
+    @property
+    def draining(self) -> bool:
+        """Shutting down: long polls return at once."""
+        return self._draining
+
+    def record_produce(self, body, appended) -> None:
+        """Metrics hook after a Produce (appended: [(partition, AppendResult, answer)])."""
+        metrics = self.metrics
+        if metrics is None:
+            return
+        try:
+            for partition, result, _ in appended:
+                metrics.record_produce(partition.topic, 0, result.last_offset - result.first_offset + 1)
+        except Exception:
+            pass
+
+    def record_fetch(self, reads) -> None:
+        """Metrics hook after a Fetch."""
+        metrics = self.metrics
+        if metrics is None:
+            return
+        try:
+            for read in reads:
+                if read.size and read.partition is not None:
+                    metrics.record_fetch(read.partition.topic, read.size)
+        except Exception:
+            pass
+
+    def request_shutdown(self) -> None:
+        self._shutdown.set()
+
+    async def run_blocking(self, function, *args):
+        """Run blocking work (file I/O, fsync, compression) off the event loop."""
+        return await trio.to_thread.run_sync(function, *args)
+
+    def validate_config(self, resource_type: int, name: str, configs) -> None:
+        """The controller's config validator: raise ConfigError (a ValueError) to refuse."""
+        if resource_type == TOPIC_RESOURCE:
+            validate_topic_configs(configs)
+        elif resource_type == BROKER_RESOURCE:
+            self.config.validate_dynamic(configs)
+
+    # --------------------------------------------------------------------------------- running
+    @classmethod
+    async def run_until_signalled(cls, config: BrokerConfig, announce=None) -> None:
+        broker = cls(config)
+        with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            async with trio.open_nursery() as nursery:
+                await nursery.start(broker.serve)
+                if announce is not None:
+                    announce(broker)
+
+                async def wait_for_signal():
+                    async for signum in signals:
+                        log.info("received %s, shutting down", signal.Signals(signum).name)
+                        broker.request_shutdown()
+                        return
+                nursery.start_soon(wait_for_signal)
+                await broker._shutdown.wait()
+                nursery.cancel_scope.cancel()  # the signal watcher; serve() already returned
+
+    async def serve(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        from broker.controller.controller import Controller, ControllerSettings
+        from storage import LogManager
+
+        config = self.config
+        for directory in config.log_dirs:
+            os.makedirs(directory, exist_ok=True)
+        settings = ControllerSettings(
+            num_partitions=config["num.partitions"],
+            default_replication_factor=config["default.replication.factor"],
+            delete_topic_enable=config["delete.topic.enable"],
+            broker_session_timeout_ms=config["broker.session.timeout.ms"],
+        )
+        metadata_dir = _metadata_dir(config)
+        self.logs = await self.run_blocking(
+            lambda: LogManager(config.log_dirs, config.topic_defaults(),
+                               **_storage_options(config)))
+        try:
+            async with Controller.open(metadata_dir, node_id=self.node_id, settings=settings,
+                                       config_validator=self.validate_config) as controller:
+                self.controller = controller
+                self.config.set_dynamic(self.image.broker_configs.get("", {}))
+                self.partitions = PartitionManager(self)
+                controller.add_listener(self.partitions.on_image_change)
+                await self.partitions.load_image(self.image)
+                async with trio.open_nursery() as nursery:
+                    async with trio.open_nursery() as connections:
+                        self._connection_nursery = connections
+                        await self._open_listeners(nursery)
+                        await self._register(nursery)
+                        for hook in self.startup_hooks:
+                            await hook(self, nursery)
+                        self.partitions.start_background(nursery)
+                        task_status.started(self)
+                        await self._shutdown.wait()
+                        await self._drain()
+                        connections.cancel_scope.cancel()
+                    nursery.cancel_scope.cancel()
+        finally:
+            with trio.CancelScope(shield=True):
+                if self.partitions is not None:
+                    await self.run_blocking(self.partitions.close)
+                if self.logs is not None:
+                    await self.run_blocking(self.logs.close)
+            log.info("broker %d stopped", self.node_id)
+
+    async def _open_listeners(self, nursery: trio.Nursery) -> None:
+        from broker.connection import Connection
+
+        for listener in self.config.client_listeners:
+            host = listener.host or None
+            try:
+                sockets = await trio.open_tcp_listeners(
+                    listener.port, host=host, backlog=self.config["socket.listen.backlog.size"])
+            except OSError as exc:
+                raise OSError(exc.errno, f"cannot listen on {listener}: {exc.strerror}") from None
+            port = sockets[0].socket.getsockname()[1]
+            self._bound.append((listener, port))
+
+            async def handle(stream, listener=listener):
+                if self._draining:
+                    await stream.aclose()
+                    return
+                connection = Connection(self, stream, listener.name)
+                self._connections.add(connection)
+                self._connections_idle = trio.Event() if len(self._connections) == 1 \
+                    else self._connections_idle
+                try:
+                    await connection.serve()
+                finally:
+                    self._connections.discard(connection)
+                    if not self._connections:
+                        self._connections_idle.set()
+
+            nursery.start_soon(self._serve_listener, sockets, handle)
+            log.info("listening on %s (port %d)", listener, port)
+
+    async def _serve_listener(self, sockets, handle):
+        scope = trio.CancelScope()
+        self._listener_scopes.append(scope)
+        with scope:
+            await trio.serve_listeners(handle, sockets, handler_nursery=self._connection_nursery)
+
+    async def _register(self, nursery: trio.Nursery) -> None:
+        endpoints = [(l.name, l.host, l.port, SECURITY_PROTOCOL_IDS[l.security_protocol])
+                     for l in self.advertised_listeners()]
+        self.broker_epoch = await self.controller.register_broker(
+            self.node_id, uuid.uuid4(), endpoints, rack=self.config["broker.rack"])
+        await self.controller.heartbeat(self.node_id, self.broker_epoch, self.image.offset)
+        nursery.start_soon(self._heartbeat_loop)
+
+    async def _heartbeat_loop(self) -> None:
+        interval = self.config["broker.heartbeat.interval.ms"] / 1000
+        while True:
+            await trio.sleep(interval)
+            try:
+                await self.controller.heartbeat(self.node_id, self.broker_epoch, self.image.offset)
+            except Exception:
+                log.exception("broker heartbeat failed")
+
+    async def _drain(self) -> None:
+        """Stop accepting, let in-flight requests finish (long polls return early), then return."""
+        self._draining = True
+        for scope in self._listener_scopes:
+            scope.cancel()
+        self.partitions.wake_all_fetchers()
+        for connection in list(self._connections):
+            connection.stop_reading()
+        with trio.move_on_after(SHUTDOWN_GRACE_SECONDS):
+            await self._connections_idle.wait()
+        self._connection_nursery.cancel_scope.cancel()
+
+
+def _storage_options(config: BrokerConfig) -> dict:
+    return {}
+
+
+def _metadata_dir(config: BrokerConfig) -> str:
+    """Where the controller keeps ``__cluster_metadata-0/`` and ``meta.properties``.
+
+    Inside a log dir it goes one level down (``<dir>/metadata/``): storage opens every
+    ``<name>-<n>`` directory of a log dir as a partition log, and the metadata log is not one.
+    """
+    chosen = os.path.abspath(config.metadata_log_dir)
+    if chosen in (os.path.abspath(d) for d in config.log_dirs):
+        return os.path.join(chosen, "metadata")
+    return chosen
