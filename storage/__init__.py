@@ -49,6 +49,19 @@ Public surface
       blocks (call via trio.to_thread.run_sync) until every offset < offset is on disk;
       one fsync covers all appends that arrived meanwhile
     - ``apply_retention(now_ms=None)``, ``roll()``, ``update_config(LogConfig)``, ``close()``
+    - idempotence/transactions: batches with a producer id are checked against the producer
+      state (``storage.producer_state``): a retry of one of the last 5 batches returns the
+      original offsets (``AppendResult.duplicate``), a sequence gap raises
+      OutOfOrderSequenceError, an old epoch InvalidProducerEpochError, a non-transactional
+      batch inside an open transaction InvalidTxnStateError, a stale marker
+      TRANSACTION_COORDINATOR_FENCED; unknown producers may start at any sequence (Kafka).
+      Snapshots (``<offset>.snapshot``) at each roll and clean close.
+    - ``last_stable_offset`` (first open transaction, capped by the high watermark),
+      ``aborted_transactions(fetch_offset, upper_bound) -> [AbortedTxn(producer_id,
+      first_offset, last_offset, last_stable_offset)]`` for read_committed Fetch (from the
+      ``.txnindex`` files); markers are appended with ``origin=AppendOrigin.COORDINATOR``
+      (build them with ``protocol.records.build_control_batch``)
+    - ``expire_producers(now_ms)`` (producer.id.expiration.ms; the manager's tick calls it)
 
 Errors: every deliberate failure is a ``StorageError`` subclass carrying ``error_code``
 (the Kafka error code to answer with): ``InvalidBatchError`` (CORRUPT_MESSAGE,

@@ -29,6 +29,7 @@ class LogConfig:
     flush_messages: int = LONG_MAX
     flush_ms: int = LONG_MAX
     file_delete_delay_ms: int = 60 * 1000
+    producer_id_expiration_ms: int = 24 * 3600 * 1000  # a broker setting, honoured per log
 
     @property
     def compact(self) -> bool:

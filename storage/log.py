@@ -26,9 +26,11 @@ from storage.errors import (
     StorageError,
 )
 from storage.files import FileSlice, OpenFiles
+from storage.producer_state import CompletedTxn, ProducerStateManager
 from storage.segment import (
     CLEANED_SUFFIX, DELETED_SUFFIX, LOG_SUFFIX, SEGMENT_SUFFIXES, SWAP_SUFFIX, LogSegment,
 )
+from storage.txn_index import AbortedTxn
 
 INT32_MAX = 2**31 - 1
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
@@ -88,6 +90,7 @@ class Log:
         self._last_flush_ms = clock()
         self._epochs: list[tuple[int, int]] = []  # (leader epoch, start offset)
         os.makedirs(directory, exist_ok=True)
+        self.producer_state = ProducerStateManager(directory)
         self.recovered_bytes_truncated = 0
         self._load(recovery_point, log_start_offset, clean_shutdown)
         self.high_watermark = min(max(high_watermark, self.log_start_offset), self.log_end_offset)
@@ -128,6 +131,7 @@ class Log:
                 active.recover(index_interval=self.config.index_interval_bytes)
             active.activate()
             self.recovery_point = min(max(recovery_point, 0), active.next_offset)
+            self._rebuild_producer_state(active.next_offset)
         else:
             self._recover(recovery_point)
         self.log_start_offset = max(log_start_offset, self._segments[0].base_offset)
@@ -157,9 +161,13 @@ class Log:
                 segment.recover(index_interval=self.config.index_interval_bytes)
                 segment.seal()
             segment.load_sealed()
+        # Producer state up to the first segment to recover, then rebuilt batch by batch.
+        self._rebuild_producer_state(self._segments[start].base_offset)
         for i in range(start, len(self._segments)):
             segment = self._segments[i]
-            truncated = segment.recover(index_interval=self.config.index_interval_bytes)
+            truncated = segment.recover(self._replay_callback(segment),
+                                        index_interval=self.config.index_interval_bytes,
+                                        rebuild_txn_index=True)
             self.recovered_bytes_truncated += truncated
             if truncated and i + 1 < len(self._segments):
                 for later in self._segments[i + 1:]:
@@ -178,6 +186,69 @@ class Log:
         for segment in self._segments[start:]:
             segment.flush()
         self.recovery_point = active.next_offset
+        self.producer_state.map_end_offset = active.next_offset
+        self.producer_state.delete_snapshots(above=active.next_offset)
+        self.producer_state.take_snapshot()
+
+    # ======================================================================= producer state
+    def _replay_callback(self, segment: LogSegment | None):
+        """Apply one batch read back from disk to the producer state (no validation);
+        aborted transactions are written to `segment`'s txn index when given."""
+        def on_batch(_position: int, batch: RecordBatch) -> None:
+            if batch.producer_id < 0:
+                return
+            pending = self.producer_state.prepare(
+                [(batch, batch.base_offset, batch.last_offset, batch.max_timestamp)],
+                validate=False, read_control=lambda b: b.control_record())
+            completed = self.producer_state.commit(pending, batch.next_offset)
+            if segment is not None:
+                self._index_aborted(segment, completed)
+        return on_batch
+
+    def _rebuild_producer_state(self, end_offset: int) -> None:
+        """Latest snapshot at or below end_offset, then replay batch headers up to it."""
+        state = self.producer_state
+        start = state.load_snapshot(end_offset)
+        if start is None:
+            start = self._segments[0].base_offset
+            state.reset(start)
+        replay = self._replay_callback(None)
+        i = max(0, bisect.bisect_right(self._bases, start) - 1)
+        for segment in self._segments[i:]:
+            if segment.base_offset >= end_offset:
+                break
+            for pos, header in segment.iter_headers(0 if segment.base_offset >= start else
+                                                    segment.offset_index.lookup(start)[1], segment.size):
+                if header.base_offset < start or header.producer_id < 0:
+                    continue
+                if header.base_offset >= end_offset:
+                    break
+                replay(pos, segment.read_batch(pos, header.size) if header.is_control else header)
+        state.map_end_offset = end_offset
+
+    def _index_aborted(self, segment: LogSegment, completed: list[CompletedTxn]) -> None:
+        for txn in completed:
+            if txn.is_aborted:
+                segment.txn_index.append(AbortedTxn(
+                    txn.producer_id, txn.first_offset, txn.last_offset, self.producer_state.lso_after(txn)))
+
+    def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """Aborted transactions overlapping [fetch_offset, upper_bound) for read_committed
+        Fetch (upper_bound: the offset just past the fetched data, or the LSO)."""
+        with self._lock:
+            out: list[AbortedTxn] = []
+            i = max(0, bisect.bisect_right(self._bases, fetch_offset) - 1)
+            for segment in self._segments[i:]:
+                found, complete = segment.txn_index.collect(fetch_offset, upper_bound)
+                out.extend(found)
+                if complete:
+                    break
+            return out
+
+    def expire_producers(self, now_ms: int | None = None) -> None:
+        now = self.clock() if now_ms is None else now_ms
+        with self._lock:
+            self.producer_state.expire(now, self.config.producer_id_expiration_ms)
 
     # ======================================================================= facts
     @property
@@ -199,8 +270,15 @@ class Log:
 
     @property
     def last_stable_offset(self) -> int:
-        """Without open transactions, the high watermark."""
-        return self.high_watermark
+        """The first offset of the oldest open transaction, capped by the high watermark."""
+        first_unstable = self.producer_state.first_unstable_offset
+        if first_unstable is None:
+            return self.high_watermark
+        return min(first_unstable, self.high_watermark)
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        return self.producer_state.first_unstable_offset
 
     def set_high_watermark(self, offset: int) -> None:
         """The caller (replica manager) owns the high watermark; it is clamped to the log."""
@@ -255,6 +333,14 @@ class Log:
                 next_offset = base + batch.last_offset_delta + 1
             first_offset = placed[0][1]
             last_offset = next_offset - 1
+            pending = self.producer_state.prepare(
+                [(b, base, base + b.last_offset_delta, ts) for b, base, ts in placed],
+                validate=origin is not AppendOrigin.REPLICATION,
+                read_control=lambda b: b.control_record())
+            if pending.duplicate is not None:
+                dup = pending.duplicate
+                return AppendResult(dup.first_offset, dup.last_offset, -1, self.log_start_offset,
+                                    duplicate=True)
             total = len(view)
             segment = self._maybe_roll(first_offset, last_offset, total, now)
             position = segment.size
@@ -262,6 +348,7 @@ class Log:
                 segment.write(buffers, total)
             except OSError as exc:
                 raise self._go_offline(exc) from exc
+            self._index_aborted_after_commit(segment, pending, next_offset)
             interval = self.config.index_interval_bytes
             for batch, base, max_ts in placed:
                 segment.note_appended(position, batch, base + batch.last_offset_delta, max_ts, interval)
@@ -276,6 +363,11 @@ class Log:
             if self._unflushed_messages >= self.config.flush_messages:
                 self._flush_locked()
         return result
+
+    def _index_aborted_after_commit(self, segment: LogSegment, pending, end_offset: int) -> None:
+        completed = self.producer_state.commit(pending, end_offset)
+        if completed:
+            self._index_aborted(segment, completed)
 
     def _validate(self, view: memoryview, origin: AppendOrigin, now: int) -> list[RecordBatch]:
         """Kafka's LogValidator checks that need only batch headers (plus the CRC)."""
@@ -352,6 +444,9 @@ class Log:
             self._bases.pop()
         else:
             old.seal()
+            # Kafka snapshots producer state at each roll so recovery replays one segment.
+            self.producer_state.map_end_offset = base_offset
+            self.producer_state.take_snapshot()
         segment = LogSegment(self.directory, base_offset, self.handles, created_ms=now)
         segment.activate()
         self._segments.append(segment)
@@ -600,7 +695,9 @@ class Log:
         self.on_segments_deleted(self.log_start_offset)
 
     def on_segments_deleted(self, log_start_offset: int) -> None:
-        """Hook for state kept beside the segments (producer state, txn index)."""
+        """Producers whose data is gone are forgotten; old snapshots go."""
+        self.producer_state.evict_below(log_start_offset)
+        self.producer_state.delete_snapshots(below=self._segments[0].base_offset)
 
     def delete_due_files(self, now_ms: int | None = None) -> None:
         """Unlink `.deleted` files whose file.delete.delay.ms has passed."""
@@ -689,7 +786,9 @@ class Log:
         self.on_truncated(end)
 
     def on_truncated(self, end_offset: int) -> None:
-        """Hook for state kept beside the segments (producer state, txn index)."""
+        """Producer state is rebuilt from the last snapshot below the new end."""
+        self.producer_state.delete_snapshots(above=end_offset)
+        self._rebuild_producer_state(end_offset)
 
     # ======================================================================= lifecycle
     def update_config(self, config: LogConfig) -> None:
@@ -697,7 +796,10 @@ class Log:
             self.config = config
 
     def close_clean(self) -> None:
-        """Final bookkeeping before a clean shutdown (the manager flushes first)."""
+        """Snapshot producer state at the log end so the next start replays nothing."""
+        with self._lock:
+            self.producer_state.map_end_offset = self.log_end_offset
+            self.producer_state.take_snapshot()
 
     def close(self) -> None:
         with self._lock:

@@ -147,6 +147,7 @@ class LogManager:
                 log.flush_rolled_segments()
                 log.apply_retention(now)
                 log.delete_due_files(now)
+                log.expire_producers(now)
             except Exception:  # one bad log must not stop housekeeping for the others
                 if log.offline is None:
                     raise

@@ -17,6 +17,7 @@ from protocol.records import (
 )
 from storage.files import FileSlice, OpenFiles, SharedFile
 from storage.index import OffsetIndex, TimeIndex
+from storage.txn_index import TxnIndex
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -46,7 +47,7 @@ class LogSegment:
         self.log_path = prefix + LOG_SUFFIX + suffix
         self.offset_index = OffsetIndex(prefix + INDEX_SUFFIX + suffix, base_offset, writable=False)
         self.time_index = TimeIndex(prefix + TIMEINDEX_SUFFIX + suffix, base_offset, writable=False)
-        self.txn_index_path = prefix + TXNINDEX_SUFFIX + suffix
+        self.txn_index = TxnIndex(prefix + TXNINDEX_SUFFIX + suffix)
         self._file: SharedFile | None = None
         try:
             self.size = os.path.getsize(self.log_path)
@@ -78,6 +79,7 @@ class LogSegment:
         self._file = None
         self.offset_index.release()
         self.time_index.release()
+        self.txn_index.release()
 
     # -- loading ------------------------------------------------------------------------
     def load_sealed(self) -> None:
@@ -177,6 +179,7 @@ class LogSegment:
         os.fsync(f.fd)
         self.offset_index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     # -- lookups ----------------------------------------------------------------------
     def iter_headers(self, start: int, end: int) -> Iterator[tuple[int, RecordBatch]]:
@@ -245,13 +248,15 @@ class LogSegment:
 
     # -- recovery and truncation -----------------------------------------------------
     def recover(self, on_batch: Callable[[int, RecordBatch], None] | None = None,
-                index_interval: int = 4096) -> int:
+                index_interval: int = 4096, rebuild_txn_index: bool = False) -> int:
         """Validate every batch, rebuild both indexes, cut the file at the first bad
         batch.  Returns the number of bytes truncated."""
         self.offset_index.make_writable()
         self.time_index.make_writable()
         self.offset_index.reset()
         self.time_index.reset()
+        if rebuild_txn_index:
+            self.txn_index.reset()  # the caller's on_batch rebuilds it from the markers
         self.max_timestamp = NO_TIMESTAMP
         self.offset_of_max_timestamp = self.base_offset
         self.first_batch_timestamp = NO_TIMESTAMP
@@ -330,6 +335,7 @@ class LogSegment:
         removed = self.size - position
         self.offset_index.truncate_to_position(position)
         self.time_index.truncate_to(batch.base_offset)
+        self.txn_index.truncate_to(batch.base_offset)
         os.ftruncate(self._open().fd, position)
         self.size = position
         self.next_offset = None
@@ -341,7 +347,7 @@ class LogSegment:
 
     # -- files ---------------------------------------------------------------------------
     def paths(self) -> list[str]:
-        return [self.log_path, self.offset_index.path, self.time_index.path, self.txn_index_path]
+        return [self.log_path, self.offset_index.path, self.time_index.path, self.txn_index.path]
 
     def close(self) -> None:
         if self.active and self.max_timestamp != NO_TIMESTAMP:
@@ -363,7 +369,7 @@ class LogSegment:
         self.log_path = prefix + LOG_SUFFIX + new_suffix
         self.offset_index = OffsetIndex(prefix + INDEX_SUFFIX + new_suffix, self.base_offset, writable=False)
         self.time_index = TimeIndex(prefix + TIMEINDEX_SUFFIX + new_suffix, self.base_offset, writable=False)
-        self.txn_index_path = prefix + TXNINDEX_SUFFIX + new_suffix
+        self.txn_index = TxnIndex(prefix + TXNINDEX_SUFFIX + new_suffix)
 
     def __repr__(self) -> str:
         return f"LogSegment({self.log_path!r}, size={self.size}, next_offset={self.next_offset})"
