@@ -17,6 +17,8 @@ import logging
 
 from protocol import ErrorCode, messages
 
+from protocol.records import RecordBatchError, validate_produce_records
+
 from broker.handlers import common
 from broker.partitions import PartitionError
 from storage.errors import StorageError
@@ -60,13 +62,13 @@ async def handle_produce(ctx, header, body):
                         ErrorCode.NOT_ENOUGH_REPLICAS,
                         f"The size of the current ISR {len(partition.isr)} is insufficient to "
                         f"satisfy the min.isr requirement of {partition.min_insync_replicas}")
-                records = data.records if data.records is not None else b""
-                result = await partitions.append(partition, records)
+                validate_produce_records(data.records, header.api_version)
+                result = await partitions.append(partition, data.records)
             except PartitionError as exc:
                 answers.append(_partition_response(index, exc.code, exc.message))
                 continue
-            except StorageError as exc:
-                answers.append(_partition_response(index, exc.error_code, exc.message))
+            except (StorageError, RecordBatchError) as exc:
+                answers.append(_partition_response(index, exc.error_code, str(exc)))
                 continue
             answer = _partition_response(index, ErrorCode.NONE, None, result.first_offset,
                                          result.log_append_time, result.log_start_offset)

@@ -1,0 +1,259 @@
+"""Raw-protocol integration tests against an in-process broker."""
+
+import socket
+import struct
+import threading
+import time
+import uuid
+
+import pytest
+
+import protocol
+from protocol import ErrorCode, messages
+from protocol.records import iter_batches
+
+from tests.broker.raw_client import RawClient, batch
+
+# Java 4.x refuses brokers below the KIP-896 baseline (highest advertised version at least ...).
+KIP_896_BASELINE = {0: 3, 1: 4, 2: 1, 3: 4, 19: 2, 20: 1, 23: 2, 32: 1}
+
+
+def test_api_versions_advertise_the_registry_and_meet_the_java_baseline(client, broker):
+    for version in range(5):
+        response = client.request(18, version, messages.ApiVersionsRequest(
+            client_software_name="raw-test", client_software_version="1.0"))
+        assert response.error_code == 0
+        ranges = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
+        assert ranges == {key: (low, high) for key, (low, high, _) in broker.broker.handlers.items()}
+    for key, minimum in KIP_896_BASELINE.items():
+        assert ranges[key][1] >= minimum
+    assert ranges[0][0] == 0   # Produce min 0, as Kafka 4 (librdkafka keeps compression on)
+
+
+def test_unknown_api_versions_version_gets_a_v0_answer_with_our_ranges(client):
+    # KIP-511: a version we do not know is answered in v0 format with UNSUPPORTED_VERSION.
+    header = struct.pack(">hhi", 18, 99, 7) + struct.pack(">h", 3) + b"raw" + b"\x00"
+    client.send_raw(struct.pack(">i", len(header)) + header)
+    correlation_id, response = client.receive(18, 0)
+    assert correlation_id == 7
+    assert response.error_code == ErrorCode.UNSUPPORTED_VERSION
+    assert any(k.api_key == 0 for k in response.api_keys)
+
+
+def test_metadata_auto_creates_and_reports_ids_and_epochs(client, broker):
+    M = messages.MetadataRequest
+    response = client.request(3, 12, M(topics=[M.MetadataRequestTopic(name="auto-1")],
+                                       allow_auto_topic_creation=True))
+    [topic] = response.topics
+    assert topic.error_code == 0 and topic.name == "auto-1"
+    assert topic.topic_id != uuid.UUID(int=0)
+    assert [p.partition_index for p in topic.partitions] == [0]
+    assert topic.partitions[0].leader_id == 1 and topic.partitions[0].leader_epoch >= 0
+    assert response.controller_id == 1 and response.cluster_id
+    assert [(b.node_id, b.host, b.port) for b in response.brokers] == [(1, "127.0.0.1", broker.port)]
+
+    response = client.request(3, 12, M(topics=[M.MetadataRequestTopic(name="nope")],
+                                       allow_auto_topic_creation=False))
+    assert response.topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    response = client.request(3, 12, M(topics=[M.MetadataRequestTopic(name="bad name!")]))
+    assert response.topics[0].error_code == ErrorCode.INVALID_TOPIC_EXCEPTION
+    # null topics = all topics; by id works too
+    response = client.request(3, 12, M(topics=None))
+    assert [t.name for t in response.topics] == ["auto-1"]
+    response = client.request(3, 12, M(topics=[M.MetadataRequestTopic(name=None, topic_id=topic.topic_id)]))
+    assert response.topics[0].name == "auto-1"
+
+
+def test_high_watermark_is_last_offset_plus_one_after_multi_record_batches(client):
+    client.create_topic("hw")
+    assert client.produce("hw", 0, batch([b"a", b"b", b"c"])).base_offset == 0
+    assert client.produce("hw", 0, batch([b"d", b"e"])).base_offset == 3
+    response = client.fetch("hw", 0, 0)
+    data = response.responses[0].partitions[0]
+    assert data.error_code == 0
+    assert data.high_watermark == 5 and data.last_stable_offset == 5
+    batches = list(iter_batches(bytes(data.records)))
+    assert [(b.base_offset, b.record_count) for b in batches] == [(0, 3), (3, 2)]
+    assert client.list_offset("hw", 0, -1).offset == 5
+    assert client.list_offset("hw", 0, -2).offset == 0
+
+
+def test_fetch_from_the_middle_of_a_batch_returns_that_batch(client):
+    client.create_topic("mid")
+    client.produce("mid", 0, batch([b"a", b"b", b"c", b"d"]))
+    data = client.fetch("mid", 0, 2).responses[0].partitions[0]
+    assert [b.base_offset for b in iter_batches(bytes(data.records))] == [0]
+
+
+def test_list_offsets_by_timestamp_and_on_an_empty_partition(client):
+    # Old timestamps roll a segment per batch (segment.ms counts from the first timestamp),
+    # which also exercises lookups across segments.
+    client.create_topic("ts")
+    empty = client.list_offset("ts", 0, -1)
+    assert (empty.error_code, empty.offset) == (0, 0)
+    assert client.list_offset("ts", 0, -2).offset == 0
+    assert client.list_offset("ts", 0, 1000).offset == -1
+    client.produce("ts", 0, batch([b"a", b"b"], timestamps=[1000, 2000]))
+    client.produce("ts", 0, batch([b"c", b"d"], timestamps=[3000, 4000]))
+    assert client.list_offset("ts", 0, 0).offset == 0
+    assert client.list_offset("ts", 0, 1500).offset == 1          # inside the first batch
+    found = client.list_offset("ts", 0, 3000)
+    assert (found.offset, found.timestamp) == (2, 3000)
+    assert client.list_offset("ts", 0, 3500).offset == 3
+    assert client.list_offset("ts", 0, 5000).offset == -1          # after the last record
+    latest = client.list_offset("ts", 0, -3)                       # max timestamp
+    assert (latest.offset, latest.timestamp) == (3, 4000)
+
+
+def test_produce_errors(client):
+    client.create_topic("small", configs={"max.message.bytes": "1000"})
+    too_big = client.produce("small", 0, batch([b"x" * 2000]))
+    assert too_big.error_code == ErrorCode.MESSAGE_TOO_LARGE
+    assert client.produce("nosuch", 0, batch([b"a"])).error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert client.produce("small", 7, batch([b"a"])).error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    corrupt = bytearray(batch([b"abc"]))
+    corrupt[-1] ^= 0xFF
+    assert client.produce("small", 0, bytes(corrupt)).error_code == ErrorCode.CORRUPT_MESSAGE
+    assert client.produce("small", 0, batch([b"a"]), acks=2).error_code == ErrorCode.INVALID_REQUIRED_ACKS
+    assert client.produce("__consumer_offsets", 0, batch([b"a"])).error_code == \
+        ErrorCode.INVALID_TOPIC_EXCEPTION
+
+
+def test_acks_zero_gets_no_response_and_later_responses_stay_paired(client):
+    client.create_topic("a0")
+    client.produce("a0", 0, batch([b"fire", b"forget"]), acks=0)
+    M = messages.MetadataRequest
+    sent = client.send(3, 9, M(topics=[M.MetadataRequestTopic(name="a0")]))
+    correlation_id, response = client.receive(3, 9)
+    assert correlation_id == sent and response.topics[0].name == "a0"
+    assert client.list_offset("a0", 0, -1).offset == 2
+
+
+def test_pipelined_requests_are_answered_in_order(client):
+    client.create_topic("pipe")
+    P = messages.ProduceRequest
+    sent = []
+    for i in range(20):
+        body = P(transactional_id=None, acks=1, timeout_ms=5000, topic_data=[P.TopicProduceData(
+            name="pipe", partition_data=[P.PartitionProduceData(index=0, records=batch([b"%d" % i]))])])
+        sent.append(client.send(0, 9, body))
+    offsets = []
+    for expected in sent:
+        correlation_id, response = client.receive(0, 9)
+        assert correlation_id == expected
+        offsets.append(response.responses[0].partition_responses[0].base_offset)
+    assert offsets == list(range(20))
+
+
+def test_long_poll_fetch_is_woken_by_an_append(client, broker):
+    client.create_topic("poll")
+
+    def produce_later():
+        time.sleep(0.3)
+        with RawClient("127.0.0.1", broker.port) as other:
+            other.produce("poll", 0, batch([b"late"]))
+
+    threading.Thread(target=produce_later).start()
+    started = time.monotonic()
+    response = client.fetch("poll", 0, 0, max_wait_ms=5000, min_bytes=1)
+    elapsed = time.monotonic() - started
+    assert response.responses[0].partitions[0].high_watermark == 1
+    assert 0.2 < elapsed < 3.0
+
+
+def test_fetch_waits_max_wait_when_nothing_arrives(client):
+    client.create_topic("idle")
+    started = time.monotonic()
+    response = client.fetch("idle", 0, 0, max_wait_ms=300, min_bytes=1)
+    assert 0.25 < time.monotonic() - started < 3.0
+    assert len(response.responses[0].partitions[0].records or b"") == 0
+
+
+def test_fetch_offset_out_of_range(client):
+    client.create_topic("oor")
+    client.produce("oor", 0, batch([b"a"]))
+    data = client.fetch("oor", 0, 10).responses[0].partitions[0]
+    assert data.error_code == ErrorCode.OFFSET_OUT_OF_RANGE
+    assert data.high_watermark == 1
+
+
+def test_fetch_max_bytes_always_returns_a_whole_first_batch(client):
+    client.create_topic("big", partitions=2)
+    client.produce("big", 0, batch([b"x" * 3000]))
+    client.produce("big", 1, batch([b"y" * 3000]))
+    F = messages.FetchRequest
+    body = F(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=100, isolation_level=0,
+             session_id=0, session_epoch=-1, topics=[F.FetchTopic(topic="big", partitions=[
+                 F.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=100),
+                 F.FetchPartition(partition=1, fetch_offset=0, partition_max_bytes=100)])])
+    response = client.request(1, 11, body)
+    sizes = [len(p.records or b"") for p in response.responses[0].partitions]
+    assert sizes[0] > 3000 and sizes[1] == 0
+
+
+def test_incremental_fetch_session_sends_only_changes(client):
+    client.create_topic("sess", partitions=2)
+    client.produce("sess", 0, batch([b"a"]))
+    F = messages.FetchRequest
+    full = F(replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, isolation_level=0,
+             session_id=0, session_epoch=0, topics=[F.FetchTopic(topic="sess", partitions=[
+                 F.FetchPartition(partition=0, fetch_offset=1, partition_max_bytes=1 << 20),
+                 F.FetchPartition(partition=1, fetch_offset=0, partition_max_bytes=1 << 20)])])
+    response = client.request(1, 11, full)
+    assert response.session_id != 0
+    assert len(response.responses[0].partitions) == 2
+    incremental = F(replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20,
+                    isolation_level=0, session_id=response.session_id, session_epoch=1, topics=[])
+    assert client.request(1, 11, incremental).responses == []        # nothing changed
+    client.produce("sess", 1, batch([b"b"]))
+    incremental.session_epoch = 2
+    changed = client.request(1, 11, incremental)
+    assert [(t.topic, [p.partition_index for p in t.partitions]) for t in changed.responses] == \
+        [("sess", [1])]
+    incremental.session_epoch = 7
+    assert client.request(1, 11, incremental).error_code == ErrorCode.INVALID_FETCH_SESSION_EPOCH
+    incremental.session_id, incremental.session_epoch = 12345, 1
+    assert client.request(1, 11, incremental).error_code == ErrorCode.FETCH_SESSION_ID_NOT_FOUND
+
+
+def test_fetch_by_topic_id(client):
+    topic_id = client.create_topic("byid").topic_id
+    client.produce("byid", 0, batch([b"a", b"b"]))
+    F = messages.FetchRequest
+    body = F(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
+             session_id=0, session_epoch=-1, topics=[F.FetchTopic(topic_id=topic_id, partitions=[
+                 F.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1 << 20)])])
+    response = client.request(1, 16, body)
+    assert response.responses[0].topic_id == topic_id
+    assert response.responses[0].partitions[0].high_watermark == 2
+    body.topics[0].topic_id = uuid.uuid4()
+    response = client.request(1, 16, body)
+    assert response.responses[0].partitions[0].error_code == ErrorCode.UNKNOWN_TOPIC_ID
+
+
+def test_oversized_frame_closes_the_connection(broker):
+    with RawClient("127.0.0.1", broker.port) as raw:
+        raw.send_raw(struct.pack(">i", 200 * 1024 * 1024))
+        raw.sock.settimeout(5)
+        assert raw.sock.recv(1) == b""
+
+
+def test_garbage_closes_the_connection_but_not_the_broker(broker):
+    with RawClient("127.0.0.1", broker.port) as raw:
+        raw.send_raw(struct.pack(">i", 6) + b"\xff\xff\x00\x00\x00\x01")
+        raw.sock.settimeout(5)
+        assert raw.sock.recv(1) == b""
+    with RawClient("127.0.0.1", broker.port) as raw:
+        assert raw.request(18, 3, messages.ApiVersionsRequest(
+            client_software_name="x", client_software_version="1")).error_code == 0
+
+
+def test_offset_for_leader_epoch(client):
+    client.create_topic("epochs")
+    client.produce("epochs", 0, batch([b"a", b"b", b"c"]))
+    O = messages.OffsetForLeaderEpochRequest
+    response = client.request(23, 4, O(replica_id=-1, topics=[O.OffsetForLeaderTopic(
+        topic="epochs", partitions=[O.OffsetForLeaderPartition(partition=0, current_leader_epoch=-1,
+                                                               leader_epoch=0)])]))
+    result = response.topics[0].partitions[0]
+    assert (result.error_code, result.end_offset) == (0, 3)
