@@ -11,6 +11,9 @@ import enum
 from dataclasses import dataclass, field
 from typing import Optional
 
+from protocol import DecodeError
+from protocol.consumer_protocol import decode_subscription
+
 from .pending import Pending
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
@@ -211,19 +214,9 @@ class Group:
 
 
 def parse_subscription_topics(metadata: bytes) -> Optional[set[str]]:
-    """Topics of a ConsumerProtocolSubscription (version int16, then an int32-counted string array)."""
-    data = bytes(metadata)
+    """Topics of a consumer-protocol subscription, or None if it does not parse as one."""
     try:
-        if len(data) < 6:
-            return None
-        count = int.from_bytes(data[2:6], "big", signed=True)
-        pos, topics = 6, set()
-        for _ in range(max(count, 0)):
-            length = int.from_bytes(data[pos:pos + 2], "big", signed=True)
-            if length < 0 or pos + 2 + length > len(data):
-                return None
-            topics.add(data[pos + 2:pos + 2 + length].decode())
-            pos += 2 + length
-        return topics
-    except (UnicodeDecodeError, ValueError):
+        _, subscription = decode_subscription(bytes(metadata))
+    except DecodeError:
         return None
+    return set(subscription.topics)

@@ -38,7 +38,7 @@ class ProducerIdSource(Protocol):
 
 
 class MarkerWriter(Protocol):
-    def write_markers(self, producer_id: int, producer_epoch: int, commit: bool,
+    def write_markers(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool,
                       partitions: list[tuple[str, int]], done: Callable[[bool], None]) -> None:
         """Write a commit/abort control marker to every partition, then call done(True), or
         done(False) if it failed and should be retried."""
@@ -262,7 +262,7 @@ class TransactionCoordinator:
                 self._schedule(("txn-markers", txn.transactional_id), self.config.marker_retry_ms,
                                lambda: done(True))
 
-        self.markers.write_markers(producer_id, epoch, commit, sorted(txn.partitions), done)
+        self.markers.write_markers(txn.transactional_id, producer_id, epoch, commit, sorted(txn.partitions), done)
 
     # ==== timeouts ====================================================================================
     def _abort_timed_out(self) -> None:

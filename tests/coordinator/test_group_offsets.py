@@ -179,3 +179,17 @@ def test_rebuild_from_log(h):
     assert g.members[a].assignment == a.encode()
     assert "s" not in fresh.groups
     assert fresh.heartbeat("g", a, None, gen) == E.NONE
+
+
+def test_serde_round_trip_in_kafka_layouts(h):
+    from broker.coordinator.serde import decode_group_record, encode_group_record, partition_for
+    (a, b), gen = stable_group(h, n=2)
+    h.coord.commit_offsets("g", a, None, gen, [Item("t", 0, 5, 3, "m"), Item("t", 1, 6, expire_timestamp=99)])
+    h.coord.delete_groups(["nope"])
+    for record in h.log.records():
+        key, value = encode_group_record(record)
+        assert decode_group_record(key, value) == record
+    key, value = encode_group_record(OffsetCommitRecord("g", "t", 0, None))
+    assert value is None and key[:2] == b"\x00\x01"
+    # Kafka's partitioning: abs(String.hashCode) % 50
+    assert partition_for("my-group", 50) == 12 and partition_for("test-consumer-group", 50) == 31

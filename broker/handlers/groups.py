@@ -1,0 +1,340 @@
+"""Consumer-group APIs: FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
+OffsetFetch, ListGroups, DescribeGroups, DeleteGroups, OffsetDelete.
+
+Thin translations between wire bodies and `broker.coordinator`'s cores; the rules live there.
+"""
+
+from __future__ import annotations
+
+import trio
+
+from protocol import ErrorCode, messages
+
+from broker.coordinator.group_coordinator import OffsetCommitItem
+from broker.coordinator.service import OFFSETS_TOPIC, TRANSACTION_TOPIC, CoordinatorService
+from broker.handlers.common import DELETE, DESCRIBE, OPERATIONS_NOT_REQUESTED, READ
+
+E = ErrorCode
+GROUP_OPERATIONS = (1 << READ) | (1 << DELETE) | (1 << DESCRIBE)
+GROUP_KEY, TRANSACTION_KEY = 0, 1
+
+
+async def wait_for(pending):
+    """Await a core's Pending result."""
+    if not pending.done:
+        event = trio.Event()
+        pending.add_callback(lambda _: event.set())
+        await event.wait()
+    return pending.result
+
+
+# ---- FindCoordinator (10) -----------------------------------------------------------------------------
+async def find_coordinator(ctx, header, body):
+    Response = messages.FindCoordinatorResponse
+    version = header.api_version
+    key_type = body.key_type if version >= 1 else GROUP_KEY
+    keys = body.coordinator_keys if version >= 4 else [body.key]
+    service = await CoordinatorService.of(ctx.broker)
+    found = [await _locate(ctx, service, key_type, key) for key in keys]
+    if version >= 4:
+        return Response(coordinators=[Response.Coordinator(key=key, node_id=node, host=host, port=port,
+                                                           error_code=code, error_message=message)
+                                      for key, (code, message, node, host, port) in zip(keys, found)])
+    code, message, node, host, port = found[0]
+    response = Response(error_code=code, node_id=node, host=host, port=port)
+    if version >= 1:
+        response.error_message = message
+    return response
+
+
+async def _locate(ctx, service, key_type, key):
+    """(error, message, node id, host, port) of the coordinator for a key."""
+    if key_type == GROUP_KEY:
+        topic, partition = OFFSETS_TOPIC, service.offsets_partition(key or "")
+        code = await service.group_coordinator_error(key or "")
+    elif key_type == TRANSACTION_KEY:
+        if not key:
+            return E.INVALID_REQUEST, "transactional id must not be empty", -1, "", -1
+        topic, partition = TRANSACTION_TOPIC, service.txn_partition(key)
+        code = await service.txn_coordinator_error(key)
+    else:
+        return E.INVALID_REQUEST, f"unsupported coordinator key type {key_type}", -1, "", -1
+    if code is not E.NONE:
+        return code, code.name, -1, "", -1
+    image = ctx.broker.image
+    leader = image.topics[topic].partitions[partition].leader
+    broker = image.brokers.get(leader)
+    endpoint = None if broker is None else next(
+        (e for e in broker.endpoints if e.name == ctx.connection.listener_name), None)
+    if endpoint is None:
+        return E.COORDINATOR_NOT_AVAILABLE, "no endpoint for this listener", -1, "", -1
+    return E.NONE, None, leader, endpoint.host, endpoint.port
+
+
+# ---- JoinGroup (11) / SyncGroup (14) / Heartbeat (12) / LeaveGroup (13) -------------------------------
+async def join_group(ctx, header, body):
+    Response = messages.JoinGroupResponse
+    version = header.api_version
+    service = await CoordinatorService.of(ctx.broker)
+    code = await service.group_coordinator_error(body.group_id)
+    if code is not E.NONE:
+        return Response(error_code=code, member_id=body.member_id, protocol_name=_name(None, version))
+    ctx.release_order()  # a join can wait a whole rebalance; later requests must not queue behind it
+    rebalance_timeout = body.rebalance_timeout_ms if version >= 1 else body.session_timeout_ms
+    pending = service.groups.join_group(
+        body.group_id, body.member_id, body.group_instance_id if version >= 5 else None,
+        header.client_id or "", "/" + ctx.connection.peer.rsplit(":", 1)[0], body.session_timeout_ms,
+        rebalance_timeout, body.protocol_type, [(p.name, bytes(p.metadata)) for p in body.protocols],
+        require_known_member_id=version >= 4)
+    result = await wait_for(pending)
+    await service.settle()
+    ok = result.error is E.NONE
+    return Response(
+        error_code=result.error, generation_id=result.generation_id if ok else -1,
+        protocol_type=result.protocol_type if ok and version >= 7 else None,
+        protocol_name=_name(result.protocol_name if ok else None, version), leader=result.leader if ok else "",
+        skip_assignment=result.skip_assignment and version >= 9, member_id=result.member_id,
+        members=[Response.JoinGroupResponseMember(member_id=m, group_instance_id=i, metadata=meta)
+                 for m, i, meta in result.members])
+
+
+def _name(protocol_name, version):
+    # nullable from v7; before that Kafka writes an empty string
+    return protocol_name if version >= 7 else (protocol_name or "")
+
+
+async def sync_group(ctx, header, body):
+    Response = messages.SyncGroupResponse
+    version = header.api_version
+    service = await CoordinatorService.of(ctx.broker)
+    code = await service.group_coordinator_error(body.group_id)
+    if code is not E.NONE:
+        return Response(error_code=code)
+    ctx.release_order()
+    pending = service.groups.sync_group(
+        body.group_id, body.member_id, body.group_instance_id if version >= 3 else None, body.generation_id,
+        body.protocol_type if version >= 5 else None, body.protocol_name if version >= 5 else None,
+        [(a.member_id, bytes(a.assignment)) for a in body.assignments])
+    result = await wait_for(pending)
+    await service.settle()
+    ok = result.error is E.NONE
+    return Response(error_code=result.error, assignment=result.assignment if ok else b"",
+                    protocol_type=result.protocol_type if ok and version >= 5 else None,
+                    protocol_name=result.protocol_name if ok and version >= 5 else None)
+
+
+async def heartbeat(ctx, header, body):
+    service = await CoordinatorService.of(ctx.broker)
+    code = await service.group_coordinator_error(body.group_id)
+    if code is E.NONE:
+        code = service.groups.heartbeat(body.group_id, body.member_id,
+                                        body.group_instance_id if header.api_version >= 3 else None,
+                                        body.generation_id)
+        await service.settle()
+    return messages.HeartbeatResponse(error_code=code)
+
+
+async def leave_group(ctx, header, body):
+    Response = messages.LeaveGroupResponse
+    version = header.api_version
+    service = await CoordinatorService.of(ctx.broker)
+    code = await service.group_coordinator_error(body.group_id)
+    if code is not E.NONE:
+        return Response(error_code=code)
+    leaving = [(body.member_id, None)] if version < 3 else \
+        [(m.member_id, m.group_instance_id) for m in body.members]
+    top, results = service.groups.leave_group(body.group_id, leaving)
+    await service.settle()
+    if version < 3:
+        # one member: its error is the response's error
+        code = top if top is not E.NONE else (results[0][2] if results else E.NONE)
+        return Response(error_code=code)
+    return Response(error_code=top, members=[
+        Response.MemberResponse(member_id=m, group_instance_id=i, error_code=err) for m, i, err in results])
+
+
+# ---- OffsetCommit (8) / OffsetFetch (9) / OffsetDelete (47) -------------------------------------------
+def _partition_exists(image, topic: str, partition: int) -> bool:
+    topic_image = image.topics.get(topic)
+    return topic_image is not None and partition in topic_image.partitions
+
+
+async def offset_commit(ctx, header, body):
+    Response = messages.OffsetCommitResponse
+    version = header.api_version
+    service = await CoordinatorService.of(ctx.broker)
+    code = await service.group_coordinator_error(body.group_id)
+    image = ctx.broker.image
+    errors: dict[tuple[str, int], ErrorCode] = {}
+    items = []
+    now = service.clock.now_ms()
+    retention = body.retention_time_ms if 2 <= version <= 4 else -1
+    for topic in body.topics:
+        for p in topic.partitions:
+            key = (topic.name, p.partition_index)
+            if code is not E.NONE:
+                errors[key] = code
+            elif not _partition_exists(image, topic.name, p.partition_index):
+                errors[key] = E.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                items.append(OffsetCommitItem(
+                    topic.name, p.partition_index, p.committed_offset,
+                    p.committed_leader_epoch if version >= 6 else -1, p.committed_metadata,
+                    now + retention if retention >= 0 else -1))
+    if code is E.NONE and items:
+        top, per = service.groups.commit_offsets(
+            body.group_id, body.member_id, body.group_instance_id if version >= 7 else None,
+            body.generation_id_or_member_epoch, items)
+        await service.settle()
+        for item in items:
+            key = (item.topic, item.partition)
+            errors[key] = top if top is not E.NONE else per.get(key, E.NONE)
+    topics: dict[str, list] = {}
+    for topic in body.topics:
+        for p in topic.partitions:
+            topics.setdefault(topic.name, []).append(Response.OffsetCommitResponsePartition(
+                partition_index=p.partition_index, error_code=errors[(topic.name, p.partition_index)]))
+    return Response(topics=[Response.OffsetCommitResponseTopic(name=name, partitions=parts)
+                            for name, parts in topics.items()])
+
+
+async def offset_fetch(ctx, header, body):
+    Response = messages.OffsetFetchResponse
+    version = header.api_version
+    service = await CoordinatorService.of(ctx.broker)
+    require_stable = body.require_stable if version >= 7 else False
+    if version >= 8:
+        groups = []
+        for group in body.groups:
+            wanted = None if group.topics is None else \
+                [(t.name, p) for t in group.topics for p in t.partition_indexes]
+            code, rows = await _fetch_group(service, group.group_id, wanted, require_stable)
+            groups.append(Response.OffsetFetchResponseGroup(
+                group_id=group.group_id, error_code=code, topics=[
+                    Response.OffsetFetchResponseTopics(name=name, partitions=[
+                        Response.OffsetFetchResponsePartitions(
+                            partition_index=r.partition, committed_offset=r.offset,
+                            committed_leader_epoch=r.leader_epoch, metadata=r.metadata, error_code=r.error)
+                        for r in parts])
+                    for name, parts in _by_topic(rows)]))
+        return Response(groups=groups)
+    topics = body.topics if (version >= 2 or body.topics is not None) else []
+    wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
+    code, rows = await _fetch_group(service, body.group_id, wanted, require_stable)
+    if code is not E.NONE and version < 2 and wanted:
+        # no top-level error field before v2: every partition carries it
+        rows = [_row(t, p, code) for t, p in wanted]
+    return Response(error_code=code if version >= 2 else 0, topics=[
+        Response.OffsetFetchResponseTopic(name=name, partitions=[
+            Response.OffsetFetchResponsePartition(
+                partition_index=r.partition, committed_offset=r.offset,
+                committed_leader_epoch=r.leader_epoch, metadata=r.metadata, error_code=r.error)
+            for r in parts])
+        for name, parts in _by_topic(rows)])
+
+
+def _row(topic, partition, code):
+    from broker.coordinator.group_coordinator import FetchedOffset
+    return FetchedOffset(topic, partition, error=code)
+
+
+async def _fetch_group(service, group_id, wanted, require_stable):
+    code = await service.group_coordinator_error(group_id)
+    if code is not E.NONE:
+        return code, []
+    return service.groups.fetch_offsets(group_id, wanted, require_stable)
+
+
+def _by_topic(rows):
+    topics: dict[str, list] = {}
+    for row in rows:
+        topics.setdefault(row.topic, []).append(row)
+    return topics.items()
+
+
+async def offset_delete(ctx, header, body):
+    Response = messages.OffsetDeleteResponse
+    service = await CoordinatorService.of(ctx.broker)
+    code = await service.group_coordinator_error(body.group_id)
+    if code is not E.NONE:
+        return Response(error_code=code)
+    image = ctx.broker.image
+    requested = [(t.name, p.partition_index) for t in body.topics for p in t.partitions]
+    known = [tp for tp in requested if _partition_exists(image, *tp)]
+    top, per = service.groups.delete_offsets(body.group_id, known)
+    await service.settle()
+    if top is not E.NONE:
+        return Response(error_code=top)
+    topics: dict[str, list] = {}
+    for name, index in requested:
+        topics.setdefault(name, []).append(Response.OffsetDeleteResponsePartition(
+            partition_index=index, error_code=per.get((name, index), E.UNKNOWN_TOPIC_OR_PARTITION)))
+    return Response(topics=[Response.OffsetDeleteResponseTopic(name=n, partitions=ps) for n, ps in topics.items()])
+
+
+# ---- ListGroups (16) / DescribeGroups (15) / DeleteGroups (42) ----------------------------------------
+async def list_groups(ctx, header, body):
+    Response = messages.ListGroupsResponse
+    version = header.api_version
+    service = await CoordinatorService.of(ctx.broker)
+    rows = service.groups.list_groups(body.states_filter if version >= 4 else (),
+                                      body.types_filter if version >= 5 else ())
+    return Response(error_code=E.NONE, groups=[
+        Response.ListedGroup(group_id=g, protocol_type=ptype, group_state=state if version >= 4 else "",
+                             group_type="classic" if version >= 5 else "")
+        for g, ptype, state in sorted(rows)])
+
+
+async def describe_groups(ctx, header, body):
+    Response = messages.DescribeGroupsResponse
+    version = header.api_version
+    service = await CoordinatorService.of(ctx.broker)
+    out = []
+    for group_id in body.groups:
+        code = await service.group_coordinator_error(group_id)
+        ops = GROUP_OPERATIONS if version >= 3 and body.include_authorized_operations else OPERATIONS_NOT_REQUESTED
+        if code is not E.NONE:
+            out.append(Response.DescribedGroup(error_code=code, group_id=group_id, authorized_operations=ops))
+            continue
+        d = service.groups.describe_group(group_id)
+        if d.error is E.GROUP_ID_NOT_FOUND:
+            # up to v5 Kafka describes an unknown group as a Dead one, without an error
+            out.append(Response.DescribedGroup(group_id=group_id, group_state="Dead", authorized_operations=ops))
+            continue
+        out.append(Response.DescribedGroup(
+            error_code=d.error, group_id=group_id, group_state=d.state, protocol_type=d.protocol_type,
+            protocol_data=d.protocol_name, authorized_operations=ops, members=[
+                Response.DescribedGroupMember(
+                    member_id=m.member_id, group_instance_id=m.group_instance_id if version >= 4 else None,
+                    client_id=m.client_id, client_host=m.client_host, member_metadata=m.metadata,
+                    member_assignment=m.assignment)
+                for m in d.members]))
+    return Response(groups=out)
+
+
+async def delete_groups(ctx, header, body):
+    Response = messages.DeleteGroupsResponse
+    service = await CoordinatorService.of(ctx.broker)
+    results = []
+    for group_id in body.groups_names:
+        code = await service.group_coordinator_error(group_id)
+        if code is E.NONE:
+            code = service.groups.delete_groups([group_id])[group_id]
+        results.append(Response.DeletableGroupResult(group_id=group_id, error_code=code))
+    await service.settle()
+    return Response(results=results)
+
+
+HANDLERS = {
+    8: (2, 9, offset_commit),
+    9: (1, 9, offset_fetch),
+    10: (0, 6, find_coordinator),
+    11: (0, 9, join_group),
+    12: (0, 4, heartbeat),
+    13: (0, 5, leave_group),
+    14: (0, 5, sync_group),
+    15: (0, 5, describe_groups),
+    16: (0, 5, list_groups),
+    42: (0, 2, delete_groups),
+    47: (0, 0, offset_delete),
+}

@@ -1,0 +1,222 @@
+"""Producer-id and transaction APIs: InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn,
+TxnOffsetCommit, EndTxn, DescribeTransactions, ListTransactions.
+
+Thin translations between wire bodies and `broker.coordinator`'s cores. Versions are those of
+transaction protocol version 1 (the broker does not advertise `transaction.version` 2, so clients
+never need EndTxn v5's per-transaction epoch bumps).
+"""
+
+from __future__ import annotations
+
+from protocol import ErrorCode, messages
+
+from broker.coordinator.group_coordinator import OffsetCommitItem
+from broker.coordinator.service import OFFSETS_TOPIC, CoordinatorError, CoordinatorService
+
+E = ErrorCode
+
+
+def _fenced(code: ErrorCode, version: int, first_version_with_fenced: int) -> ErrorCode:
+    """Clients older than PRODUCER_FENCED know it as INVALID_PRODUCER_EPOCH."""
+    if code is E.PRODUCER_FENCED and version < first_version_with_fenced:
+        return E.INVALID_PRODUCER_EPOCH
+    return code
+
+
+def _partition_exists(image, topic: str, partition: int) -> bool:
+    topic_image = image.topics.get(topic)
+    return topic_image is not None and partition in topic_image.partitions
+
+
+# ---- InitProducerId (22) ------------------------------------------------------------------------------
+async def init_producer_id(ctx, header, body):
+    Response = messages.InitProducerIdResponse
+    version = header.api_version
+    service = await CoordinatorService.of(ctx.broker)
+    transactional_id = body.transactional_id
+    if transactional_id is not None and transactional_id:
+        code = await service.txn_coordinator_error(transactional_id)
+        if code is not E.NONE:
+            return Response(error_code=code, producer_id=-1, producer_epoch=-1)
+    try:
+        await service.producer_ids.ensure()
+    except CoordinatorError as exc:
+        return Response(error_code=exc.code, producer_id=-1, producer_epoch=-1)
+    except Exception:
+        return Response(error_code=E.COORDINATOR_LOAD_IN_PROGRESS, producer_id=-1, producer_epoch=-1)
+    expected_id, expected_epoch = (body.producer_id, body.producer_epoch) if version >= 3 else (-1, -1)
+    result = service.txns.init_producer_id(transactional_id, body.transaction_timeout_ms, expected_id,
+                                           expected_epoch)
+    await service.settle()
+    if result.error is not E.NONE:
+        return Response(error_code=_fenced(result.error, version, 4), producer_id=-1, producer_epoch=-1)
+    return Response(error_code=E.NONE, producer_id=result.producer_id, producer_epoch=result.producer_epoch)
+
+
+# ---- AddPartitionsToTxn (24) --------------------------------------------------------------------------
+async def add_partitions_to_txn(ctx, header, body):
+    Response = messages.AddPartitionsToTxnResponse
+    version = header.api_version
+    service = await CoordinatorService.of(ctx.broker)
+    if version <= 3:
+        results = await _add_partitions(ctx, service, version, body.v3_and_below_transactional_id,
+                                        body.v3_and_below_producer_id, body.v3_and_below_producer_epoch,
+                                        body.v3_and_below_topics, verify_only=False)
+        return Response(results_by_topic_v3_and_below=_topic_results(results))
+    out = []
+    for txn in body.transactions:
+        results = await _add_partitions(ctx, service, version, txn.transactional_id, txn.producer_id,
+                                        txn.producer_epoch, txn.topics, txn.verify_only)
+        out.append(Response.AddPartitionsToTxnResult(transactional_id=txn.transactional_id,
+                                                     topic_results=_topic_results(results)))
+    return Response(error_code=E.NONE, results_by_transaction=out)
+
+
+async def _add_partitions(ctx, service, version, transactional_id, producer_id, producer_epoch, topics,
+                          verify_only) -> dict[tuple[str, int], ErrorCode]:
+    requested = [(t.name, p) for t in topics for p in t.partitions]
+    code = await service.txn_coordinator_error(transactional_id)
+    if code is not E.NONE:
+        return {tp: code for tp in requested}
+    image = ctx.broker.image
+    unknown = {tp for tp in requested if not _partition_exists(image, *tp)}
+    if unknown:
+        # Kafka adds nothing when one partition is bad: the rest were not attempted
+        return {tp: E.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else E.OPERATION_NOT_ATTEMPTED
+                for tp in requested}
+    if verify_only:
+        per = service.txns.verify_partitions(transactional_id, producer_id, producer_epoch, requested)
+        return {tp: _fenced(err, version, 2) for tp, err in per.items()}
+    code = service.txns.add_partitions(transactional_id, producer_id, producer_epoch, requested)
+    await service.settle()
+    return {tp: _fenced(code, version, 2) for tp in requested}
+
+
+def _topic_results(results):
+    Response = messages.AddPartitionsToTxnResponse
+    topics: dict[str, list] = {}
+    for (topic, partition), code in results.items():
+        topics.setdefault(topic, []).append(Response.AddPartitionsToTxnPartitionResult(
+            partition_index=partition, partition_error_code=code))
+    return [Response.AddPartitionsToTxnTopicResult(name=name, results_by_partition=parts)
+            for name, parts in topics.items()]
+
+
+# ---- AddOffsetsToTxn (25) -----------------------------------------------------------------------------
+async def add_offsets_to_txn(ctx, header, body):
+    service = await CoordinatorService.of(ctx.broker)
+    code = await service.txn_coordinator_error(body.transactional_id)
+    if code is E.NONE:
+        code = await service.group_coordinator_error(body.group_id)  # its offsets partition must exist
+        if code is E.NONE:
+            code = service.txns.add_offsets(body.transactional_id, body.producer_id, body.producer_epoch,
+                                            body.group_id)
+            await service.settle()
+    return messages.AddOffsetsToTxnResponse(error_code=_fenced(code, header.api_version, 2))
+
+
+# ---- TxnOffsetCommit (28) -----------------------------------------------------------------------------
+async def txn_offset_commit(ctx, header, body):
+    Response = messages.TxnOffsetCommitResponse
+    version = header.api_version
+    service = await CoordinatorService.of(ctx.broker)
+    code = await service.group_coordinator_error(body.group_id)
+    if code is E.NONE:
+        code = _check_producer(service, body.transactional_id, body.producer_id, body.producer_epoch)
+    image = ctx.broker.image
+    errors: dict[tuple[str, int], ErrorCode] = {}
+    items = []
+    for topic in body.topics:
+        for p in topic.partitions:
+            key = (topic.name, p.partition_index)
+            if code is not E.NONE:
+                errors[key] = code
+            elif not _partition_exists(image, *key):
+                errors[key] = E.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                items.append(OffsetCommitItem(topic.name, p.partition_index, p.committed_offset,
+                                              p.committed_leader_epoch if version >= 2 else -1,
+                                              p.committed_metadata))
+    if items:
+        member = (body.member_id, body.group_instance_id, body.generation_id) if version >= 3 else ("", None, -1)
+        top, per = service.groups.commit_offsets(body.group_id, *member, items, producer_id=body.producer_id,
+                                                 producer_epoch=body.producer_epoch)
+        await service.settle()
+        for item in items:
+            key = (item.topic, item.partition)
+            errors[key] = top if top is not E.NONE else per.get(key, E.NONE)
+    topics: dict[str, list] = {}
+    for topic in body.topics:
+        for p in topic.partitions:
+            topics.setdefault(topic.name, []).append(Response.TxnOffsetCommitResponsePartition(
+                partition_index=p.partition_index,
+                error_code=_fenced(errors[(topic.name, p.partition_index)], version, 2)))
+    return Response(topics=[Response.TxnOffsetCommitResponseTopic(name=n, partitions=ps) for n, ps in topics.items()])
+
+
+def _check_producer(service, transactional_id, producer_id, producer_epoch) -> ErrorCode:
+    """The offsets must belong to the transaction's current producer, and AddOffsetsToTxn came first.
+
+    Kafka gets this from the producer state of the offsets partition; one node sees the transaction
+    coordinator's state directly."""
+    txn = service.txns.txns.get(transactional_id)
+    if txn is None or txn.producer_id != producer_id:
+        return E.INVALID_PRODUCER_ID_MAPPING
+    if producer_epoch != txn.producer_epoch:
+        return E.PRODUCER_FENCED
+    return E.NONE
+
+
+# ---- EndTxn (26) --------------------------------------------------------------------------------------
+async def end_txn(ctx, header, body):
+    service = await CoordinatorService.of(ctx.broker)
+    code = await service.txn_coordinator_error(body.transactional_id)
+    if code is E.NONE:
+        code = service.txns.end_txn(body.transactional_id, body.producer_id, body.producer_epoch, body.committed)
+        await service.settle()
+    return messages.EndTxnResponse(error_code=_fenced(code, header.api_version, 2))
+
+
+# ---- DescribeTransactions (65) / ListTransactions (66) ------------------------------------------------
+async def describe_transactions(ctx, header, body):
+    Response = messages.DescribeTransactionsResponse
+    service = await CoordinatorService.of(ctx.broker)
+    out = []
+    for transactional_id in body.transactional_ids:
+        code = await service.txn_coordinator_error(transactional_id)
+        if code is not E.NONE:
+            out.append(Response.TransactionState(error_code=code, transactional_id=transactional_id))
+            continue
+        d = service.txns.describe(transactional_id)
+        if d.error is not E.NONE:
+            out.append(Response.TransactionState(error_code=d.error, transactional_id=transactional_id))
+            continue
+        topics: dict[str, list[int]] = {}
+        for topic, partition in d.partitions:
+            topics.setdefault(topic, []).append(partition)
+        out.append(Response.TransactionState(
+            error_code=E.NONE, transactional_id=transactional_id, transaction_state=d.state,
+            transaction_timeout_ms=d.timeout_ms, transaction_start_time_ms=d.start_timestamp,
+            producer_id=d.producer_id, producer_epoch=d.producer_epoch,
+            topics=[Response.TopicData(topic=t, partitions=ps) for t, ps in topics.items()]))
+    return Response(transaction_states=out)
+
+
+async def list_transactions(ctx, header, body):
+    Response = messages.ListTransactionsResponse
+    service = await CoordinatorService.of(ctx.broker)
+    duration = body.duration_filter if header.api_version >= 1 else -1
+    rows, unknown = service.txns.list(body.state_filters, body.producer_id_filters, duration)
+    return Response(error_code=E.NONE, unknown_state_filters=unknown, transaction_states=[
+        Response.TransactionState(transactional_id=t, producer_id=p, transaction_state=s) for t, p, s in sorted(rows)])
+
+
+HANDLERS = {
+    22: (0, 5, init_producer_id),
+    24: (0, 5, add_partitions_to_txn),
+    25: (0, 4, add_offsets_to_txn),
+    26: (0, 4, end_txn),
+    28: (0, 4, txn_offset_commit),
+    65: (0, 0, describe_transactions),
+    66: (0, 1, list_transactions),
+}
