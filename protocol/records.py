@@ -513,15 +513,17 @@ def build_batch(records: Sequence, *, base_offset: int = 0, compression_type: in
                 base_sequence: int = NO_SEQUENCE, transactional: bool = False,
                 control: bool = False, partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
                 base_timestamp: int | None = None, max_timestamp: int | None = None,
-                delete_horizon_ms: int | None = None) -> bytes:
+                delete_horizon_ms: int | None = None, last_offset_delta: int | None = None) -> bytes:
     """Encode a v2 batch.  `records` hold SimpleRecord or Record items (or anything
     with value/key/headers/timestamp and an optional offset_delta or offset).
 
     Offset deltas default to 0..n-1; a Record's absolute offset is kept relative to
     `base_offset` (compaction keeps offsets).  With `delete_horizon_ms`, the base
-    timestamp is the delete horizon and the flag is set, as Kafka's cleaner does.
+    timestamp field is the delete horizon and the flag is set, as Kafka's cleaner does.
+    `last_offset_delta` overrides the computed one (the cleaner keeps a batch's offset
+    range, and may keep an empty batch to preserve a producer's last sequence).
     """
-    if not records and not control:
+    if not records and last_offset_delta is None:
         raise ValueError("a record batch needs at least one record")
     deltas, stamps = [], []
     for i, rec in enumerate(records):
@@ -537,12 +539,13 @@ def build_batch(records: Sequence, *, base_offset: int = 0, compression_type: in
     if max_timestamp is None:
         known = [t for t in stamps if t is not None and t >= 0]
         max_timestamp = max(known) if known else NO_TIMESTAMP
-    ts_base = base_timestamp
     attributes = compression_type & COMPRESSION_MASK
     if delete_horizon_ms is not None:
-        # Record timestamps stay relative to the original first timestamp.
+        # As Kafka's builder does: the base timestamp field holds the horizon and
+        # record timestamp deltas are taken against it.
         attributes |= DELETE_HORIZON_MASK
         base_timestamp = delete_horizon_ms
+    ts_base = base_timestamp
     if timestamp_type == TimestampType.LOG_APPEND_TIME:
         attributes |= TIMESTAMP_TYPE_MASK
     if transactional:
@@ -556,7 +559,8 @@ def build_batch(records: Sequence, *, base_offset: int = 0, compression_type: in
                               getattr(rec, "attributes", 0))
     if compression_type != Compression.NONE:
         body = _codecs.compress(compression_type, body)
-    last_offset_delta = deltas[-1] if deltas else 0
+    if last_offset_delta is None:
+        last_offset_delta = deltas[-1]
     header = bytearray(HEADER.pack(
         base_offset, HEADER_SIZE - LOG_OVERHEAD + len(body), partition_leader_epoch,
         CURRENT_MAGIC, 0, attributes, last_offset_delta, base_timestamp, max_timestamp,

@@ -12,6 +12,7 @@ import os
 RECOVERY_POINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET = "log-start-offset-checkpoint"
 HIGH_WATERMARK = "replication-offset-checkpoint"
+CLEANER_OFFSET = "cleaner-offset-checkpoint"
 CLEAN_SHUTDOWN = ".kafka_cleanshutdown"
 _VERSION = 0
 

@@ -29,6 +29,7 @@ from storage.files import FileSlice, OpenFiles
 from storage.producer_state import CompletedTxn, ProducerStateManager
 from storage.segment import (
     CLEANED_SUFFIX, DELETED_SUFFIX, LOG_SUFFIX, SEGMENT_SUFFIXES, SWAP_SUFFIX, LogSegment,
+    finish_swap,
 )
 from storage.txn_index import AbortedTxn
 
@@ -73,7 +74,7 @@ class Log:
     def __init__(self, directory: str, config: LogConfig | None = None, *,
                  handles: OpenFiles | None = None, recovery_point: int = 0,
                  log_start_offset: int = 0, high_watermark: int = 0, clean_shutdown: bool = True,
-                 clock: Callable[[], int] = _now_ms):
+                 cleaner_checkpoint: int = 0, clock: Callable[[], int] = _now_ms):
         self.directory = directory
         self.topic, self.partition = parse_partition_dir(os.path.basename(directory.rstrip("/")))
         self.config = config or LogConfig()
@@ -94,17 +95,21 @@ class Log:
         self.recovered_bytes_truncated = 0
         self._load(recovery_point, log_start_offset, clean_shutdown)
         self.high_watermark = min(max(high_watermark, self.log_start_offset), self.log_end_offset)
+        self.cleaner_checkpoint = min(cleaner_checkpoint, self.log_end_offset)  # first dirty offset
 
     # ======================================================================= loading
     def _load(self, recovery_point: int, log_start_offset: int, clean_shutdown: bool) -> None:
         names = os.listdir(self.directory)
         bases = []
+        swapped = set()
         for name in names:
             path = os.path.join(self.directory, name)
             if name.endswith(DELETED_SUFFIX) or name.endswith(CLEANED_SUFFIX):
                 os.remove(path)  # leftovers of deletion or of a cleaner run that never swapped
-            elif name.endswith(SWAP_SUFFIX):
-                os.replace(path, path[:-len(SWAP_SUFFIX)])  # a swap that was committed
+            elif name.endswith(SWAP_SUFFIX) and name.split(".")[0].isdigit():
+                swapped.add(int(name.split(".")[0]))
+        for base in sorted(swapped):
+            finish_swap(self.directory, base)  # a compaction swap interrupted by the stop
         for name in os.listdir(self.directory):
             if name.endswith(LOG_SUFFIX) and name[:-len(LOG_SUFFIX)].isdigit():
                 bases.append(int(name[:-len(LOG_SUFFIX)]))
@@ -789,6 +794,37 @@ class Log:
         """Producer state is rebuilt from the last snapshot below the new end."""
         self.producer_state.delete_snapshots(above=end_offset)
         self._rebuild_producer_state(end_offset)
+
+    # ======================================================================= compaction
+    def swap_cleaned_segment(self, old: LogSegment, cleaned: LogSegment) -> bool:
+        """Atomically replace a sealed segment by its cleaned copy (storage.cleaner).
+        A segment that went away or became active meanwhile keeps its original."""
+        from storage.cleaner import swap_files
+        with self._lock:
+            idx = next((i for i, s in enumerate(self._segments) if s is old), None)
+            if idx is None or idx == len(self._segments) - 1 or self.offline is not None:
+                cleaned.close()
+                for path in cleaned.paths():
+                    if os.path.exists(path):
+                        os.remove(path)
+                return False
+            try:
+                old.close()
+                swap_files(cleaned)
+                fresh = LogSegment(self.directory, old.base_offset, self.handles, created_ms=old.created_ms)
+                if not self._index_sane(fresh):
+                    fresh.recover(index_interval=self.config.index_interval_bytes)
+                    fresh.seal()
+                fresh.load_sealed()
+            except OSError as exc:
+                raise self._go_offline(exc) from exc
+            self._segments[idx] = fresh
+            return True
+
+    def clean(self, now_ms: int | None = None, *, force: bool = False):
+        """Run one compaction pass if due (cleanup.policy=compact); returns CleanerStats or None."""
+        from storage import cleaner
+        return cleaner.clean(self, now_ms, force=force)
 
     # ======================================================================= lifecycle
     def update_config(self, config: LogConfig) -> None:

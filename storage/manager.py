@@ -48,6 +48,7 @@ class LogManager:
         recovery = checkpoints.read_offsets(os.path.join(log_dir, checkpoints.RECOVERY_POINT))
         starts = checkpoints.read_offsets(os.path.join(log_dir, checkpoints.LOG_START_OFFSET))
         hws = checkpoints.read_offsets(os.path.join(log_dir, checkpoints.HIGH_WATERMARK))
+        cleaned = checkpoints.read_offsets(os.path.join(log_dir, checkpoints.CLEANER_OFFSET))
         for name in sorted(os.listdir(log_dir)):
             path = os.path.join(log_dir, name)
             if not os.path.isdir(path):
@@ -61,7 +62,8 @@ class LogManager:
                 continue
             log = Log(path, self._config_for(key[0]), handles=self.handles,
                       recovery_point=recovery.get(key, 0), log_start_offset=starts.get(key, 0),
-                      high_watermark=hws.get(key, 0), clean_shutdown=clean, clock=self.clock)
+                      high_watermark=hws.get(key, 0), clean_shutdown=clean,
+                      cleaner_checkpoint=cleaned.get(key, 0), clock=self.clock)
             self._logs[key] = log
             self._dir_of[key] = log_dir
         if clean:
@@ -151,11 +153,33 @@ class LogManager:
             except Exception:  # one bad log must not stop housekeeping for the others
                 if log.offline is None:
                     raise
+        self.clean_one(now)
         with self._lock:
             due = [p for t, p in self._pending_dir_deletes if t <= now]
             self._pending_dir_deletes = [(t, p) for t, p in self._pending_dir_deletes if t > now]
         for path in due:
             shutil.rmtree(path, ignore_errors=True)
+
+    def clean_one(self, now_ms: int | None = None):
+        """Compact the dirtiest compacted log that is due (one per call, like one cleaner
+        thread); returns its CleanerStats or None."""
+        from storage import cleaner
+        now = self.clock() if now_ms is None else now_ms
+        best, best_ratio = None, -1.0
+        for log in list(self.logs().values()):
+            if not cleaner.needs_cleaning(log, now):
+                continue
+            _, _, clean_bytes, dirty_bytes, _ = cleaner.dirty_section(log, now)
+            ratio = dirty_bytes / max(1, clean_bytes + dirty_bytes)
+            if ratio > best_ratio:
+                best, best_ratio = log, ratio
+        if best is None:
+            return None
+        try:
+            return cleaner.clean(best, now)
+        except OSError as exc:
+            best._go_offline(exc)
+            return None
 
     def checkpoint(self) -> None:
         for log_dir in self.log_dirs:
@@ -170,6 +194,8 @@ class LogManager:
                                   {k: log.log_start_offset for k, log in mine})
         checkpoints.write_offsets(os.path.join(log_dir, checkpoints.HIGH_WATERMARK),
                                   {k: log.high_watermark for k, log in mine})
+        checkpoints.write_offsets(os.path.join(log_dir, checkpoints.CLEANER_OFFSET),
+                                  {k: log.cleaner_checkpoint for k, log in mine if log.config.compact})
 
     def close(self) -> None:
         """Clean shutdown: flush everything, write checkpoints and the clean marker."""

@@ -375,6 +375,22 @@ class LogSegment:
         return f"LogSegment({self.log_path!r}, size={self.size}, next_offset={self.next_offset})"
 
 
+def finish_swap(directory: str, base_offset: int) -> None:
+    """Move a segment's `.swap` files to their live names.  Once the log file is
+    `.swap` the swap is committed; live indexes without a `.swap` replacement are
+    stale then and are removed (start-up rebuilds them)."""
+    prefix = os.path.join(directory, filename_prefix(base_offset))
+    if os.path.exists(prefix + LOG_SUFFIX + SWAP_SUFFIX):
+        for stem in (INDEX_SUFFIX, TIMEINDEX_SUFFIX):
+            if not os.path.exists(prefix + stem + SWAP_SUFFIX) and os.path.exists(prefix + stem):
+                os.remove(prefix + stem)
+    for stem in SEGMENT_SUFFIXES:  # the log file first: the commit point
+        if os.path.exists(prefix + stem + SWAP_SUFFIX):
+            os.replace(prefix + stem + SWAP_SUFFIX, prefix + stem)
+    from storage.checkpoints import fsync_dir
+    fsync_dir(directory)
+
+
 def _skip(buffers: list, n: int) -> list:
     """The buffers left after a short write of n bytes."""
     out = []

@@ -1,0 +1,229 @@
+"""Log compaction (cleanup.policy=compact), as Kafka's LogCleaner does it.
+
+One pass over a log:
+1. The dirty section runs from the cleaner checkpoint to the first uncleanable
+   offset: the active segment, the first open transaction (LSO) and segments
+   younger than min.compaction.lag.ms are never cleaned.  A pass runs when
+   dirty / total bytes >= min.cleanable.dirty.ratio (or max.compaction.lag.ms
+   has passed for the oldest dirty data).
+2. An offset map (key -> last offset) is built over the dirty section, leaving
+   out control batches and records of aborted transactions.
+3. Every segment below the first uncleanable offset is rewritten into
+   `<base>.log.cleaned` (+ indexes): a record stays if it is its key's latest; a
+   tombstone stays until its batch's delete horizon (now + delete.retention.ms,
+   stamped in the batch header on the first pass) has passed; aborted
+   transactional data goes; a commit/abort marker goes once its horizon passed.
+   Offsets never change; a batch whose records all stay is copied byte for byte,
+   otherwise it is rebuilt with its own codec, base offset, last offset delta and
+   producer fields; an emptied batch that holds a producer's last sequence stays
+   as an empty batch so idempotence survives.
+4. The cleaned files replace the originals atomically: `.cleaned` -> `.swap`
+   (the log file first) -> live name.  A crash before the `.swap` rename leaves
+   the original; after it, start-up completes the swap (see Log._load).
+
+The work runs outside the partition lock; only the swap takes it, and a segment
+that disappeared meanwhile (retention, truncation) just drops its cleaned copy.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+from protocol.records import NO_TIMESTAMP, RecordBatch, TimestampType, build_batch
+from storage.checkpoints import fsync_dir
+from storage.segment import (
+    CLEANED_SUFFIX, SEGMENT_SUFFIXES, SWAP_SUFFIX, LogSegment, filename_prefix, finish_swap,
+)
+
+
+@dataclasses.dataclass
+class CleanerStats:
+    segments: int = 0
+    bytes_read: int = 0
+    bytes_written: int = 0
+    records_removed: int = 0
+    batches_rebuilt: int = 0
+    end_offset: int = 0
+
+
+def dirty_section(log, now_ms: int):
+    """(first dirty offset, first uncleanable offset, clean bytes, dirty bytes, candidate segments)."""
+    segments = log.segments
+    config = log.config
+    first_dirty = max(log.cleaner_checkpoint, log.log_start_offset)
+    limit = segments[-1].base_offset
+    unstable = log.first_unstable_offset
+    if unstable is not None:
+        limit = min(limit, unstable)
+    limit = min(limit, max(log.high_watermark, log.log_start_offset))
+    candidates = []
+    clean_bytes = dirty_bytes = 0
+    for i, segment in enumerate(segments[:-1]):
+        upper = segments[i + 1].base_offset
+        if upper > limit:
+            break
+        if config.min_compaction_lag_ms > 0 and segment.max_timestamp != NO_TIMESTAMP and \
+                now_ms - segment.max_timestamp < config.min_compaction_lag_ms:
+            break
+        candidates.append((segment, upper))
+        if upper <= first_dirty:
+            clean_bytes += segment.size
+        else:
+            dirty_bytes += segment.size
+    end = candidates[-1][1] if candidates else first_dirty
+    return first_dirty, end, clean_bytes, dirty_bytes, candidates
+
+
+def needs_cleaning(log, now_ms: int) -> bool:
+    config = log.config
+    if not config.compact or log.offline is not None:
+        return False
+    first_dirty, _end, clean_bytes, dirty_bytes, candidates = dirty_section(log, now_ms)
+    if not dirty_bytes:
+        return False
+    if dirty_bytes / (clean_bytes + dirty_bytes) >= config.min_cleanable_dirty_ratio:
+        return True
+    # max.compaction.lag.ms: dirty data older than that must be cleaned regardless of the ratio.
+    for segment, upper in candidates:
+        if upper > first_dirty and segment.max_timestamp != NO_TIMESTAMP:
+            return now_ms - segment.max_timestamp > config.max_compaction_lag_ms
+    return False
+
+
+def clean(log, now_ms: int | None = None, *, force: bool = False) -> CleanerStats | None:
+    """One cleaning pass; returns stats, or None when nothing was due."""
+    now = log.clock() if now_ms is None else now_ms
+    if not force and not needs_cleaning(log, now):
+        return None
+    first_dirty, end, _clean, dirty_bytes, candidates = dirty_section(log, now)
+    if not candidates or not dirty_bytes:
+        return None
+    stats = CleanerStats(end_offset=end)
+    aborted = _aborted_ranges(log, candidates[0][0].base_offset, end)
+    offset_map = _build_offset_map(candidates, first_dirty, aborted, stats)
+    horizon = now + log.config.delete_retention_ms
+    last_offsets = {pid: e.last_offset for pid, e in log.producer_state.producers.items()}
+    for segment, _upper in candidates:
+        cleaned = _clean_segment(log, segment, offset_map, aborted, last_offsets, now, horizon, stats)
+        log.swap_cleaned_segment(segment, cleaned)
+        stats.segments += 1
+    log.cleaner_checkpoint = max(log.cleaner_checkpoint, end)
+    return stats
+
+
+def _aborted_ranges(log, start: int, end: int) -> dict[int, list[tuple[int, int]]]:
+    ranges: dict[int, list[tuple[int, int]]] = {}
+    for txn in log.aborted_transactions(start, end):
+        ranges.setdefault(txn.producer_id, []).append((txn.first_offset, txn.last_offset))
+    return ranges
+
+
+def _is_aborted(batch: RecordBatch, aborted) -> bool:
+    if not batch.is_transactional or batch.producer_id not in aborted:
+        return False
+    return any(first <= batch.base_offset <= last for first, last in aborted[batch.producer_id])
+
+
+def _batches(segment: LogSegment):
+    for pos, header in segment.iter_headers(0, segment.size):
+        yield segment.read_batch(pos, header.size)
+
+
+def _build_offset_map(candidates, first_dirty: int, aborted, stats) -> dict[bytes, int]:
+    offset_map: dict[bytes, int] = {}
+    for segment, upper in candidates:
+        if upper <= first_dirty:
+            continue
+        for batch in _batches(segment):
+            stats.bytes_read += batch.size
+            if batch.is_control or _is_aborted(batch, aborted) or batch.last_offset < first_dirty:
+                continue
+            for record in batch.records():
+                if record.key is not None:
+                    offset_map[record.key] = record.offset
+    return offset_map
+
+
+def _clean_segment(log, segment: LogSegment, offset_map, aborted, last_offsets, now: int,
+                   horizon: int, stats: CleanerStats) -> LogSegment:
+    directory = segment.directory
+    prefix = os.path.join(directory, filename_prefix(segment.base_offset))
+    for stem in SEGMENT_SUFFIXES:
+        for suffix in (CLEANED_SUFFIX, SWAP_SUFFIX):
+            if os.path.exists(prefix + stem + suffix):
+                os.remove(prefix + stem + suffix)
+    cleaned = LogSegment(directory, segment.base_offset, log.handles, created_ms=now, suffix=CLEANED_SUFFIX)
+    cleaned.activate()
+    interval = log.config.index_interval_bytes
+    for batch in _batches(segment):
+        data = _retained(batch, offset_map, aborted, last_offsets, now, horizon, stats)
+        if data is None:
+            continue
+        out = RecordBatch(data, 0)
+        position = cleaned.size
+        cleaned.write([data], len(data))
+        cleaned.note_appended(position, out, out.last_offset, out.max_timestamp, interval)
+        stats.bytes_written += len(data)
+    entries = segment.txn_index.entries
+    if entries:
+        cleaned.txn_index.rewrite(entries)
+    cleaned.seal()
+    cleaned.flush()
+    return cleaned
+
+
+def _retained(batch: RecordBatch, offset_map, aborted, last_offsets, now: int, horizon: int,
+              stats: CleanerStats):
+    """The bytes to keep for one batch (the original view, a rebuilt batch) or None."""
+    if batch.is_control:
+        if batch.has_delete_horizon:
+            return None if now >= batch.delete_horizon_ms else batch.view()
+        return _rebuild(batch, list(batch.records()), horizon, stats)
+    records = list(batch.records())
+    if _is_aborted(batch, aborted):
+        kept = []
+    else:
+        horizon_passed = batch.has_delete_horizon and now >= batch.delete_horizon_ms
+        kept = [rec for rec in records
+                if rec.key is not None and offset_map.get(rec.key, rec.offset) <= rec.offset
+                and not (rec.value is None and horizon_passed)]
+    stats.records_removed += len(records) - len(kept)
+    has_tombstone = any(rec.value is None for rec in kept)
+    if len(kept) == len(records) and (batch.has_delete_horizon or not has_tombstone):
+        return batch.view()
+    if not kept:
+        if batch.producer_id >= 0 and last_offsets.get(batch.producer_id) == batch.last_offset:
+            return _rebuild(batch, [], None, stats)  # keep the producer's last sequence
+        return None
+    new_horizon = batch.delete_horizon_ms if batch.has_delete_horizon else (horizon if has_tombstone else None)
+    return _rebuild(batch, kept, new_horizon, stats)
+
+
+def _rebuild(batch: RecordBatch, records, horizon, stats: CleanerStats) -> bytes:
+    stats.batches_rebuilt += 1
+    log_append = batch.timestamp_type == TimestampType.LOG_APPEND_TIME
+    base_ts = batch.base_timestamp if not batch.has_delete_horizon else None
+    if records and not log_append:
+        base_ts = min(rec.timestamp for rec in records)
+    return build_batch(
+        records, base_offset=batch.base_offset, compression_type=batch.compression,
+        timestamp_type=batch.timestamp_type, producer_id=batch.producer_id,
+        producer_epoch=batch.producer_epoch, base_sequence=batch.base_sequence,
+        transactional=batch.is_transactional, control=batch.is_control,
+        partition_leader_epoch=batch.partition_leader_epoch,
+        base_timestamp=base_ts if base_ts is not None else NO_TIMESTAMP,
+        max_timestamp=batch.max_timestamp if (log_append or not records) else None,
+        delete_horizon_ms=horizon, last_offset_delta=batch.last_offset_delta)
+
+
+def swap_files(cleaned: LogSegment) -> None:
+    """Commit a cleaned segment's files: `.cleaned` -> `.swap` (the log file first),
+    then `.swap` -> live names (see segment.finish_swap, which start-up reuses)."""
+    prefix = os.path.join(cleaned.directory, filename_prefix(cleaned.base_offset))
+    cleaned.close()
+    for stem in SEGMENT_SUFFIXES:  # LOG_SUFFIX comes first
+        if os.path.exists(prefix + stem + CLEANED_SUFFIX):
+            os.replace(prefix + stem + CLEANED_SUFFIX, prefix + stem + SWAP_SUFFIX)
+    fsync_dir(cleaned.directory)
+    finish_swap(cleaned.directory, cleaned.base_offset)

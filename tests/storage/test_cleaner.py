@@ -1,0 +1,181 @@
+import os
+import shutil
+
+import pytest
+
+from protocol import records as r
+from protocol.records import SimpleRecord
+from storage.log import AppendOrigin
+
+from .conftest import NOW
+
+COMPACT = {"cleanup.policy": "compact", "segment.bytes": 1200, "min.cleanable.dirty.ratio": 0.01,
+           "delete.retention.ms": 1000, "file.delete.delay.ms": 0}
+
+
+def kv(key, value, ts=NOW, **kw):
+    rec = SimpleRecord(value=value, key=key, timestamp=ts)
+    return r.build_batch([rec], **kw)
+
+
+def all_records(log):
+    out, offset = [], log.log_start_offset
+    while offset < log.log_end_offset:
+        batches = log.read_batches(offset)
+        if not batches:
+            break
+        for b in batches:
+            b.ensure_valid()
+            out.extend(b.records())
+        offset = batches[-1].last_offset + 1
+    return out
+
+
+def fill(log, rounds=6, keys=5, value=b"x" * 40):
+    for n in range(rounds):
+        for k in range(keys):
+            log.append(kv(b"k%d" % k, value + b"%d" % n))
+    log.roll()
+    log.set_high_watermark(log.log_end_offset)
+
+
+def test_keeps_the_last_record_per_key_and_offsets(make_log):
+    log = make_log(COMPACT)
+    fill(log)
+    before = {rec.key: (rec.offset, rec.value) for rec in all_records(log)}
+    stats = log.clean()
+    assert stats is not None and stats.records_removed == 25
+    after = all_records(log)
+    assert {rec.key: (rec.offset, rec.value) for rec in after} == before
+    assert len(after) == 5
+    assert [rec.offset for rec in after] == sorted(rec.offset for rec in after)
+    # fetch from an offset that was compacted away starts at the next surviving batch
+    assert log.read_batches(0)[0].base_offset >= 0
+    assert log.log_end_offset == 30
+
+
+def test_clean_is_not_due_below_the_dirty_ratio_or_within_the_lag(make_log, clock):
+    log = make_log(dict(COMPACT, **{"min.cleanable.dirty.ratio": 0.99}))
+    fill(log)
+    assert log.clean() is not None  # all dirty: ratio 1.0
+    fill(log, rounds=1)
+    assert log.clean() is None  # small dirty part against the cleaned head
+    lagged = make_log(dict(COMPACT, **{"min.compaction.lag.ms": 60_000}))
+    fill(lagged)
+    assert lagged.clean() is None
+    clock.now += 120_000
+    assert lagged.clean() is not None
+
+
+def test_tombstones_stay_until_delete_retention_then_go(make_log, clock):
+    log = make_log(COMPACT)
+    fill(log, rounds=2)
+    log.append(kv(b"k1", None, ts=clock.now))
+    log.roll()
+    log.set_high_watermark(log.log_end_offset)
+    log.clean()
+    recs = {rec.key: rec.value for rec in all_records(log)}
+    assert b"k1" in recs and recs[b"k1"] is None
+    tomb_batch = [b for b in log.read_batches(0, max_offset=None) if b.last_offset == 10] or \
+        [b for seg in log.segments for b in _segment_batches(log, seg) if b.last_offset == 10]
+    assert tomb_batch and tomb_batch[0].has_delete_horizon
+    clock.now += 2000
+    log.append(kv(b"k2", b"new", ts=clock.now))
+    log.roll()
+    log.set_high_watermark(log.log_end_offset)
+    log.clean(force=True)
+    assert b"k1" not in {rec.key for rec in all_records(log)}
+
+
+def _segment_batches(log, seg):
+    return [seg.read_batch(pos, h.size) for pos, h in seg.iter_headers(0, seg.size)]
+
+
+def test_aborted_transactions_and_old_markers_are_removed(make_log, clock):
+    log = make_log(COMPACT)
+    log.append(kv(b"a", b"1"))
+    log.append(kv(b"t", b"aborted", producer_id=5, producer_epoch=0, base_sequence=0, transactional=True))
+    log.append(r.build_control_batch(r.ControlType.ABORT, 5, 0, 0, timestamp=clock.now),
+               origin=AppendOrigin.COORDINATOR)
+    log.append(kv(b"b", b"2"))
+    log.roll()
+    log.set_high_watermark(log.log_end_offset)
+    log.clean()
+    keys = [rec.key for rec in all_records(log)]
+    assert b"t" not in keys and b"a" in keys and b"b" in keys
+    assert any(len(rec.key or b"") == 4 for rec in all_records(log))  # marker kept for now
+    clock.now += 5000
+    log.append(kv(b"c", b"3", ts=clock.now))
+    log.roll()
+    log.set_high_watermark(log.log_end_offset)
+    log.clean(force=True)
+    recs = all_records(log)
+    assert [rec.key for rec in recs] == [b"a", b"b", b"c"]
+
+
+@pytest.mark.parametrize("codec", [r.Compression.GZIP, r.Compression.ZSTD, r.Compression.SNAPPY])
+def test_compressed_batches_are_recompressed_with_their_codec(make_log, codec):
+    log = make_log(COMPACT)
+    for n in range(4):
+        recs = [SimpleRecord(value=b"v%d" % n, key=b"k%d" % k, timestamp=NOW) for k in range(3)]
+        recs.append(SimpleRecord(value=b"only-%d" % n, key=b"u%d" % n, timestamp=NOW))
+        log.append(r.build_batch(recs, compression_type=codec))
+    log.roll()
+    log.set_high_watermark(log.log_end_offset)
+    log.clean()
+    for seg in log.segments:
+        for b in _segment_batches(log, seg):
+            b.ensure_valid()
+            assert b.compression == codec
+    recs = all_records(log)
+    assert {rec.key: rec.value for rec in recs if rec.key.startswith(b"k")} == {
+        b"k0": b"v3", b"k1": b"v3", b"k2": b"v3"}
+    assert len([rec for rec in recs if rec.key.startswith(b"u")]) == 4
+
+
+def test_idempotent_producer_keeps_its_sequence_through_compaction(make_log):
+    log = make_log(COMPACT)
+    log.append(kv(b"k", b"1", producer_id=9, producer_epoch=0, base_sequence=0))
+    log.append(kv(b"k", b"2"))
+    log.roll()
+    log.set_high_watermark(log.log_end_offset)
+    log.clean()
+    assert [rec.value for rec in all_records(log)] == [b"2"]
+    assert log.append(kv(b"k", b"1", producer_id=9, producer_epoch=0, base_sequence=0)).duplicate
+
+
+def test_interrupted_swap_is_completed_at_start_up(make_log, tmp_path):
+    log = make_log(COMPACT, name="c-0")
+    fill(log)
+    first = log.segments[0]
+    # Clean, but stop right after the .cleaned -> .swap renames (as if killed there).
+    from storage import cleaner
+    original_finish = cleaner.finish_swap
+    def killed(*_args):
+        raise RuntimeError("killed")
+
+    cleaner.finish_swap = killed
+    try:
+        with pytest.raises(RuntimeError):
+            log.clean()
+    finally:
+        cleaner.finish_swap = original_finish
+    names = os.listdir(tmp_path / "c-0")
+    assert any(n.endswith(".log.swap") for n in names)
+    again = make_log(COMPACT, name="c-0", clean_shutdown=False)
+    recs = all_records(again)
+    assert len({rec.key for rec in recs}) == 5
+    assert not [n for n in os.listdir(tmp_path / "c-0") if n.endswith((".swap", ".cleaned"))]
+    assert first.base_offset == again.segments[0].base_offset
+
+
+def test_manager_cleans_due_logs_in_tick(tmp_path, clock):
+    from storage.manager import LogManager
+    mgr = LogManager(str(tmp_path), clock=clock)
+    log = mgr.get_or_create_log("compacted", 0, COMPACT)
+    fill(log)
+    mgr.tick()
+    assert len(all_records(log)) == 5
+    mgr.close()
+    again = LogManager(str(tmp_path), clock=clock)
+    assert again.get_log("compacted", 0).cleaner_checkpoint == 30
