@@ -467,11 +467,44 @@ def _read_length_stream(stream, compact, what, path):
     return int.from_bytes(stream_read(stream, size, path), "big", signed=True)
 
 
+def emit_read_length(g, var, compact, what):
+    """Lines reading a declared length into `var` (-1 or below: null), checked against the frame."""
+    if compact:
+        lines = [f"{var} = buf[pos]", f"if {var} < 128:", "    pos += 1", "else:",
+                 f"    {var}, pos = _ruv(buf, pos)", f"{var} -= 1"]
+    elif what == "string":
+        lines = [f"{var}, = {g.struct('>h')}.unpack_from(buf, pos)", "pos += 2"]
+    else:
+        lines = [f"{var}, = {g.struct('>i')}.unpack_from(buf, pos)", "pos += 4"]
+    return lines + [f"if {var} > end - pos:",
+                    f"    raise _DecodeError('{what} length %d exceeds the %d bytes left' % ({var}, end - pos))"]
+
+
+def emit_write_length(g, n, compact, what, out):
+    """Lines writing the non-null length `n` (an expression naming a local)."""
+    if compact:
+        return [f"if {n} < 127:", f"    {out}.append({n} + 1)", "else:", f"    {out} += _uv({n} + 1)"]
+    return [f"{out} += {g.struct('>h' if what == 'string' else '>i')}.pack({n})"]
+
+
+def emit_write_null(compact, what, out):
+    if compact:
+        return [f"{out}.append(0)"]
+    null = b"\xff" * (2 if what == "string" else 4)
+    return [f"{out} += {null!r}"]
+
+
+def _null_branches(nullable, what, n, target, present):
+    """Wrap `present` lines with the null handling of a decoded length `n`."""
+    if nullable:
+        return [f"if {n} < 0:", f"    {target} = None", "else:"] + _indent(present)
+    return [f"if {n} < 0:", f"    raise _DecodeError('non-nullable {what} is null')"] + present
+
+
 class _Sized(WireType):
     """Common shape of length-prefixed types: compact (flexible) or classic, nullable or not."""
 
     what = ""
-    reader = ""
 
     def __init__(self, compact, nullable):
         super().__init__()
@@ -481,8 +514,26 @@ class _Sized(WireType):
     def __repr__(self):
         return f"{type(self).__name__}(compact={self.compact}, nullable={self.nullable})"
 
+    def value_expr(self, start, stop):
+        raise NotImplementedError
+
     def emit_read(self, g, target):
-        return [f"{target}, pos = {self.reader}(buf, pos, end, {self.compact}, {self.nullable})"]
+        n = g.var("n")
+        present = [f"{target} = {self.value_expr('pos', f'pos + {n}')}", f"pos += {n}"]
+        return emit_read_length(g, n, self.compact, self.what) + _null_branches(
+            self.nullable, self.what, n, target, present)
+
+    def emit_write(self, g, expr, out="out"):
+        data, n = g.var("d"), g.var("n")
+        present = [f"{data} = {self.data_expr(expr)}", f"{n} = len({data})"]
+        present += emit_write_length(g, n, self.compact, self.what, out) + [f"{out} += {data}"]
+        if self.nullable:
+            return [f"if {expr} is None:"] + _indent(emit_write_null(self.compact, self.what, out)) + [
+                "else:"] + _indent(present)
+        return [f"if {expr} is None:", f"    raise _EncodeError('null for a non-nullable {self.what}')"] + present
+
+    def data_expr(self, expr):
+        return expr
 
     def _read_length(self, stream, path):
         n = _read_length_stream(stream, self.compact, self.what, path)
@@ -500,10 +551,12 @@ class _Sized(WireType):
 
 class String(_Sized):
     what = "string"
-    reader = "_rstr"
 
-    def emit_write(self, g, expr, out="out"):
-        return [f"_wstr({out}, {expr}, {self.compact}, {self.nullable})"]
+    def value_expr(self, start, stop):
+        return f"str(buf[{start}:{stop}], 'utf-8')"
+
+    def data_expr(self, expr):
+        return f"{expr}.encode('utf-8')"
 
     def _parse(self, stream, context, path):
         n = self._read_length(stream, path)
@@ -519,10 +572,9 @@ class String(_Sized):
 
 class Bytes(_Sized):
     what = "bytes"
-    reader = "_rbytes"
 
-    def emit_write(self, g, expr, out="out"):
-        return [f"_wbytes({out}, {expr}, {self.compact}, {self.nullable})"]
+    def value_expr(self, start, stop):
+        return f"bytes(buf[{start}:{stop}])"
 
     def _parse(self, stream, context, path):
         n = self._read_length(stream, path)
@@ -539,8 +591,10 @@ class Records(Bytes):
     """Record batches: decoded as a memoryview slice of the frame, encoded untouched (or as a slot)."""
 
     what = "records"
-    reader = "_rrec"
     may_slot = True
+
+    def value_expr(self, start, stop):
+        return f"buf[{start}:{stop}]"
 
     def emit_write(self, g, expr, out="out"):
         return [f"{out} = _wrec(w, {out}, {expr}, {self.compact}, {self.nullable})"]
@@ -559,30 +613,33 @@ class Array(_Sized):
 
     def emit_read(self, g, target):
         n, lst, item = g.var("n"), g.var("lst"), g.var("x")
-        lines = [f"{n}, pos = _ralen(buf, pos, end, {self.compact}, {self.nullable})"]
         element = self.element
         if isinstance(element, Fixed):
-            size = element.packer.size
             fill = [f"{target} = list(_unpack_from('>%d{element.fmt}' % {n}, buf, pos))",
-                    f"pos += {n} * {size}"]
+                    f"pos += {n} * {element.packer.size}"]
+        elif isinstance(element, Message):
+            fn = element.parser_name(g)
+            fill = [f"{target} = {lst} = []", f"for _ in range({n}):",
+                    f"    {item}, pos = {fn}(buf, pos, end)", f"    {lst}.append({item})"]
         else:
             fill = [f"{target} = {lst} = []", f"for _ in range({n}):"]
             fill += _indent(element.emit_read(g, item) + [f"{lst}.append({item})"])
-        if self.nullable:
-            return lines + [f"if {n} < 0:", f"    {target} = None", "else:"] + _indent(fill)
-        return lines + fill
+        return emit_read_length(g, n, self.compact, "array") + _null_branches(
+            self.nullable, "array", n, target, fill)
 
     def emit_write(self, g, expr, out="out"):
-        value, item = g.var("a"), g.var("x")
-        lines = [f"{value} = {expr}", f"_walen({out}, {value}, {self.compact}, {self.nullable})"]
+        value, item, n = g.var("a"), g.var("x"), g.var("n")
         element = self.element
+        present = [f"{n} = len({value})"] + emit_write_length(g, n, self.compact, "array", out)
         if isinstance(element, Fixed):
-            body = [f"{out} += _pack('>%d{element.fmt}' % len({value}), *{value})"]
+            present += [f"if {n}:", f"    {out} += _pack('>%d{element.fmt}' % {n}, *{value})"]
         else:
-            body = [f"for {item} in {value}:"] + _indent(element.emit_write(g, item, out))
+            present += [f"for {item} in {value}:"] + _indent(element.emit_write(g, item, out))
+        lines = [f"{value} = {expr}"]
         if self.nullable:
-            return lines + [f"if {value} is not None:"] + _indent(body)
-        return lines + body
+            return lines + [f"if {value} is None:"] + _indent(emit_write_null(self.compact, "array", out)) + [
+                "else:"] + _indent(present)
+        return lines + [f"if {value} is None:", "    raise _EncodeError('null for a non-nullable array')"] + present
 
     def _parse(self, stream, context, path):
         n = self._read_length(stream, path)
@@ -752,7 +809,10 @@ class Message(WireType):
             else:
                 attr, wire_type = group
                 body += wire_type.emit_write(g, f"obj.{attr}")
-        if self.flexible:
+        if self.flexible and not self.tagged:
+            body += ["if obj._unknown_tagged_fields:", "    _wtags(out, None, obj._unknown_tagged_fields)",
+                     "else:", "    out.append(0)"]
+        elif self.flexible:
             body.append("tags = None")
             for tag, attr, wire_type, default in self.tagged:
                 value = g.var("t")

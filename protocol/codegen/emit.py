@@ -164,6 +164,16 @@ class ModuleEmitter:
         body.append("self._unknown_tagged_fields = _unknown_tagged_fields")
         lines.append(f"    def __init__(self, *, {', '.join(params)}):")
         lines += [f"        {line}" for line in body]
+        lines += ["", "    def __eq__(self, other):", "        if type(other) is not type(self):",
+                  "            return NotImplemented"]
+        if len(attrs) == 1:
+            lines.append(f"        return self.{attrs[0]} == other.{attrs[0]}")
+        elif attrs:
+            mine = ", ".join(f"self.{a}" for a in attrs)
+            theirs = ", ".join(f"other.{a}" for a in attrs)
+            lines.append(f"        return ({mine}) == ({theirs})")
+        else:
+            lines.append("        return True")
         return lines
 
     def module_source(self):

@@ -39,6 +39,11 @@ class MemberMetadata(_Body):
         self.assignment = assignment
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.member_id, self.group_instance_id, self.client_id, self.client_host, self.rebalance_timeout, self.session_timeout, self.subscription, self.assignment) == (other.member_id, other.group_instance_id, other.client_id, other.client_host, other.rebalance_timeout, other.session_timeout, other.subscription, other.assignment)
+
 
 class GroupMetadataValue(_Body):
     """The GroupMetadataValue data (from internal/GroupMetadataValue.json).
@@ -69,6 +74,11 @@ class GroupMetadataValue(_Body):
         self.current_state_timestamp = current_state_timestamp
         self.members = [] if members is _D else members
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.protocol_type, self.generation, self.protocol, self.leader, self.current_state_timestamp, self.members) == (other.protocol_type, other.generation, other.protocol, other.leader, other.current_state_timestamp, other.members)
 
 
 MemberMetadata.__qualname__ = 'GroupMetadataValue.MemberMetadata'

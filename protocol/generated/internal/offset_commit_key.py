@@ -36,6 +36,11 @@ class OffsetCommitKey(_Body):
         self.partition = partition
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.group, self.topic, self.partition) == (other.group, other.topic, other.partition)
+
 
 
 

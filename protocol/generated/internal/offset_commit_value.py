@@ -40,6 +40,11 @@ class OffsetCommitValue(_Body):
         self.expire_timestamp = expire_timestamp
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.offset, self.leader_epoch, self.metadata, self.commit_timestamp, self.expire_timestamp) == (other.offset, other.leader_epoch, other.metadata, other.commit_timestamp, other.expire_timestamp)
+
 
 
 

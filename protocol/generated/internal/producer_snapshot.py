@@ -39,6 +39,11 @@ class ProducerEntry(_Body):
         self.current_txn_first_offset = current_txn_first_offset
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.producer_id, self.epoch, self.last_sequence, self.last_offset, self.offset_delta, self.timestamp, self.coordinator_epoch, self.current_txn_first_offset) == (other.producer_id, other.epoch, other.last_sequence, other.last_offset, other.offset_delta, other.timestamp, other.coordinator_epoch, other.current_txn_first_offset)
+
 
 class ProducerSnapshot(_Body):
     """The ProducerSnapshot data (from internal/ProducerSnapshot.json).
@@ -61,6 +66,11 @@ class ProducerSnapshot(_Body):
         self.crc = crc
         self.producer_entries = [] if producer_entries is _D else producer_entries
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.crc, self.producer_entries) == (other.crc, other.producer_entries)
 
 
 ProducerEntry.__qualname__ = 'ProducerSnapshot.ProducerEntry'

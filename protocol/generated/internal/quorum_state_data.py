@@ -25,6 +25,11 @@ class Voter(_Body):
         self.voter_id = voter_id
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.voter_id == other.voter_id
+
 
 class QuorumStateData(_Body):
     """The QuorumStateData data (from internal/QuorumStateData.json).
@@ -57,6 +62,11 @@ class QuorumStateData(_Body):
         self.applied_offset = applied_offset
         self.current_voters = [] if current_voters is _D else current_voters
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.cluster_id, self.leader_id, self.leader_epoch, self.voted_id, self.voted_directory_id, self.applied_offset, self.current_voters) == (other.cluster_id, other.leader_id, other.leader_epoch, other.voted_id, other.voted_directory_id, other.applied_offset, other.current_voters)
 
 
 Voter.__qualname__ = 'QuorumStateData.Voter'

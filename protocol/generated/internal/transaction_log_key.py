@@ -32,6 +32,11 @@ class TransactionLogKey(_Body):
         self.transactional_id = transactional_id
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.transactional_id == other.transactional_id
+
 
 
 

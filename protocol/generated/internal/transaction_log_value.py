@@ -27,6 +27,11 @@ class PartitionsSchema(_Body):
         self.partition_ids = [] if partition_ids is _D else partition_ids
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.topic, self.partition_ids) == (other.topic, other.partition_ids)
+
 
 class TransactionLogValue(_Body):
     """The TransactionLogValue data (from internal/TransactionLogValue.json).
@@ -65,6 +70,11 @@ class TransactionLogValue(_Body):
         self.transaction_start_timestamp_ms = transaction_start_timestamp_ms
         self.client_transaction_version = client_transaction_version
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.producer_id, self.previous_producer_id, self.next_producer_id, self.producer_epoch, self.transaction_timeout_ms, self.transaction_status, self.transaction_partitions, self.transaction_last_update_timestamp_ms, self.transaction_start_timestamp_ms, self.client_transaction_version) == (other.producer_id, other.previous_producer_id, other.next_producer_id, other.producer_epoch, other.transaction_timeout_ms, other.transaction_status, other.transaction_partitions, other.transaction_last_update_timestamp_ms, other.transaction_start_timestamp_ms, other.client_transaction_version)
 
 
 PartitionsSchema.__qualname__ = 'TransactionLogValue.PartitionsSchema'

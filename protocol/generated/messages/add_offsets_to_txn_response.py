@@ -34,6 +34,11 @@ class AddOffsetsToTxnResponse(_Body):
         self.error_code = error_code
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms, self.error_code) == (other.throttle_time_ms, other.error_code)
+
 
 
 

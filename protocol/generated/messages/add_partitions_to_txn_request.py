@@ -27,6 +27,11 @@ class AddPartitionsToTxnTopic(_Body):
         self.partitions = [] if partitions is _D else partitions
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.name, self.partitions) == (other.name, other.partitions)
+
 
 class AddPartitionsToTxnTransaction(_Body):
     """List of transactions to add partitions to.
@@ -47,6 +52,11 @@ class AddPartitionsToTxnTransaction(_Body):
         self.verify_only = verify_only
         self.topics = [] if topics is _D else topics
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.transactional_id, self.producer_id, self.producer_epoch, self.verify_only, self.topics) == (other.transactional_id, other.producer_id, other.producer_epoch, other.verify_only, other.topics)
 
 
 class AddPartitionsToTxnRequest(_Body):
@@ -77,6 +87,11 @@ class AddPartitionsToTxnRequest(_Body):
         self.v3_and_below_producer_epoch = v3_and_below_producer_epoch
         self.v3_and_below_topics = [] if v3_and_below_topics is _D else v3_and_below_topics
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.transactions, self.v3_and_below_transactional_id, self.v3_and_below_producer_id, self.v3_and_below_producer_epoch, self.v3_and_below_topics) == (other.transactions, other.v3_and_below_transactional_id, other.v3_and_below_producer_id, other.v3_and_below_producer_epoch, other.v3_and_below_topics)
 
 
 AddPartitionsToTxnTopic.__qualname__ = 'AddPartitionsToTxnRequest.AddPartitionsToTxnTopic'

@@ -27,6 +27,11 @@ class AddPartitionsToTxnTopicResult(_Body):
         self.results_by_partition = [] if results_by_partition is _D else results_by_partition
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.name, self.results_by_partition) == (other.name, other.results_by_partition)
+
 
 class AddPartitionsToTxnPartitionResult(_Body):
     """The results for each partition
@@ -42,6 +47,11 @@ class AddPartitionsToTxnPartitionResult(_Body):
         self.partition_error_code = partition_error_code
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.partition_index, self.partition_error_code) == (other.partition_index, other.partition_error_code)
+
 
 class AddPartitionsToTxnResult(_Body):
     """Results categorized by transactional ID.
@@ -56,6 +66,11 @@ class AddPartitionsToTxnResult(_Body):
         self.transactional_id = transactional_id
         self.topic_results = [] if topic_results is _D else topic_results
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.transactional_id, self.topic_results) == (other.transactional_id, other.topic_results)
 
 
 class AddPartitionsToTxnResponse(_Body):
@@ -85,6 +100,11 @@ class AddPartitionsToTxnResponse(_Body):
         self.results_by_transaction = [] if results_by_transaction is _D else results_by_transaction
         self.results_by_topic_v3_and_below = [] if results_by_topic_v3_and_below is _D else results_by_topic_v3_and_below
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms, self.error_code, self.results_by_transaction, self.results_by_topic_v3_and_below) == (other.throttle_time_ms, other.error_code, other.results_by_transaction, other.results_by_topic_v3_and_below)
 
 
 AddPartitionsToTxnTopicResult.__qualname__ = 'AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult'

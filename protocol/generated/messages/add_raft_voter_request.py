@@ -29,6 +29,11 @@ class Listener(_Body):
         self.port = port
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.name, self.host, self.port) == (other.name, other.host, other.port)
+
 
 class AddRaftVoterRequest(_Body):
     """The AddRaftVoterRequest request (from messages/AddRaftVoterRequest.json).
@@ -57,6 +62,11 @@ class AddRaftVoterRequest(_Body):
         self.voter_directory_id = voter_directory_id
         self.listeners = [] if listeners is _D else listeners
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.cluster_id, self.timeout_ms, self.voter_id, self.voter_directory_id, self.listeners) == (other.cluster_id, other.timeout_ms, other.voter_id, other.voter_directory_id, other.listeners)
 
 
 Listener.__qualname__ = 'AddRaftVoterRequest.Listener'

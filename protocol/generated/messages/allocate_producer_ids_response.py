@@ -38,6 +38,11 @@ class AllocateProducerIdsResponse(_Body):
         self.producer_id_len = producer_id_len
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms, self.error_code, self.producer_id_start, self.producer_id_len) == (other.throttle_time_ms, other.error_code, other.producer_id_start, other.producer_id_len)
+
 
 
 

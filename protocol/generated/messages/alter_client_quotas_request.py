@@ -27,6 +27,11 @@ class EntityData(_Body):
         self.entity_name = entity_name
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.entity_type, self.entity_name) == (other.entity_type, other.entity_name)
+
 
 class OpData(_Body):
     """An individual quota configuration entry to alter.
@@ -44,6 +49,11 @@ class OpData(_Body):
         self.remove = remove
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.key, self.value, self.remove) == (other.key, other.value, other.remove)
+
 
 class EntryData(_Body):
     """The quota configuration entries to alter.
@@ -58,6 +68,11 @@ class EntryData(_Body):
         self.entity = [] if entity is _D else entity
         self.ops = [] if ops is _D else ops
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.entity, self.ops) == (other.entity, other.ops)
 
 
 class AlterClientQuotasRequest(_Body):
@@ -83,6 +98,11 @@ class AlterClientQuotasRequest(_Body):
         self.entries = [] if entries is _D else entries
         self.validate_only = validate_only
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.entries, self.validate_only) == (other.entries, other.validate_only)
 
 
 EntityData.__qualname__ = 'AlterClientQuotasRequest.EntityData'

@@ -27,6 +27,11 @@ class EntityData(_Body):
         self.entity_name = entity_name
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.entity_type, self.entity_name) == (other.entity_type, other.entity_name)
+
 
 class EntryData(_Body):
     """The quota configuration entries to alter.
@@ -43,6 +48,11 @@ class EntryData(_Body):
         self.error_message = error_message
         self.entity = [] if entity is _D else entity
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.error_code, self.error_message, self.entity) == (other.error_code, other.error_message, other.entity)
 
 
 class AlterClientQuotasResponse(_Body):
@@ -67,6 +77,11 @@ class AlterClientQuotasResponse(_Body):
         self.throttle_time_ms = throttle_time_ms
         self.entries = [] if entries is _D else entries
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms, self.entries) == (other.throttle_time_ms, other.entries)
 
 
 EntityData.__qualname__ = 'AlterClientQuotasResponse.EntityData'

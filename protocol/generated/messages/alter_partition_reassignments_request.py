@@ -27,6 +27,11 @@ class ReassignablePartition(_Body):
         self.replicas = replicas
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.partition_index, self.replicas) == (other.partition_index, other.replicas)
+
 
 class ReassignableTopic(_Body):
     """The topics to reassign.
@@ -41,6 +46,11 @@ class ReassignableTopic(_Body):
         self.name = name
         self.partitions = [] if partitions is _D else partitions
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.name, self.partitions) == (other.name, other.partitions)
 
 
 class AlterPartitionReassignmentsRequest(_Body):
@@ -65,6 +75,11 @@ class AlterPartitionReassignmentsRequest(_Body):
         self.timeout_ms = timeout_ms
         self.topics = [] if topics is _D else topics
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.timeout_ms, self.topics) == (other.timeout_ms, other.topics)
 
 
 ReassignablePartition.__qualname__ = 'AlterPartitionReassignmentsRequest.ReassignablePartition'

@@ -29,6 +29,11 @@ class ReassignablePartitionResponse(_Body):
         self.error_message = error_message
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.partition_index, self.error_code, self.error_message) == (other.partition_index, other.error_code, other.error_message)
+
 
 class ReassignableTopicResponse(_Body):
     """The responses to topics to reassign.
@@ -43,6 +48,11 @@ class ReassignableTopicResponse(_Body):
         self.name = name
         self.partitions = [] if partitions is _D else partitions
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.name, self.partitions) == (other.name, other.partitions)
 
 
 class AlterPartitionReassignmentsResponse(_Body):
@@ -71,6 +81,11 @@ class AlterPartitionReassignmentsResponse(_Body):
         self.error_message = error_message
         self.responses = [] if responses is _D else responses
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms, self.error_code, self.error_message, self.responses) == (other.throttle_time_ms, other.error_code, other.error_message, other.responses)
 
 
 ReassignablePartitionResponse.__qualname__ = 'AlterPartitionReassignmentsResponse.ReassignablePartitionResponse'

@@ -27,6 +27,11 @@ class BrokerState(_Body):
         self.broker_epoch = broker_epoch
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.broker_id, self.broker_epoch) == (other.broker_id, other.broker_epoch)
+
 
 class PartitionData(_Body):
     """PartitionData.
@@ -50,6 +55,11 @@ class PartitionData(_Body):
         self.partition_epoch = partition_epoch
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.partition_index, self.leader_epoch, self.new_isr, self.new_isr_with_epochs, self.leader_recovery_state, self.partition_epoch) == (other.partition_index, other.leader_epoch, other.new_isr, other.new_isr_with_epochs, other.leader_recovery_state, other.partition_epoch)
+
 
 class TopicData(_Body):
     """TopicData.
@@ -66,6 +76,11 @@ class TopicData(_Body):
         self.topic_id = topic_id
         self.partitions = [] if partitions is _D else partitions
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.topic_name, self.topic_id, self.partitions) == (other.topic_name, other.topic_id, other.partitions)
 
 
 class AlterPartitionRequest(_Body):
@@ -93,6 +108,11 @@ class AlterPartitionRequest(_Body):
         self.broker_epoch = broker_epoch
         self.topics = [] if topics is _D else topics
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.broker_id, self.broker_epoch, self.topics) == (other.broker_id, other.broker_epoch, other.topics)
 
 
 BrokerState.__qualname__ = 'AlterPartitionRequest.BrokerState'

@@ -37,6 +37,11 @@ class PartitionData(_Body):
         self.partition_epoch = partition_epoch
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.partition_index, self.error_code, self.leader_id, self.leader_epoch, self.isr, self.leader_recovery_state, self.partition_epoch) == (other.partition_index, other.error_code, other.leader_id, other.leader_epoch, other.isr, other.leader_recovery_state, other.partition_epoch)
+
 
 class TopicData(_Body):
     """TopicData.
@@ -53,6 +58,11 @@ class TopicData(_Body):
         self.topic_id = topic_id
         self.partitions = [] if partitions is _D else partitions
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.topic_name, self.topic_id, self.partitions) == (other.topic_name, other.topic_id, other.partitions)
 
 
 class AlterPartitionResponse(_Body):
@@ -79,6 +89,11 @@ class AlterPartitionResponse(_Body):
         self.error_code = error_code
         self.topics = [] if topics is _D else topics
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms, self.error_code, self.topics) == (other.throttle_time_ms, other.error_code, other.topics)
 
 
 PartitionData.__qualname__ = 'AlterPartitionResponse.PartitionData'

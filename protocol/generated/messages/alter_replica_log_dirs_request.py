@@ -27,6 +27,11 @@ class AlterReplicaLogDirTopic(_Body):
         self.partitions = [] if partitions is _D else partitions
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.name, self.partitions) == (other.name, other.partitions)
+
 
 class AlterReplicaLogDir(_Body):
     """The alterations to make for each directory.
@@ -41,6 +46,11 @@ class AlterReplicaLogDir(_Body):
         self.path = path
         self.topics = [] if topics is _D else topics
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.path, self.topics) == (other.path, other.topics)
 
 
 class AlterReplicaLogDirsRequest(_Body):
@@ -63,6 +73,11 @@ class AlterReplicaLogDirsRequest(_Body):
     def __init__(self, *, dirs=_D, _unknown_tagged_fields=None):
         self.dirs = [] if dirs is _D else dirs
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.dirs == other.dirs
 
 
 AlterReplicaLogDirTopic.__qualname__ = 'AlterReplicaLogDirsRequest.AlterReplicaLogDirTopic'

@@ -27,6 +27,11 @@ class AlterReplicaLogDirPartitionResult(_Body):
         self.error_code = error_code
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.partition_index, self.error_code) == (other.partition_index, other.error_code)
+
 
 class AlterReplicaLogDirTopicResult(_Body):
     """The results for each topic.
@@ -41,6 +46,11 @@ class AlterReplicaLogDirTopicResult(_Body):
         self.topic_name = topic_name
         self.partitions = [] if partitions is _D else partitions
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.topic_name, self.partitions) == (other.topic_name, other.partitions)
 
 
 class AlterReplicaLogDirsResponse(_Body):
@@ -65,6 +75,11 @@ class AlterReplicaLogDirsResponse(_Body):
         self.throttle_time_ms = throttle_time_ms
         self.results = [] if results is _D else results
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms, self.results) == (other.throttle_time_ms, other.results)
 
 
 AlterReplicaLogDirPartitionResult.__qualname__ = 'AlterReplicaLogDirsResponse.AlterReplicaLogDirPartitionResult'

@@ -27,6 +27,11 @@ class ScramCredentialDeletion(_Body):
         self.mechanism = mechanism
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.name, self.mechanism) == (other.name, other.mechanism)
+
 
 class ScramCredentialUpsertion(_Body):
     """The SCRAM credentials to update/insert.
@@ -47,6 +52,11 @@ class ScramCredentialUpsertion(_Body):
         self.salt = salt
         self.salted_password = salted_password
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.name, self.mechanism, self.iterations, self.salt, self.salted_password) == (other.name, other.mechanism, other.iterations, other.salt, other.salted_password)
 
 
 class AlterUserScramCredentialsRequest(_Body):
@@ -71,6 +81,11 @@ class AlterUserScramCredentialsRequest(_Body):
         self.deletions = [] if deletions is _D else deletions
         self.upsertions = [] if upsertions is _D else upsertions
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.deletions, self.upsertions) == (other.deletions, other.upsertions)
 
 
 ScramCredentialDeletion.__qualname__ = 'AlterUserScramCredentialsRequest.ScramCredentialDeletion'

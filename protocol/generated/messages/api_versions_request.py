@@ -34,6 +34,11 @@ class ApiVersionsRequest(_Body):
         self.client_software_version = client_software_version
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.client_software_name, self.client_software_version) == (other.client_software_name, other.client_software_version)
+
 
 
 

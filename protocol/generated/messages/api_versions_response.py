@@ -29,6 +29,11 @@ class ApiVersion(_Body):
         self.max_version = max_version
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.api_key, self.min_version, self.max_version) == (other.api_key, other.min_version, other.max_version)
+
 
 class SupportedFeatureKey(_Body):
     """Features supported by the broker. Note: in v0-v3, features with MinSupportedVersion = 0 are omitted.
@@ -46,6 +51,11 @@ class SupportedFeatureKey(_Body):
         self.max_version = max_version
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.name, self.min_version, self.max_version) == (other.name, other.min_version, other.max_version)
+
 
 class FinalizedFeatureKey(_Body):
     """List of cluster-wide finalized features. The information is valid only if FinalizedFeaturesEpoch >= 0.
@@ -62,6 +72,11 @@ class FinalizedFeatureKey(_Body):
         self.max_version_level = max_version_level
         self.min_version_level = min_version_level
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.name, self.max_version_level, self.min_version_level) == (other.name, other.max_version_level, other.min_version_level)
 
 
 class ApiVersionsResponse(_Body):
@@ -97,6 +112,11 @@ class ApiVersionsResponse(_Body):
         self.finalized_features = [] if finalized_features is _D else finalized_features
         self.zk_migration_ready = zk_migration_ready
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.error_code, self.api_keys, self.throttle_time_ms, self.supported_features, self.finalized_features_epoch, self.finalized_features, self.zk_migration_ready) == (other.error_code, other.api_keys, other.throttle_time_ms, other.supported_features, other.finalized_features_epoch, other.finalized_features, other.zk_migration_ready)
 
 
 ApiVersion.__qualname__ = 'ApiVersionsResponse.ApiVersion'

@@ -25,6 +25,11 @@ class PartitionData(_Body):
         self.partition_index = partition_index
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.partition_index == other.partition_index
+
 
 class TopicData(_Body):
     """TopicData.
@@ -40,6 +45,11 @@ class TopicData(_Body):
         self.partitions = [] if partitions is _D else partitions
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.topic_id, self.partitions) == (other.topic_id, other.partitions)
+
 
 class DirectoryData(_Body):
     """DirectoryData.
@@ -54,6 +64,11 @@ class DirectoryData(_Body):
         self.id = id
         self.topics = [] if topics is _D else topics
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.id, self.topics) == (other.id, other.topics)
 
 
 class AssignReplicasToDirsRequest(_Body):
@@ -81,6 +96,11 @@ class AssignReplicasToDirsRequest(_Body):
         self.broker_epoch = broker_epoch
         self.directories = [] if directories is _D else directories
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.broker_id, self.broker_epoch, self.directories) == (other.broker_id, other.broker_epoch, other.directories)
 
 
 PartitionData.__qualname__ = 'AssignReplicasToDirsRequest.PartitionData'

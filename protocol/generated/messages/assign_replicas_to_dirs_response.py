@@ -27,6 +27,11 @@ class PartitionData(_Body):
         self.error_code = error_code
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.partition_index, self.error_code) == (other.partition_index, other.error_code)
+
 
 class TopicData(_Body):
     """TopicData.
@@ -42,6 +47,11 @@ class TopicData(_Body):
         self.partitions = [] if partitions is _D else partitions
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.topic_id, self.partitions) == (other.topic_id, other.partitions)
+
 
 class DirectoryData(_Body):
     """DirectoryData.
@@ -56,6 +66,11 @@ class DirectoryData(_Body):
         self.id = id
         self.topics = [] if topics is _D else topics
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.id, self.topics) == (other.id, other.topics)
 
 
 class AssignReplicasToDirsResponse(_Body):
@@ -83,6 +98,11 @@ class AssignReplicasToDirsResponse(_Body):
         self.error_code = error_code
         self.directories = [] if directories is _D else directories
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms, self.error_code, self.directories) == (other.throttle_time_ms, other.error_code, other.directories)
 
 
 PartitionData.__qualname__ = 'AssignReplicasToDirsResponse.PartitionData'

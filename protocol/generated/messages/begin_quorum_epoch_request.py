@@ -31,6 +31,11 @@ class PartitionData(_Body):
         self.leader_epoch = leader_epoch
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.partition_index, self.voter_directory_id, self.leader_id, self.leader_epoch) == (other.partition_index, other.voter_directory_id, other.leader_id, other.leader_epoch)
+
 
 class TopicData(_Body):
     """TopicData.
@@ -45,6 +50,11 @@ class TopicData(_Body):
         self.topic_name = topic_name
         self.partitions = [] if partitions is _D else partitions
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.topic_name, self.partitions) == (other.topic_name, other.partitions)
 
 
 class LeaderEndpoint(_Body):
@@ -62,6 +72,11 @@ class LeaderEndpoint(_Body):
         self.host = host
         self.port = port
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.name, self.host, self.port) == (other.name, other.host, other.port)
 
 
 class BeginQuorumEpochRequest(_Body):
@@ -91,6 +106,11 @@ class BeginQuorumEpochRequest(_Body):
         self.topics = [] if topics is _D else topics
         self.leader_endpoints = [] if leader_endpoints is _D else leader_endpoints
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.cluster_id, self.voter_id, self.topics, self.leader_endpoints) == (other.cluster_id, other.voter_id, other.topics, other.leader_endpoints)
 
 
 PartitionData.__qualname__ = 'BeginQuorumEpochRequest.PartitionData'

@@ -42,6 +42,11 @@ class BrokerHeartbeatRequest(_Body):
         self.offline_log_dirs = [] if offline_log_dirs is _D else offline_log_dirs
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.broker_id, self.broker_epoch, self.current_metadata_offset, self.want_fence, self.want_shut_down, self.offline_log_dirs) == (other.broker_id, other.broker_epoch, other.current_metadata_offset, other.want_fence, other.want_shut_down, other.offline_log_dirs)
+
 
 
 

@@ -40,6 +40,11 @@ class BrokerHeartbeatResponse(_Body):
         self.should_shut_down = should_shut_down
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms, self.error_code, self.is_caught_up, self.is_fenced, self.should_shut_down) == (other.throttle_time_ms, other.error_code, other.is_caught_up, other.is_fenced, other.should_shut_down)
+
 
 
 

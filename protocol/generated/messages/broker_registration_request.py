@@ -31,6 +31,11 @@ class Listener(_Body):
         self.security_protocol = security_protocol
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.name, self.host, self.port, self.security_protocol) == (other.name, other.host, other.port, other.security_protocol)
+
 
 class Feature(_Body):
     """The features on this broker. Note: in v0-v3, features with MinSupportedVersion = 0 are omitted.
@@ -47,6 +52,11 @@ class Feature(_Body):
         self.min_supported_version = min_supported_version
         self.max_supported_version = max_supported_version
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.name, self.min_supported_version, self.max_supported_version) == (other.name, other.min_supported_version, other.max_supported_version)
 
 
 class BrokerRegistrationRequest(_Body):
@@ -85,6 +95,11 @@ class BrokerRegistrationRequest(_Body):
         self.log_dirs = [] if log_dirs is _D else log_dirs
         self.previous_broker_epoch = previous_broker_epoch
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.broker_id, self.cluster_id, self.incarnation_id, self.listeners, self.features, self.rack, self.is_migrating_zk_broker, self.log_dirs, self.previous_broker_epoch) == (other.broker_id, other.cluster_id, other.incarnation_id, other.listeners, other.features, other.rack, other.is_migrating_zk_broker, other.log_dirs, other.previous_broker_epoch)
 
 
 Listener.__qualname__ = 'BrokerRegistrationRequest.Listener'

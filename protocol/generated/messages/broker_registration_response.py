@@ -36,6 +36,11 @@ class BrokerRegistrationResponse(_Body):
         self.broker_epoch = broker_epoch
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms, self.error_code, self.broker_epoch) == (other.throttle_time_ms, other.error_code, other.broker_epoch)
+
 
 
 

@@ -27,6 +27,11 @@ class TopicPartitions(_Body):
         self.partitions = [] if partitions is _D else partitions
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.topic_id, self.partitions) == (other.topic_id, other.partitions)
+
 
 class ConsumerGroupHeartbeatRequest(_Body):
     """The ConsumerGroupHeartbeatRequest request (from messages/ConsumerGroupHeartbeatRequest.json).
@@ -65,6 +70,11 @@ class ConsumerGroupHeartbeatRequest(_Body):
         self.server_assignor = server_assignor
         self.topic_partitions = topic_partitions
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.group_id, self.member_id, self.member_epoch, self.instance_id, self.rack_id, self.rebalance_timeout_ms, self.subscribed_topic_names, self.subscribed_topic_regex, self.server_assignor, self.topic_partitions) == (other.group_id, other.member_id, other.member_epoch, other.instance_id, other.rack_id, other.rebalance_timeout_ms, other.subscribed_topic_names, other.subscribed_topic_regex, other.server_assignor, other.topic_partitions)
 
 
 TopicPartitions.__qualname__ = 'ConsumerGroupHeartbeatRequest.TopicPartitions'

@@ -27,6 +27,11 @@ class TopicPartitions(_Body):
         self.partitions = [] if partitions is _D else partitions
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.topic_id, self.partitions) == (other.topic_id, other.partitions)
+
 
 class Assignment(_Body):
     """null if not provided; the assignment otherwise.
@@ -39,6 +44,11 @@ class Assignment(_Body):
     def __init__(self, *, topic_partitions=_D, _unknown_tagged_fields=None):
         self.topic_partitions = [] if topic_partitions is _D else topic_partitions
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.topic_partitions == other.topic_partitions
 
 
 class ConsumerGroupHeartbeatResponse(_Body):
@@ -73,6 +83,11 @@ class ConsumerGroupHeartbeatResponse(_Body):
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.assignment = assignment
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms, self.error_code, self.error_message, self.member_id, self.member_epoch, self.heartbeat_interval_ms, self.assignment) == (other.throttle_time_ms, other.error_code, other.error_message, other.member_id, other.member_epoch, other.heartbeat_interval_ms, other.assignment)
 
 
 TopicPartitions.__qualname__ = 'ConsumerGroupHeartbeatResponse.TopicPartitions'

@@ -27,6 +27,11 @@ class TopicPartition(_Body):
         self.partitions = [] if partitions is _D else partitions
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.topic, self.partitions) == (other.topic, other.partitions)
+
 
 class ConsumerProtocolAssignment(_Body):
     """The ConsumerProtocolAssignment data (from messages/ConsumerProtocolAssignment.json).
@@ -49,6 +54,11 @@ class ConsumerProtocolAssignment(_Body):
         self.assigned_partitions = [] if assigned_partitions is _D else assigned_partitions
         self.user_data = user_data
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.assigned_partitions, self.user_data) == (other.assigned_partitions, other.user_data)
 
 
 TopicPartition.__qualname__ = 'ConsumerProtocolAssignment.TopicPartition'

@@ -27,6 +27,11 @@ class TopicPartition(_Body):
         self.partitions = [] if partitions is _D else partitions
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.topic, self.partitions) == (other.topic, other.partitions)
+
 
 class ConsumerProtocolSubscription(_Body):
     """The ConsumerProtocolSubscription data (from messages/ConsumerProtocolSubscription.json).
@@ -55,6 +60,11 @@ class ConsumerProtocolSubscription(_Body):
         self.generation_id = generation_id
         self.rack_id = rack_id
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.topics, self.user_data, self.owned_partitions, self.generation_id, self.rack_id) == (other.topics, other.user_data, other.owned_partitions, other.generation_id, other.rack_id)
 
 
 TopicPartition.__qualname__ = 'ConsumerProtocolSubscription.TopicPartition'

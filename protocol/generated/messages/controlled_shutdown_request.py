@@ -34,6 +34,11 @@ class ControlledShutdownRequest(_Body):
         self.broker_epoch = broker_epoch
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.broker_id, self.broker_epoch) == (other.broker_id, other.broker_epoch)
+
 
 
 

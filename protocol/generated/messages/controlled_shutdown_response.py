@@ -27,6 +27,11 @@ class RemainingPartition(_Body):
         self.partition_index = partition_index
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.topic_name, self.partition_index) == (other.topic_name, other.partition_index)
+
 
 class ControlledShutdownResponse(_Body):
     """The ControlledShutdownResponse response (from messages/ControlledShutdownResponse.json).
@@ -49,6 +54,11 @@ class ControlledShutdownResponse(_Body):
         self.error_code = error_code
         self.remaining_partitions = [] if remaining_partitions is _D else remaining_partitions
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.error_code, self.remaining_partitions) == (other.error_code, other.remaining_partitions)
 
 
 RemainingPartition.__qualname__ = 'ControlledShutdownResponse.RemainingPartition'

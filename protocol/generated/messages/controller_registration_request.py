@@ -31,6 +31,11 @@ class Listener(_Body):
         self.security_protocol = security_protocol
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.name, self.host, self.port, self.security_protocol) == (other.name, other.host, other.port, other.security_protocol)
+
 
 class Feature(_Body):
     """The features on this controller
@@ -47,6 +52,11 @@ class Feature(_Body):
         self.min_supported_version = min_supported_version
         self.max_supported_version = max_supported_version
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.name, self.min_supported_version, self.max_supported_version) == (other.name, other.min_supported_version, other.max_supported_version)
 
 
 class ControllerRegistrationRequest(_Body):
@@ -77,6 +87,11 @@ class ControllerRegistrationRequest(_Body):
         self.listeners = [] if listeners is _D else listeners
         self.features = [] if features is _D else features
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.controller_id, self.incarnation_id, self.zk_migration_ready, self.listeners, self.features) == (other.controller_id, other.incarnation_id, other.zk_migration_ready, other.listeners, other.features)
 
 
 Listener.__qualname__ = 'ControllerRegistrationRequest.Listener'

@@ -37,6 +37,11 @@ class AclCreation(_Body):
         self.permission_type = permission_type
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.resource_type, self.resource_name, self.resource_pattern_type, self.principal, self.host, self.operation, self.permission_type) == (other.resource_type, other.resource_name, other.resource_pattern_type, other.principal, other.host, other.operation, other.permission_type)
+
 
 class CreateAclsRequest(_Body):
     """The CreateAclsRequest request (from messages/CreateAclsRequest.json).
@@ -57,6 +62,11 @@ class CreateAclsRequest(_Body):
     def __init__(self, *, creations=_D, _unknown_tagged_fields=None):
         self.creations = [] if creations is _D else creations
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.creations == other.creations
 
 
 AclCreation.__qualname__ = 'CreateAclsRequest.AclCreation'

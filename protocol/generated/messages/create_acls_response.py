@@ -27,6 +27,11 @@ class AclCreationResult(_Body):
         self.error_message = error_message
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.error_code, self.error_message) == (other.error_code, other.error_message)
+
 
 class CreateAclsResponse(_Body):
     """The CreateAclsResponse response (from messages/CreateAclsResponse.json).
@@ -49,6 +54,11 @@ class CreateAclsResponse(_Body):
         self.throttle_time_ms = throttle_time_ms
         self.results = [] if results is _D else results
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms, self.results) == (other.throttle_time_ms, other.results)
 
 
 AclCreationResult.__qualname__ = 'CreateAclsResponse.AclCreationResult'

@@ -27,6 +27,11 @@ class CreatableRenewers(_Body):
         self.principal_name = principal_name
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.principal_type, self.principal_name) == (other.principal_type, other.principal_name)
+
 
 class CreateDelegationTokenRequest(_Body):
     """The CreateDelegationTokenRequest request (from messages/CreateDelegationTokenRequest.json).
@@ -53,6 +58,11 @@ class CreateDelegationTokenRequest(_Body):
         self.renewers = [] if renewers is _D else renewers
         self.max_lifetime_ms = max_lifetime_ms
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.owner_principal_type, self.owner_principal_name, self.renewers, self.max_lifetime_ms) == (other.owner_principal_type, other.owner_principal_name, other.renewers, other.max_lifetime_ms)
 
 
 CreatableRenewers.__qualname__ = 'CreateDelegationTokenRequest.CreatableRenewers'

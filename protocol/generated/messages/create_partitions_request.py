@@ -25,6 +25,11 @@ class CreatePartitionsAssignment(_Body):
         self.broker_ids = [] if broker_ids is _D else broker_ids
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.broker_ids == other.broker_ids
+
 
 class CreatePartitionsTopic(_Body):
     """Each topic that we want to create new partitions inside.
@@ -41,6 +46,11 @@ class CreatePartitionsTopic(_Body):
         self.count = count
         self.assignments = [] if assignments is _D else assignments
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.name, self.count, self.assignments) == (other.name, other.count, other.assignments)
 
 
 class CreatePartitionsRequest(_Body):
@@ -67,6 +77,11 @@ class CreatePartitionsRequest(_Body):
         self.timeout_ms = timeout_ms
         self.validate_only = validate_only
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.topics, self.timeout_ms, self.validate_only) == (other.topics, other.timeout_ms, other.validate_only)
 
 
 CreatePartitionsAssignment.__qualname__ = 'CreatePartitionsRequest.CreatePartitionsAssignment'

@@ -29,6 +29,11 @@ class CreatePartitionsTopicResult(_Body):
         self.error_message = error_message
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.name, self.error_code, self.error_message) == (other.name, other.error_code, other.error_message)
+
 
 class CreatePartitionsResponse(_Body):
     """The CreatePartitionsResponse response (from messages/CreatePartitionsResponse.json).
@@ -51,6 +56,11 @@ class CreatePartitionsResponse(_Body):
         self.throttle_time_ms = throttle_time_ms
         self.results = [] if results is _D else results
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms, self.results) == (other.throttle_time_ms, other.results)
 
 
 CreatePartitionsTopicResult.__qualname__ = 'CreatePartitionsResponse.CreatePartitionsTopicResult'

@@ -27,6 +27,11 @@ class CreatableReplicaAssignment(_Body):
         self.broker_ids = [] if broker_ids is _D else broker_ids
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.partition_index, self.broker_ids) == (other.partition_index, other.broker_ids)
+
 
 class CreatableTopicConfig(_Body):
     """The custom topic configurations to set.
@@ -41,6 +46,11 @@ class CreatableTopicConfig(_Body):
         self.name = name
         self.value = value
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.name, self.value) == (other.name, other.value)
 
 
 class CreatableTopic(_Body):
@@ -62,6 +72,11 @@ class CreatableTopic(_Body):
         self.assignments = [] if assignments is _D else assignments
         self.configs = [] if configs is _D else configs
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.name, self.num_partitions, self.replication_factor, self.assignments, self.configs) == (other.name, other.num_partitions, other.replication_factor, other.assignments, other.configs)
 
 
 class CreateTopicsRequest(_Body):
@@ -89,6 +104,11 @@ class CreateTopicsRequest(_Body):
         self.timeout_ms = timeout_ms
         self.validate_only = validate_only
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.topics, self.timeout_ms, self.validate_only) == (other.topics, other.timeout_ms, other.validate_only)
 
 
 CreatableReplicaAssignment.__qualname__ = 'CreateTopicsRequest.CreatableReplicaAssignment'

@@ -33,6 +33,11 @@ class CreatableTopicConfigs(_Body):
         self.is_sensitive = is_sensitive
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.name, self.value, self.read_only, self.config_source, self.is_sensitive) == (other.name, other.value, other.read_only, other.config_source, other.is_sensitive)
+
 
 class CreatableTopicResult(_Body):
     """Results for each topic we tried to create.
@@ -60,6 +65,11 @@ class CreatableTopicResult(_Body):
         self.configs = [] if configs is _D else configs
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.name, self.topic_id, self.error_code, self.error_message, self.topic_config_error_code, self.num_partitions, self.replication_factor, self.configs) == (other.name, other.topic_id, other.error_code, other.error_message, other.topic_config_error_code, other.num_partitions, other.replication_factor, other.configs)
+
 
 class CreateTopicsResponse(_Body):
     """The CreateTopicsResponse response (from messages/CreateTopicsResponse.json).
@@ -83,6 +93,11 @@ class CreateTopicsResponse(_Body):
         self.throttle_time_ms = throttle_time_ms
         self.topics = [] if topics is _D else topics
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms, self.topics) == (other.throttle_time_ms, other.topics)
 
 
 CreatableTopicConfigs.__qualname__ = 'CreateTopicsResponse.CreatableTopicConfigs'

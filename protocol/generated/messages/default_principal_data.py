@@ -36,6 +36,11 @@ class DefaultPrincipalData(_Body):
         self.token_authenticated = token_authenticated
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.type, self.name, self.token_authenticated) == (other.type, other.name, other.token_authenticated)
+
 
 
 

@@ -37,6 +37,11 @@ class DeleteAclsFilter(_Body):
         self.permission_type = permission_type
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.resource_type_filter, self.resource_name_filter, self.pattern_type_filter, self.principal_filter, self.host_filter, self.operation, self.permission_type) == (other.resource_type_filter, other.resource_name_filter, other.pattern_type_filter, other.principal_filter, other.host_filter, other.operation, other.permission_type)
+
 
 class DeleteAclsRequest(_Body):
     """The DeleteAclsRequest request (from messages/DeleteAclsRequest.json).
@@ -57,6 +62,11 @@ class DeleteAclsRequest(_Body):
     def __init__(self, *, filters=_D, _unknown_tagged_fields=None):
         self.filters = [] if filters is _D else filters
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.filters == other.filters
 
 
 DeleteAclsFilter.__qualname__ = 'DeleteAclsRequest.DeleteAclsFilter'

@@ -41,6 +41,11 @@ class DeleteAclsMatchingAcl(_Body):
         self.permission_type = permission_type
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.error_code, self.error_message, self.resource_type, self.resource_name, self.pattern_type, self.principal, self.host, self.operation, self.permission_type) == (other.error_code, other.error_message, other.resource_type, other.resource_name, other.pattern_type, other.principal, other.host, other.operation, other.permission_type)
+
 
 class DeleteAclsFilterResult(_Body):
     """The results for each filter.
@@ -57,6 +62,11 @@ class DeleteAclsFilterResult(_Body):
         self.error_message = error_message
         self.matching_acls = [] if matching_acls is _D else matching_acls
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.error_code, self.error_message, self.matching_acls) == (other.error_code, other.error_message, other.matching_acls)
 
 
 class DeleteAclsResponse(_Body):
@@ -81,6 +91,11 @@ class DeleteAclsResponse(_Body):
         self.throttle_time_ms = throttle_time_ms
         self.filter_results = [] if filter_results is _D else filter_results
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms, self.filter_results) == (other.throttle_time_ms, other.filter_results)
 
 
 DeleteAclsMatchingAcl.__qualname__ = 'DeleteAclsResponse.DeleteAclsMatchingAcl'

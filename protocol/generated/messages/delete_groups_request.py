@@ -32,6 +32,11 @@ class DeleteGroupsRequest(_Body):
         self.groups_names = [] if groups_names is _D else groups_names
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.groups_names == other.groups_names
+
 
 
 

@@ -27,6 +27,11 @@ class DeletableGroupResult(_Body):
         self.error_code = error_code
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.group_id, self.error_code) == (other.group_id, other.error_code)
+
 
 class DeleteGroupsResponse(_Body):
     """The DeleteGroupsResponse response (from messages/DeleteGroupsResponse.json).
@@ -49,6 +54,11 @@ class DeleteGroupsResponse(_Body):
         self.throttle_time_ms = throttle_time_ms
         self.results = [] if results is _D else results
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms, self.results) == (other.throttle_time_ms, other.results)
 
 
 DeletableGroupResult.__qualname__ = 'DeleteGroupsResponse.DeletableGroupResult'

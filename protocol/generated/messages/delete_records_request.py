@@ -27,6 +27,11 @@ class DeleteRecordsPartition(_Body):
         self.offset = offset
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.partition_index, self.offset) == (other.partition_index, other.offset)
+
 
 class DeleteRecordsTopic(_Body):
     """Each topic that we want to delete records from.
@@ -41,6 +46,11 @@ class DeleteRecordsTopic(_Body):
         self.name = name
         self.partitions = [] if partitions is _D else partitions
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.name, self.partitions) == (other.name, other.partitions)
 
 
 class DeleteRecordsRequest(_Body):
@@ -65,6 +75,11 @@ class DeleteRecordsRequest(_Body):
         self.topics = [] if topics is _D else topics
         self.timeout_ms = timeout_ms
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.topics, self.timeout_ms) == (other.topics, other.timeout_ms)
 
 
 DeleteRecordsPartition.__qualname__ = 'DeleteRecordsRequest.DeleteRecordsPartition'

@@ -29,6 +29,11 @@ class DeleteRecordsPartitionResult(_Body):
         self.error_code = error_code
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.partition_index, self.low_watermark, self.error_code) == (other.partition_index, other.low_watermark, other.error_code)
+
 
 class DeleteRecordsTopicResult(_Body):
     """Each topic that we wanted to delete records from.
@@ -43,6 +48,11 @@ class DeleteRecordsTopicResult(_Body):
         self.name = name
         self.partitions = [] if partitions is _D else partitions
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.name, self.partitions) == (other.name, other.partitions)
 
 
 class DeleteRecordsResponse(_Body):
@@ -67,6 +77,11 @@ class DeleteRecordsResponse(_Body):
         self.throttle_time_ms = throttle_time_ms
         self.topics = [] if topics is _D else topics
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms, self.topics) == (other.throttle_time_ms, other.topics)
 
 
 DeleteRecordsPartitionResult.__qualname__ = 'DeleteRecordsResponse.DeleteRecordsPartitionResult'

@@ -25,6 +25,11 @@ class PartitionData(_Body):
         self.partition = partition
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.partition == other.partition
+
 
 class DeleteStateData(_Body):
     """The data for the topics.
@@ -39,6 +44,11 @@ class DeleteStateData(_Body):
         self.topic_id = topic_id
         self.partitions = [] if partitions is _D else partitions
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.topic_id, self.partitions) == (other.topic_id, other.partitions)
 
 
 class DeleteShareGroupStateRequest(_Body):
@@ -63,6 +73,11 @@ class DeleteShareGroupStateRequest(_Body):
         self.group_id = group_id
         self.topics = [] if topics is _D else topics
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.group_id, self.topics) == (other.group_id, other.topics)
 
 
 PartitionData.__qualname__ = 'DeleteShareGroupStateRequest.PartitionData'

@@ -27,6 +27,11 @@ class DeleteTopicState(_Body):
         self.topic_id = topic_id
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.name, self.topic_id) == (other.name, other.topic_id)
+
 
 class DeleteTopicsRequest(_Body):
     """The DeleteTopicsRequest request (from messages/DeleteTopicsRequest.json).
@@ -51,6 +56,11 @@ class DeleteTopicsRequest(_Body):
         self.topic_names = [] if topic_names is _D else topic_names
         self.timeout_ms = timeout_ms
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.topics, self.topic_names, self.timeout_ms) == (other.topics, other.topic_names, other.timeout_ms)
 
 
 DeleteTopicState.__qualname__ = 'DeleteTopicsRequest.DeleteTopicState'

@@ -31,6 +31,11 @@ class DeletableTopicResult(_Body):
         self.error_message = error_message
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.name, self.topic_id, self.error_code, self.error_message) == (other.name, other.topic_id, other.error_code, other.error_message)
+
 
 class DeleteTopicsResponse(_Body):
     """The DeleteTopicsResponse response (from messages/DeleteTopicsResponse.json).
@@ -53,6 +58,11 @@ class DeleteTopicsResponse(_Body):
         self.throttle_time_ms = throttle_time_ms
         self.responses = [] if responses is _D else responses
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms, self.responses) == (other.throttle_time_ms, other.responses)
 
 
 DeletableTopicResult.__qualname__ = 'DeleteTopicsResponse.DeletableTopicResult'

@@ -31,6 +31,11 @@ class AclDescription(_Body):
         self.permission_type = permission_type
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.principal, self.host, self.operation, self.permission_type) == (other.principal, other.host, other.operation, other.permission_type)
+
 
 class DescribeAclsResource(_Body):
     """Each Resource that is referenced in an ACL.
@@ -49,6 +54,11 @@ class DescribeAclsResource(_Body):
         self.pattern_type = pattern_type
         self.acls = [] if acls is _D else acls
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.resource_type, self.resource_name, self.pattern_type, self.acls) == (other.resource_type, other.resource_name, other.pattern_type, other.acls)
 
 
 class DescribeAclsResponse(_Body):
@@ -77,6 +87,11 @@ class DescribeAclsResponse(_Body):
         self.error_message = error_message
         self.resources = [] if resources is _D else resources
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms, self.error_code, self.error_message, self.resources) == (other.throttle_time_ms, other.error_code, other.error_message, other.resources)
 
 
 AclDescription.__qualname__ = 'DescribeAclsResponse.AclDescription'

@@ -29,6 +29,11 @@ class ComponentData(_Body):
         self.match = match
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.entity_type, self.match_type, self.match) == (other.entity_type, other.match_type, other.match)
+
 
 class DescribeClientQuotasRequest(_Body):
     """The DescribeClientQuotasRequest request (from messages/DescribeClientQuotasRequest.json).
@@ -51,6 +56,11 @@ class DescribeClientQuotasRequest(_Body):
         self.components = [] if components is _D else components
         self.strict = strict
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.components, self.strict) == (other.components, other.strict)
 
 
 ComponentData.__qualname__ = 'DescribeClientQuotasRequest.ComponentData'

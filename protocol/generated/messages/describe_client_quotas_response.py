@@ -27,6 +27,11 @@ class EntityData(_Body):
         self.entity_name = entity_name
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.entity_type, self.entity_name) == (other.entity_type, other.entity_name)
+
 
 class ValueData(_Body):
     """The quota values for the entity.
@@ -42,6 +47,11 @@ class ValueData(_Body):
         self.value = value
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.key, self.value) == (other.key, other.value)
+
 
 class EntryData(_Body):
     """A result entry.
@@ -56,6 +66,11 @@ class EntryData(_Body):
         self.entity = [] if entity is _D else entity
         self.values = [] if values is _D else values
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.entity, self.values) == (other.entity, other.values)
 
 
 class DescribeClientQuotasResponse(_Body):
@@ -85,6 +100,11 @@ class DescribeClientQuotasResponse(_Body):
         self.error_message = error_message
         self.entries = [] if entries is _D else entries
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms, self.error_code, self.error_message, self.entries) == (other.throttle_time_ms, other.error_code, other.error_message, other.entries)
 
 
 EntityData.__qualname__ = 'DescribeClientQuotasResponse.EntityData'

@@ -34,6 +34,11 @@ class DescribeClusterRequest(_Body):
         self.endpoint_type = endpoint_type
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.include_cluster_authorized_operations, self.endpoint_type) == (other.include_cluster_authorized_operations, other.endpoint_type)
+
 
 
 

@@ -31,6 +31,11 @@ class DescribeClusterBroker(_Body):
         self.rack = rack
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.broker_id, self.host, self.port, self.rack) == (other.broker_id, other.host, other.port, other.rack)
+
 
 class DescribeClusterResponse(_Body):
     """The DescribeClusterResponse response (from messages/DescribeClusterResponse.json).
@@ -65,6 +70,11 @@ class DescribeClusterResponse(_Body):
         self.brokers = [] if brokers is _D else brokers
         self.cluster_authorized_operations = cluster_authorized_operations
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms, self.error_code, self.error_message, self.endpoint_type, self.cluster_id, self.controller_id, self.brokers, self.cluster_authorized_operations) == (other.throttle_time_ms, other.error_code, other.error_message, other.endpoint_type, other.cluster_id, other.controller_id, other.brokers, other.cluster_authorized_operations)
 
 
 DescribeClusterBroker.__qualname__ = 'DescribeClusterResponse.DescribeClusterBroker'

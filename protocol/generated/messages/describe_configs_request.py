@@ -29,6 +29,11 @@ class DescribeConfigsResource(_Body):
         self.configuration_keys = [] if configuration_keys is _D else configuration_keys
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.resource_type, self.resource_name, self.configuration_keys) == (other.resource_type, other.resource_name, other.configuration_keys)
+
 
 class DescribeConfigsRequest(_Body):
     """The DescribeConfigsRequest request (from messages/DescribeConfigsRequest.json).
@@ -53,6 +58,11 @@ class DescribeConfigsRequest(_Body):
         self.include_synonyms = include_synonyms
         self.include_documentation = include_documentation
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.resources, self.include_synonyms, self.include_documentation) == (other.resources, other.include_synonyms, other.include_documentation)
 
 
 DescribeConfigsResource.__qualname__ = 'DescribeConfigsRequest.DescribeConfigsResource'

@@ -29,6 +29,11 @@ class DescribeConfigsSynonym(_Body):
         self.source = source
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.name, self.value, self.source) == (other.name, other.value, other.source)
+
 
 class DescribeConfigsResourceResult(_Body):
     """Each listed configuration.
@@ -58,6 +63,11 @@ class DescribeConfigsResourceResult(_Body):
         self.documentation = documentation
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.name, self.value, self.read_only, self.is_default, self.config_source, self.is_sensitive, self.synonyms, self.config_type, self.documentation) == (other.name, other.value, other.read_only, other.is_default, other.config_source, other.is_sensitive, other.synonyms, other.config_type, other.documentation)
+
 
 class DescribeConfigsResult(_Body):
     """The results for each resource.
@@ -78,6 +88,11 @@ class DescribeConfigsResult(_Body):
         self.resource_name = resource_name
         self.configs = [] if configs is _D else configs
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.error_code, self.error_message, self.resource_type, self.resource_name, self.configs) == (other.error_code, other.error_message, other.resource_type, other.resource_name, other.configs)
 
 
 class DescribeConfigsResponse(_Body):
@@ -103,6 +118,11 @@ class DescribeConfigsResponse(_Body):
         self.throttle_time_ms = throttle_time_ms
         self.results = [] if results is _D else results
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms, self.results) == (other.throttle_time_ms, other.results)
 
 
 DescribeConfigsSynonym.__qualname__ = 'DescribeConfigsResponse.DescribeConfigsSynonym'

@@ -27,6 +27,11 @@ class DescribeDelegationTokenOwner(_Body):
         self.principal_name = principal_name
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.principal_type, self.principal_name) == (other.principal_type, other.principal_name)
+
 
 class DescribeDelegationTokenRequest(_Body):
     """The DescribeDelegationTokenRequest request (from messages/DescribeDelegationTokenRequest.json).
@@ -47,6 +52,11 @@ class DescribeDelegationTokenRequest(_Body):
     def __init__(self, *, owners=_D, _unknown_tagged_fields=None):
         self.owners = [] if owners is _D else owners
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.owners == other.owners
 
 
 DescribeDelegationTokenOwner.__qualname__ = 'DescribeDelegationTokenRequest.DescribeDelegationTokenOwner'

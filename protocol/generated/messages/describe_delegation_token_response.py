@@ -27,6 +27,11 @@ class DescribedDelegationTokenRenewer(_Body):
         self.principal_name = principal_name
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.principal_type, self.principal_name) == (other.principal_type, other.principal_name)
+
 
 class DescribedDelegationToken(_Body):
     """The tokens.
@@ -58,6 +63,11 @@ class DescribedDelegationToken(_Body):
         self.renewers = [] if renewers is _D else renewers
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.principal_type, self.principal_name, self.token_requester_principal_type, self.token_requester_principal_name, self.issue_timestamp, self.expiry_timestamp, self.max_timestamp, self.token_id, self.hmac, self.renewers) == (other.principal_type, other.principal_name, other.token_requester_principal_type, other.token_requester_principal_name, other.issue_timestamp, other.expiry_timestamp, other.max_timestamp, other.token_id, other.hmac, other.renewers)
+
 
 class DescribeDelegationTokenResponse(_Body):
     """The DescribeDelegationTokenResponse response (from messages/DescribeDelegationTokenResponse.json).
@@ -83,6 +93,11 @@ class DescribeDelegationTokenResponse(_Body):
         self.tokens = [] if tokens is _D else tokens
         self.throttle_time_ms = throttle_time_ms
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.error_code, self.tokens, self.throttle_time_ms) == (other.error_code, other.tokens, other.throttle_time_ms)
 
 
 DescribedDelegationTokenRenewer.__qualname__ = 'DescribeDelegationTokenResponse.DescribedDelegationTokenRenewer'

@@ -34,6 +34,11 @@ class DescribeGroupsRequest(_Body):
         self.include_authorized_operations = include_authorized_operations
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.groups, self.include_authorized_operations) == (other.groups, other.include_authorized_operations)
+
 
 
 

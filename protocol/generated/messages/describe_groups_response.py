@@ -35,6 +35,11 @@ class DescribedGroupMember(_Body):
         self.member_assignment = member_assignment
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.member_id, self.group_instance_id, self.client_id, self.client_host, self.member_metadata, self.member_assignment) == (other.member_id, other.group_instance_id, other.client_id, other.client_host, other.member_metadata, other.member_assignment)
+
 
 class DescribedGroup(_Body):
     """Each described group.
@@ -60,6 +65,11 @@ class DescribedGroup(_Body):
         self.authorized_operations = authorized_operations
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.error_code, self.group_id, self.group_state, self.protocol_type, self.protocol_data, self.members, self.authorized_operations) == (other.error_code, other.group_id, other.group_state, other.protocol_type, other.protocol_data, other.members, other.authorized_operations)
+
 
 class DescribeGroupsResponse(_Body):
     """The DescribeGroupsResponse response (from messages/DescribeGroupsResponse.json).
@@ -83,6 +93,11 @@ class DescribeGroupsResponse(_Body):
         self.throttle_time_ms = throttle_time_ms
         self.groups = [] if groups is _D else groups
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms, self.groups) == (other.throttle_time_ms, other.groups)
 
 
 DescribedGroupMember.__qualname__ = 'DescribeGroupsResponse.DescribedGroupMember'

@@ -27,6 +27,11 @@ class DescribableLogDirTopic(_Body):
         self.partitions = [] if partitions is _D else partitions
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.topic, self.partitions) == (other.topic, other.partitions)
+
 
 class DescribeLogDirsRequest(_Body):
     """The DescribeLogDirsRequest request (from messages/DescribeLogDirsRequest.json).
@@ -47,6 +52,11 @@ class DescribeLogDirsRequest(_Body):
     def __init__(self, *, topics=_D, _unknown_tagged_fields=None):
         self.topics = [] if topics is _D else topics
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.topics == other.topics
 
 
 DescribableLogDirTopic.__qualname__ = 'DescribeLogDirsRequest.DescribableLogDirTopic'

@@ -31,6 +31,11 @@ class DescribeLogDirsPartition(_Body):
         self.is_future_key = is_future_key
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.partition_index, self.partition_size, self.offset_lag, self.is_future_key) == (other.partition_index, other.partition_size, other.offset_lag, other.is_future_key)
+
 
 class DescribeLogDirsTopic(_Body):
     """Each topic.
@@ -45,6 +50,11 @@ class DescribeLogDirsTopic(_Body):
         self.name = name
         self.partitions = [] if partitions is _D else partitions
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.name, self.partitions) == (other.name, other.partitions)
 
 
 class DescribeLogDirsResult(_Body):
@@ -66,6 +76,11 @@ class DescribeLogDirsResult(_Body):
         self.total_bytes = total_bytes
         self.usable_bytes = usable_bytes
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.error_code, self.log_dir, self.topics, self.total_bytes, self.usable_bytes) == (other.error_code, other.log_dir, other.topics, other.total_bytes, other.usable_bytes)
 
 
 class DescribeLogDirsResponse(_Body):
@@ -93,6 +108,11 @@ class DescribeLogDirsResponse(_Body):
         self.error_code = error_code
         self.results = [] if results is _D else results
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms, self.error_code, self.results) == (other.throttle_time_ms, other.error_code, other.results)
 
 
 DescribeLogDirsPartition.__qualname__ = 'DescribeLogDirsResponse.DescribeLogDirsPartition'

@@ -27,6 +27,11 @@ class TopicRequest(_Body):
         self.partition_indexes = [] if partition_indexes is _D else partition_indexes
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.name, self.partition_indexes) == (other.name, other.partition_indexes)
+
 
 class DescribeProducersRequest(_Body):
     """The DescribeProducersRequest request (from messages/DescribeProducersRequest.json).
@@ -47,6 +52,11 @@ class DescribeProducersRequest(_Body):
     def __init__(self, *, topics=_D, _unknown_tagged_fields=None):
         self.topics = [] if topics is _D else topics
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.topics == other.topics
 
 
 TopicRequest.__qualname__ = 'DescribeProducersRequest.TopicRequest'

@@ -35,6 +35,11 @@ class ProducerState(_Body):
         self.current_txn_start_offset = current_txn_start_offset
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.producer_id, self.producer_epoch, self.last_sequence, self.last_timestamp, self.coordinator_epoch, self.current_txn_start_offset) == (other.producer_id, other.producer_epoch, other.last_sequence, other.last_timestamp, other.coordinator_epoch, other.current_txn_start_offset)
+
 
 class PartitionResponse(_Body):
     """Each partition in the response.
@@ -54,6 +59,11 @@ class PartitionResponse(_Body):
         self.active_producers = [] if active_producers is _D else active_producers
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.partition_index, self.error_code, self.error_message, self.active_producers) == (other.partition_index, other.error_code, other.error_message, other.active_producers)
+
 
 class TopicResponse(_Body):
     """Each topic in the response.
@@ -68,6 +78,11 @@ class TopicResponse(_Body):
         self.name = name
         self.partitions = [] if partitions is _D else partitions
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.name, self.partitions) == (other.name, other.partitions)
 
 
 class DescribeProducersResponse(_Body):
@@ -93,6 +108,11 @@ class DescribeProducersResponse(_Body):
         self.throttle_time_ms = throttle_time_ms
         self.topics = [] if topics is _D else topics
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms, self.topics) == (other.throttle_time_ms, other.topics)
 
 
 ProducerState.__qualname__ = 'DescribeProducersResponse.ProducerState'

@@ -25,6 +25,11 @@ class PartitionData(_Body):
         self.partition_index = partition_index
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.partition_index == other.partition_index
+
 
 class TopicData(_Body):
     """TopicData.
@@ -39,6 +44,11 @@ class TopicData(_Body):
         self.topic_name = topic_name
         self.partitions = [] if partitions is _D else partitions
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.topic_name, self.partitions) == (other.topic_name, other.partitions)
 
 
 class DescribeQuorumRequest(_Body):
@@ -61,6 +71,11 @@ class DescribeQuorumRequest(_Body):
     def __init__(self, *, topics=_D, _unknown_tagged_fields=None):
         self.topics = [] if topics is _D else topics
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.topics == other.topics
 
 
 PartitionData.__qualname__ = 'DescribeQuorumRequest.PartitionData'

@@ -33,6 +33,11 @@ class ReplicaState(_Body):
         self.last_caught_up_timestamp = last_caught_up_timestamp
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.replica_id, self.replica_directory_id, self.log_end_offset, self.last_fetch_timestamp, self.last_caught_up_timestamp) == (other.replica_id, other.replica_directory_id, other.log_end_offset, other.last_fetch_timestamp, other.last_caught_up_timestamp)
+
 
 class PartitionData(_Body):
     """PartitionData.
@@ -60,6 +65,11 @@ class PartitionData(_Body):
         self.observers = [] if observers is _D else observers
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.partition_index, self.error_code, self.error_message, self.leader_id, self.leader_epoch, self.high_watermark, self.current_voters, self.observers) == (other.partition_index, other.error_code, other.error_message, other.leader_id, other.leader_epoch, other.high_watermark, other.current_voters, other.observers)
+
 
 class TopicData(_Body):
     """TopicData.
@@ -74,6 +84,11 @@ class TopicData(_Body):
         self.topic_name = topic_name
         self.partitions = [] if partitions is _D else partitions
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.topic_name, self.partitions) == (other.topic_name, other.partitions)
 
 
 class Listener(_Body):
@@ -92,6 +107,11 @@ class Listener(_Body):
         self.port = port
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.name, self.host, self.port) == (other.name, other.host, other.port)
+
 
 class Node(_Body):
     """Node.
@@ -106,6 +126,11 @@ class Node(_Body):
         self.node_id = node_id
         self.listeners = [] if listeners is _D else listeners
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.node_id, self.listeners) == (other.node_id, other.listeners)
 
 
 class DescribeQuorumResponse(_Body):
@@ -137,6 +162,11 @@ class DescribeQuorumResponse(_Body):
         self.topics = [] if topics is _D else topics
         self.nodes = [] if nodes is _D else nodes
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.error_code, self.error_message, self.topics, self.nodes) == (other.error_code, other.error_message, other.topics, other.nodes)
 
 
 ReplicaState.__qualname__ = 'DescribeQuorumResponse.ReplicaState'

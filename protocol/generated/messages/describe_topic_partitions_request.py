@@ -25,6 +25,11 @@ class TopicRequest(_Body):
         self.name = name
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.name == other.name
+
 
 class Cursor(_Body):
     """The first topic and partition index to fetch details for.
@@ -39,6 +44,11 @@ class Cursor(_Body):
         self.topic_name = topic_name
         self.partition_index = partition_index
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.topic_name, self.partition_index) == (other.topic_name, other.partition_index)
 
 
 class DescribeTopicPartitionsRequest(_Body):
@@ -65,6 +75,11 @@ class DescribeTopicPartitionsRequest(_Body):
         self.response_partition_limit = response_partition_limit
         self.cursor = cursor
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.topics, self.response_partition_limit, self.cursor) == (other.topics, other.response_partition_limit, other.cursor)
 
 
 TopicRequest.__qualname__ = 'DescribeTopicPartitionsRequest.TopicRequest'

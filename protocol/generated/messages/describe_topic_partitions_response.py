@@ -41,6 +41,11 @@ class DescribeTopicPartitionsResponsePartition(_Body):
         self.offline_replicas = [] if offline_replicas is _D else offline_replicas
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.error_code, self.partition_index, self.leader_id, self.leader_epoch, self.replica_nodes, self.isr_nodes, self.eligible_leader_replicas, self.last_known_elr, self.offline_replicas) == (other.error_code, other.partition_index, other.leader_id, other.leader_epoch, other.replica_nodes, other.isr_nodes, other.eligible_leader_replicas, other.last_known_elr, other.offline_replicas)
+
 
 class DescribeTopicPartitionsResponseTopic(_Body):
     """Each topic in the response.
@@ -64,6 +69,11 @@ class DescribeTopicPartitionsResponseTopic(_Body):
         self.topic_authorized_operations = topic_authorized_operations
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.error_code, self.name, self.topic_id, self.is_internal, self.partitions, self.topic_authorized_operations) == (other.error_code, other.name, other.topic_id, other.is_internal, other.partitions, other.topic_authorized_operations)
+
 
 class Cursor(_Body):
     """The next topic and partition index to fetch details for.
@@ -78,6 +88,11 @@ class Cursor(_Body):
         self.topic_name = topic_name
         self.partition_index = partition_index
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.topic_name, self.partition_index) == (other.topic_name, other.partition_index)
 
 
 class DescribeTopicPartitionsResponse(_Body):
@@ -105,6 +120,11 @@ class DescribeTopicPartitionsResponse(_Body):
         self.topics = [] if topics is _D else topics
         self.next_cursor = next_cursor
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms, self.topics, self.next_cursor) == (other.throttle_time_ms, other.topics, other.next_cursor)
 
 
 DescribeTopicPartitionsResponsePartition.__qualname__ = 'DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponsePartition'

@@ -32,6 +32,11 @@ class DescribeTransactionsRequest(_Body):
         self.transactional_ids = [] if transactional_ids is _D else transactional_ids
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.transactional_ids == other.transactional_ids
+
 
 
 

@@ -27,6 +27,11 @@ class TopicData(_Body):
         self.partitions = [] if partitions is _D else partitions
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.topic, self.partitions) == (other.topic, other.partitions)
+
 
 class TransactionState(_Body):
     """TransactionState.
@@ -54,6 +59,11 @@ class TransactionState(_Body):
         self.topics = [] if topics is _D else topics
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.error_code, self.transactional_id, self.transaction_state, self.transaction_timeout_ms, self.transaction_start_time_ms, self.producer_id, self.producer_epoch, self.topics) == (other.error_code, other.transactional_id, other.transaction_state, other.transaction_timeout_ms, other.transaction_start_time_ms, other.producer_id, other.producer_epoch, other.topics)
+
 
 class DescribeTransactionsResponse(_Body):
     """The DescribeTransactionsResponse response (from messages/DescribeTransactionsResponse.json).
@@ -77,6 +87,11 @@ class DescribeTransactionsResponse(_Body):
         self.throttle_time_ms = throttle_time_ms
         self.transaction_states = [] if transaction_states is _D else transaction_states
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms, self.transaction_states) == (other.throttle_time_ms, other.transaction_states)
 
 
 TopicData.__qualname__ = 'DescribeTransactionsResponse.TopicData'

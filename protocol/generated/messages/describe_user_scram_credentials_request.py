@@ -25,6 +25,11 @@ class UserName(_Body):
         self.name = name
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.name == other.name
+
 
 class DescribeUserScramCredentialsRequest(_Body):
     """The DescribeUserScramCredentialsRequest request (from messages/DescribeUserScramCredentialsRequest.json).
@@ -45,6 +50,11 @@ class DescribeUserScramCredentialsRequest(_Body):
     def __init__(self, *, users=_D, _unknown_tagged_fields=None):
         self.users = [] if users is _D else users
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.users == other.users
 
 
 UserName.__qualname__ = 'DescribeUserScramCredentialsRequest.UserName'

@@ -27,6 +27,11 @@ class CredentialInfo(_Body):
         self.iterations = iterations
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.mechanism, self.iterations) == (other.mechanism, other.iterations)
+
 
 class DescribeUserScramCredentialsResult(_Body):
     """The results for descriptions, one per user.
@@ -45,6 +50,11 @@ class DescribeUserScramCredentialsResult(_Body):
         self.error_message = error_message
         self.credential_infos = [] if credential_infos is _D else credential_infos
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.user, self.error_code, self.error_message, self.credential_infos) == (other.user, other.error_code, other.error_message, other.credential_infos)
 
 
 class DescribeUserScramCredentialsResponse(_Body):
@@ -73,6 +83,11 @@ class DescribeUserScramCredentialsResponse(_Body):
         self.error_message = error_message
         self.results = [] if results is _D else results
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms, self.error_code, self.error_message, self.results) == (other.throttle_time_ms, other.error_code, other.error_message, other.results)
 
 
 CredentialInfo.__qualname__ = 'DescribeUserScramCredentialsResponse.CredentialInfo'

@@ -27,6 +27,11 @@ class TopicPartitions(_Body):
         self.partitions = [] if partitions is _D else partitions
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.topic, self.partitions) == (other.topic, other.partitions)
+
 
 class ElectLeadersRequest(_Body):
     """The ElectLeadersRequest request (from messages/ElectLeadersRequest.json).
@@ -51,6 +56,11 @@ class ElectLeadersRequest(_Body):
         self.topic_partitions = [] if topic_partitions is _D else topic_partitions
         self.timeout_ms = timeout_ms
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.election_type, self.topic_partitions, self.timeout_ms) == (other.election_type, other.topic_partitions, other.timeout_ms)
 
 
 TopicPartitions.__qualname__ = 'ElectLeadersRequest.TopicPartitions'

@@ -29,6 +29,11 @@ class PartitionResult(_Body):
         self.error_message = error_message
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.partition_id, self.error_code, self.error_message) == (other.partition_id, other.error_code, other.error_message)
+
 
 class ReplicaElectionResult(_Body):
     """The election results, or an empty array if the requester did not have permission and the request asks for all partitions.
@@ -43,6 +48,11 @@ class ReplicaElectionResult(_Body):
         self.topic = topic
         self.partition_result = [] if partition_result is _D else partition_result
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.topic, self.partition_result) == (other.topic, other.partition_result)
 
 
 class ElectLeadersResponse(_Body):
@@ -69,6 +79,11 @@ class ElectLeadersResponse(_Body):
         self.error_code = error_code
         self.replica_election_results = [] if replica_election_results is _D else replica_election_results
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms, self.error_code, self.replica_election_results) == (other.throttle_time_ms, other.error_code, other.replica_election_results)
 
 
 PartitionResult.__qualname__ = 'ElectLeadersResponse.PartitionResult'

@@ -27,6 +27,11 @@ class ReplicaInfo(_Body):
         self.candidate_directory_id = candidate_directory_id
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.candidate_id, self.candidate_directory_id) == (other.candidate_id, other.candidate_directory_id)
+
 
 class PartitionData(_Body):
     """PartitionData.
@@ -48,6 +53,11 @@ class PartitionData(_Body):
         self.preferred_candidates = [] if preferred_candidates is _D else preferred_candidates
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.partition_index, self.leader_id, self.leader_epoch, self.preferred_successors, self.preferred_candidates) == (other.partition_index, other.leader_id, other.leader_epoch, other.preferred_successors, other.preferred_candidates)
+
 
 class TopicData(_Body):
     """TopicData.
@@ -62,6 +72,11 @@ class TopicData(_Body):
         self.topic_name = topic_name
         self.partitions = [] if partitions is _D else partitions
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.topic_name, self.partitions) == (other.topic_name, other.partitions)
 
 
 class LeaderEndpoint(_Body):
@@ -79,6 +94,11 @@ class LeaderEndpoint(_Body):
         self.host = host
         self.port = port
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.name, self.host, self.port) == (other.name, other.host, other.port)
 
 
 class EndQuorumEpochRequest(_Body):
@@ -107,6 +127,11 @@ class EndQuorumEpochRequest(_Body):
         self.topics = [] if topics is _D else topics
         self.leader_endpoints = [] if leader_endpoints is _D else leader_endpoints
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.cluster_id, self.topics, self.leader_endpoints) == (other.cluster_id, other.topics, other.leader_endpoints)
 
 
 ReplicaInfo.__qualname__ = 'EndQuorumEpochRequest.ReplicaInfo'

@@ -38,6 +38,11 @@ class EndTxnRequest(_Body):
         self.committed = committed
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.transactional_id, self.producer_id, self.producer_epoch, self.committed) == (other.transactional_id, other.producer_id, other.producer_epoch, other.committed)
+
 
 
 

@@ -38,6 +38,11 @@ class EndTxnResponse(_Body):
         self.producer_epoch = producer_epoch
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms, self.error_code, self.producer_id, self.producer_epoch) == (other.throttle_time_ms, other.error_code, other.producer_id, other.producer_epoch)
+
 
 
 

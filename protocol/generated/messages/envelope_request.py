@@ -36,6 +36,11 @@ class EnvelopeRequest(_Body):
         self.client_host_address = client_host_address
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.request_data, self.request_principal, self.client_host_address) == (other.request_data, other.request_principal, other.client_host_address)
+
 
 
 

@@ -34,6 +34,11 @@ class EnvelopeResponse(_Body):
         self.error_code = error_code
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.response_data, self.error_code) == (other.response_data, other.error_code)
+
 
 
 

@@ -34,6 +34,11 @@ class ExpireDelegationTokenRequest(_Body):
         self.expiry_time_period_ms = expiry_time_period_ms
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.hmac, self.expiry_time_period_ms) == (other.hmac, other.expiry_time_period_ms)
+
 
 
 

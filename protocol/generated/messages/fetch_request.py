@@ -27,6 +27,11 @@ class ReplicaState(_Body):
         self.replica_epoch = replica_epoch
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.replica_id, self.replica_epoch) == (other.replica_id, other.replica_epoch)
+
 
 class FetchPartition(_Body):
     """The partitions to fetch.
@@ -52,6 +57,11 @@ class FetchPartition(_Body):
         self.replica_directory_id = replica_directory_id
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.partition, self.current_leader_epoch, self.fetch_offset, self.last_fetched_epoch, self.log_start_offset, self.partition_max_bytes, self.replica_directory_id) == (other.partition, other.current_leader_epoch, other.fetch_offset, other.last_fetched_epoch, other.log_start_offset, other.partition_max_bytes, other.replica_directory_id)
+
 
 class FetchTopic(_Body):
     """The topics to fetch.
@@ -69,6 +79,11 @@ class FetchTopic(_Body):
         self.partitions = [] if partitions is _D else partitions
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.topic, self.topic_id, self.partitions) == (other.topic, other.topic_id, other.partitions)
+
 
 class ForgottenTopic(_Body):
     """In an incremental fetch request, the partitions to remove.
@@ -85,6 +100,11 @@ class ForgottenTopic(_Body):
         self.topic_id = topic_id
         self.partitions = [] if partitions is _D else partitions
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.topic, self.topic_id, self.partitions) == (other.topic, other.topic_id, other.partitions)
 
 
 class FetchRequest(_Body):
@@ -131,6 +151,11 @@ class FetchRequest(_Body):
         self.forgotten_topics_data = [] if forgotten_topics_data is _D else forgotten_topics_data
         self.rack_id = rack_id
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.cluster_id, self.replica_id, self.replica_state, self.max_wait_ms, self.min_bytes, self.max_bytes, self.isolation_level, self.session_id, self.session_epoch, self.topics, self.forgotten_topics_data, self.rack_id) == (other.cluster_id, other.replica_id, other.replica_state, other.max_wait_ms, other.min_bytes, other.max_bytes, other.isolation_level, other.session_id, other.session_epoch, other.topics, other.forgotten_topics_data, other.rack_id)
 
 
 ReplicaState.__qualname__ = 'FetchRequest.ReplicaState'

@@ -27,6 +27,11 @@ class EpochEndOffset(_Body):
         self.end_offset = end_offset
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.epoch, self.end_offset) == (other.epoch, other.end_offset)
+
 
 class LeaderIdAndEpoch(_Body):
     """LeaderIdAndEpoch.
@@ -41,6 +46,11 @@ class LeaderIdAndEpoch(_Body):
         self.leader_id = leader_id
         self.leader_epoch = leader_epoch
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.leader_id, self.leader_epoch) == (other.leader_id, other.leader_epoch)
 
 
 class SnapshotId(_Body):
@@ -57,6 +67,11 @@ class SnapshotId(_Body):
         self.epoch = epoch
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.end_offset, self.epoch) == (other.end_offset, other.epoch)
+
 
 class AbortedTransaction(_Body):
     """The aborted transactions.
@@ -71,6 +86,11 @@ class AbortedTransaction(_Body):
         self.producer_id = producer_id
         self.first_offset = first_offset
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.producer_id, self.first_offset) == (other.producer_id, other.first_offset)
 
 
 class PartitionData(_Body):
@@ -105,6 +125,11 @@ class PartitionData(_Body):
         self.records = records
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.partition_index, self.error_code, self.high_watermark, self.last_stable_offset, self.log_start_offset, self.diverging_epoch, self.current_leader, self.snapshot_id, self.aborted_transactions, self.preferred_read_replica, self.records) == (other.partition_index, other.error_code, other.high_watermark, other.last_stable_offset, other.log_start_offset, other.diverging_epoch, other.current_leader, other.snapshot_id, other.aborted_transactions, other.preferred_read_replica, other.records)
+
 
 class FetchableTopicResponse(_Body):
     """The response topics.
@@ -121,6 +146,11 @@ class FetchableTopicResponse(_Body):
         self.topic_id = topic_id
         self.partitions = [] if partitions is _D else partitions
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.topic, self.topic_id, self.partitions) == (other.topic, other.topic_id, other.partitions)
 
 
 class NodeEndpoint(_Body):
@@ -140,6 +170,11 @@ class NodeEndpoint(_Body):
         self.port = port
         self.rack = rack
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.node_id, self.host, self.port, self.rack) == (other.node_id, other.host, other.port, other.rack)
 
 
 class FetchResponse(_Body):
@@ -175,6 +210,11 @@ class FetchResponse(_Body):
         self.responses = [] if responses is _D else responses
         self.node_endpoints = [] if node_endpoints is _D else node_endpoints
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms, self.error_code, self.session_id, self.responses, self.node_endpoints) == (other.throttle_time_ms, other.error_code, other.session_id, other.responses, other.node_endpoints)
 
 
 EpochEndOffset.__qualname__ = 'FetchResponse.EpochEndOffset'

@@ -27,6 +27,11 @@ class SnapshotId(_Body):
         self.epoch = epoch
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.end_offset, self.epoch) == (other.end_offset, other.epoch)
+
 
 class PartitionSnapshot(_Body):
     """The partitions to fetch
@@ -48,6 +53,11 @@ class PartitionSnapshot(_Body):
         self.replica_directory_id = replica_directory_id
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.partition, self.current_leader_epoch, self.snapshot_id, self.position, self.replica_directory_id) == (other.partition, other.current_leader_epoch, other.snapshot_id, other.position, other.replica_directory_id)
+
 
 class TopicSnapshot(_Body):
     """The topics to fetch
@@ -62,6 +72,11 @@ class TopicSnapshot(_Body):
         self.name = name
         self.partitions = [] if partitions is _D else partitions
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.name, self.partitions) == (other.name, other.partitions)
 
 
 class FetchSnapshotRequest(_Body):
@@ -91,6 +106,11 @@ class FetchSnapshotRequest(_Body):
         self.max_bytes = max_bytes
         self.topics = [] if topics is _D else topics
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.cluster_id, self.replica_id, self.max_bytes, self.topics) == (other.cluster_id, other.replica_id, other.max_bytes, other.topics)
 
 
 SnapshotId.__qualname__ = 'FetchSnapshotRequest.SnapshotId'

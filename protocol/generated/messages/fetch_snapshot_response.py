@@ -27,6 +27,11 @@ class SnapshotId(_Body):
         self.epoch = epoch
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.end_offset, self.epoch) == (other.end_offset, other.epoch)
+
 
 class LeaderIdAndEpoch(_Body):
     """LeaderIdAndEpoch.
@@ -41,6 +46,11 @@ class LeaderIdAndEpoch(_Body):
         self.leader_id = leader_id
         self.leader_epoch = leader_epoch
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.leader_id, self.leader_epoch) == (other.leader_id, other.leader_epoch)
 
 
 class PartitionSnapshot(_Body):
@@ -67,6 +77,11 @@ class PartitionSnapshot(_Body):
         self.unaligned_records = unaligned_records
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.index, self.error_code, self.snapshot_id, self.current_leader, self.size, self.position, self.unaligned_records) == (other.index, other.error_code, other.snapshot_id, other.current_leader, other.size, other.position, other.unaligned_records)
+
 
 class TopicSnapshot(_Body):
     """The topics to fetch.
@@ -81,6 +96,11 @@ class TopicSnapshot(_Body):
         self.name = name
         self.partitions = [] if partitions is _D else partitions
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.name, self.partitions) == (other.name, other.partitions)
 
 
 class NodeEndpoint(_Body):
@@ -98,6 +118,11 @@ class NodeEndpoint(_Body):
         self.host = host
         self.port = port
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.node_id, self.host, self.port) == (other.node_id, other.host, other.port)
 
 
 class FetchSnapshotResponse(_Body):
@@ -129,6 +154,11 @@ class FetchSnapshotResponse(_Body):
         self.topics = [] if topics is _D else topics
         self.node_endpoints = [] if node_endpoints is _D else node_endpoints
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms, self.error_code, self.topics, self.node_endpoints) == (other.throttle_time_ms, other.error_code, other.topics, other.node_endpoints)
 
 
 SnapshotId.__qualname__ = 'FetchSnapshotResponse.SnapshotId'

@@ -36,6 +36,11 @@ class FindCoordinatorRequest(_Body):
         self.coordinator_keys = [] if coordinator_keys is _D else coordinator_keys
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.key, self.key_type, self.coordinator_keys) == (other.key, other.key_type, other.coordinator_keys)
+
 
 
 

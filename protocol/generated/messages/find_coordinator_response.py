@@ -35,6 +35,11 @@ class Coordinator(_Body):
         self.error_message = error_message
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.key, self.node_id, self.host, self.port, self.error_code, self.error_message) == (other.key, other.node_id, other.host, other.port, other.error_code, other.error_message)
+
 
 class FindCoordinatorResponse(_Body):
     """The FindCoordinatorResponse response (from messages/FindCoordinatorResponse.json).
@@ -67,6 +72,11 @@ class FindCoordinatorResponse(_Body):
         self.port = port
         self.coordinators = [] if coordinators is _D else coordinators
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms, self.error_code, self.error_message, self.node_id, self.host, self.port, self.coordinators) == (other.throttle_time_ms, other.error_code, other.error_message, other.node_id, other.host, other.port, other.coordinators)
 
 
 Coordinator.__qualname__ = 'FindCoordinatorResponse.Coordinator'

@@ -32,6 +32,11 @@ class GetTelemetrySubscriptionsRequest(_Body):
         self.client_instance_id = client_instance_id
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.client_instance_id == other.client_instance_id
+
 
 
 

@@ -38,6 +38,11 @@ class HeartbeatRequest(_Body):
         self.group_instance_id = group_instance_id
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.group_id, self.generation_id, self.member_id, self.group_instance_id) == (other.group_id, other.generation_id, other.member_id, other.group_instance_id)
+
 
 
 

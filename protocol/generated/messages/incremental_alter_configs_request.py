@@ -29,6 +29,11 @@ class AlterableConfig(_Body):
         self.value = value
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.name, self.config_operation, self.value) == (other.name, other.config_operation, other.value)
+
 
 class AlterConfigsResource(_Body):
     """The incremental updates for each resource.
@@ -45,6 +50,11 @@ class AlterConfigsResource(_Body):
         self.resource_name = resource_name
         self.configs = [] if configs is _D else configs
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.resource_type, self.resource_name, self.configs) == (other.resource_type, other.resource_name, other.configs)
 
 
 class IncrementalAlterConfigsRequest(_Body):
@@ -69,6 +79,11 @@ class IncrementalAlterConfigsRequest(_Body):
         self.resources = [] if resources is _D else resources
         self.validate_only = validate_only
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.resources, self.validate_only) == (other.resources, other.validate_only)
 
 
 AlterableConfig.__qualname__ = 'IncrementalAlterConfigsRequest.AlterableConfig'

@@ -31,6 +31,11 @@ class AlterConfigsResourceResponse(_Body):
         self.resource_name = resource_name
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.error_code, self.error_message, self.resource_type, self.resource_name) == (other.error_code, other.error_message, other.resource_type, other.resource_name)
+
 
 class IncrementalAlterConfigsResponse(_Body):
     """The IncrementalAlterConfigsResponse response (from messages/IncrementalAlterConfigsResponse.json).
@@ -53,6 +58,11 @@ class IncrementalAlterConfigsResponse(_Body):
         self.throttle_time_ms = throttle_time_ms
         self.responses = [] if responses is _D else responses
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms, self.responses) == (other.throttle_time_ms, other.responses)
 
 
 AlterConfigsResourceResponse.__qualname__ = 'IncrementalAlterConfigsResponse.AlterConfigsResourceResponse'

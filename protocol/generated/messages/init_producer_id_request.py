@@ -38,6 +38,11 @@ class InitProducerIdRequest(_Body):
         self.producer_epoch = producer_epoch
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.transactional_id, self.transaction_timeout_ms, self.producer_id, self.producer_epoch) == (other.transactional_id, other.transaction_timeout_ms, other.producer_id, other.producer_epoch)
+
 
 
 

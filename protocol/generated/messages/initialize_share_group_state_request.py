@@ -29,6 +29,11 @@ class PartitionData(_Body):
         self.start_offset = start_offset
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.partition, self.state_epoch, self.start_offset) == (other.partition, other.state_epoch, other.start_offset)
+
 
 class InitializeStateData(_Body):
     """The data for the topics.
@@ -43,6 +48,11 @@ class InitializeStateData(_Body):
         self.topic_id = topic_id
         self.partitions = [] if partitions is _D else partitions
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.topic_id, self.partitions) == (other.topic_id, other.partitions)
 
 
 class InitializeShareGroupStateRequest(_Body):
@@ -67,6 +77,11 @@ class InitializeShareGroupStateRequest(_Body):
         self.group_id = group_id
         self.topics = [] if topics is _D else topics
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.group_id, self.topics) == (other.group_id, other.topics)
 
 
 PartitionData.__qualname__ = 'InitializeShareGroupStateRequest.PartitionData'

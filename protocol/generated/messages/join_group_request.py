@@ -27,6 +27,11 @@ class JoinGroupRequestProtocol(_Body):
         self.metadata = metadata
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.name, self.metadata) == (other.name, other.metadata)
+
 
 class JoinGroupRequest(_Body):
     """The JoinGroupRequest request (from messages/JoinGroupRequest.json).
@@ -61,6 +66,11 @@ class JoinGroupRequest(_Body):
         self.protocols = [] if protocols is _D else protocols
         self.reason = reason
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.group_id, self.session_timeout_ms, self.rebalance_timeout_ms, self.member_id, self.group_instance_id, self.protocol_type, self.protocols, self.reason) == (other.group_id, other.session_timeout_ms, other.rebalance_timeout_ms, other.member_id, other.group_instance_id, other.protocol_type, other.protocols, other.reason)
 
 
 JoinGroupRequestProtocol.__qualname__ = 'JoinGroupRequest.JoinGroupRequestProtocol'

@@ -29,6 +29,11 @@ class JoinGroupResponseMember(_Body):
         self.metadata = metadata
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.member_id, self.group_instance_id, self.metadata) == (other.member_id, other.group_instance_id, other.metadata)
+
 
 class JoinGroupResponse(_Body):
     """The JoinGroupResponse response (from messages/JoinGroupResponse.json).
@@ -65,6 +70,11 @@ class JoinGroupResponse(_Body):
         self.member_id = member_id
         self.members = [] if members is _D else members
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms, self.error_code, self.generation_id, self.protocol_type, self.protocol_name, self.leader, self.skip_assignment, self.member_id, self.members) == (other.throttle_time_ms, other.error_code, other.generation_id, other.protocol_type, other.protocol_name, other.leader, other.skip_assignment, other.member_id, other.members)
 
 
 JoinGroupResponseMember.__qualname__ = 'JoinGroupResponse.JoinGroupResponseMember'

@@ -34,6 +34,11 @@ class KRaftVersionRecord(_Body):
         self.k_raft_version = k_raft_version
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.version, self.k_raft_version) == (other.version, other.k_raft_version)
+
 
 
 

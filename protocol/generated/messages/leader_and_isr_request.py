@@ -47,6 +47,11 @@ class LeaderAndIsrPartitionState(_Body):
         self.leader_recovery_state = leader_recovery_state
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.topic_name, self.partition_index, self.controller_epoch, self.leader, self.leader_epoch, self.isr, self.partition_epoch, self.replicas, self.adding_replicas, self.removing_replicas, self.is_new, self.leader_recovery_state) == (other.topic_name, other.partition_index, other.controller_epoch, other.leader, other.leader_epoch, other.isr, other.partition_epoch, other.replicas, other.adding_replicas, other.removing_replicas, other.is_new, other.leader_recovery_state)
+
 
 class LeaderAndIsrTopicState(_Body):
     """Each topic.
@@ -64,6 +69,11 @@ class LeaderAndIsrTopicState(_Body):
         self.partition_states = [] if partition_states is _D else partition_states
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.topic_name, self.topic_id, self.partition_states) == (other.topic_name, other.topic_id, other.partition_states)
+
 
 class LeaderAndIsrLiveLeader(_Body):
     """The current live leaders.
@@ -80,6 +90,11 @@ class LeaderAndIsrLiveLeader(_Body):
         self.host_name = host_name
         self.port = port
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.broker_id, self.host_name, self.port) == (other.broker_id, other.host_name, other.port)
 
 
 class LeaderAndIsrRequest(_Body):
@@ -117,6 +132,11 @@ class LeaderAndIsrRequest(_Body):
         self.topic_states = [] if topic_states is _D else topic_states
         self.live_leaders = [] if live_leaders is _D else live_leaders
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.controller_id, self.is_k_raft_controller, self.controller_epoch, self.broker_epoch, self.type, self.ungrouped_partition_states, self.topic_states, self.live_leaders) == (other.controller_id, other.is_k_raft_controller, other.controller_epoch, other.broker_epoch, other.type, other.ungrouped_partition_states, other.topic_states, other.live_leaders)
 
 
 LeaderAndIsrPartitionState.__qualname__ = 'LeaderAndIsrRequest.LeaderAndIsrPartitionState'

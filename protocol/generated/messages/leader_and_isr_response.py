@@ -29,6 +29,11 @@ class LeaderAndIsrPartitionError(_Body):
         self.error_code = error_code
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.topic_name, self.partition_index, self.error_code) == (other.topic_name, other.partition_index, other.error_code)
+
 
 class LeaderAndIsrTopicError(_Body):
     """Each topic
@@ -43,6 +48,11 @@ class LeaderAndIsrTopicError(_Body):
         self.topic_id = topic_id
         self.partition_errors = [] if partition_errors is _D else partition_errors
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.topic_id, self.partition_errors) == (other.topic_id, other.partition_errors)
 
 
 class LeaderAndIsrResponse(_Body):
@@ -69,6 +79,11 @@ class LeaderAndIsrResponse(_Body):
         self.partition_errors = [] if partition_errors is _D else partition_errors
         self.topics = [] if topics is _D else topics
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.error_code, self.partition_errors, self.topics) == (other.error_code, other.partition_errors, other.topics)
 
 
 LeaderAndIsrPartitionError.__qualname__ = 'LeaderAndIsrResponse.LeaderAndIsrPartitionError'

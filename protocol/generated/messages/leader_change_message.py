@@ -27,6 +27,11 @@ class Voter(_Body):
         self.voter_directory_id = voter_directory_id
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.voter_id, self.voter_directory_id) == (other.voter_id, other.voter_directory_id)
+
 
 class LeaderChangeMessage(_Body):
     """The LeaderChangeMessage data (from messages/LeaderChangeMessage.json).
@@ -53,6 +58,11 @@ class LeaderChangeMessage(_Body):
         self.voters = [] if voters is _D else voters
         self.granting_voters = [] if granting_voters is _D else granting_voters
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.version, self.leader_id, self.voters, self.granting_voters) == (other.version, other.leader_id, other.voters, other.granting_voters)
 
 
 Voter.__qualname__ = 'LeaderChangeMessage.Voter'

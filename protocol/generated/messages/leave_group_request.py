@@ -29,6 +29,11 @@ class MemberIdentity(_Body):
         self.reason = reason
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.member_id, self.group_instance_id, self.reason) == (other.member_id, other.group_instance_id, other.reason)
+
 
 class LeaveGroupRequest(_Body):
     """The LeaveGroupRequest request (from messages/LeaveGroupRequest.json).
@@ -53,6 +58,11 @@ class LeaveGroupRequest(_Body):
         self.member_id = member_id
         self.members = [] if members is _D else members
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.group_id, self.member_id, self.members) == (other.group_id, other.member_id, other.members)
 
 
 MemberIdentity.__qualname__ = 'LeaveGroupRequest.MemberIdentity'

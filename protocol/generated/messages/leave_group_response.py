@@ -29,6 +29,11 @@ class MemberResponse(_Body):
         self.error_code = error_code
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.member_id, self.group_instance_id, self.error_code) == (other.member_id, other.group_instance_id, other.error_code)
+
 
 class LeaveGroupResponse(_Body):
     """The LeaveGroupResponse response (from messages/LeaveGroupResponse.json).
@@ -53,6 +58,11 @@ class LeaveGroupResponse(_Body):
         self.error_code = error_code
         self.members = [] if members is _D else members
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms, self.error_code, self.members) == (other.throttle_time_ms, other.error_code, other.members)
 
 
 MemberResponse.__qualname__ = 'LeaveGroupResponse.MemberResponse'

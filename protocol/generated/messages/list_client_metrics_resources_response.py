@@ -25,6 +25,11 @@ class ClientMetricsResource(_Body):
         self.name = name
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.name == other.name
+
 
 class ListClientMetricsResourcesResponse(_Body):
     """The ListClientMetricsResourcesResponse response (from messages/ListClientMetricsResourcesResponse.json).
@@ -49,6 +54,11 @@ class ListClientMetricsResourcesResponse(_Body):
         self.error_code = error_code
         self.client_metrics_resources = [] if client_metrics_resources is _D else client_metrics_resources
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms, self.error_code, self.client_metrics_resources) == (other.throttle_time_ms, other.error_code, other.client_metrics_resources)
 
 
 ClientMetricsResource.__qualname__ = 'ListClientMetricsResourcesResponse.ClientMetricsResource'

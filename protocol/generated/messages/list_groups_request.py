@@ -34,6 +34,11 @@ class ListGroupsRequest(_Body):
         self.types_filter = [] if types_filter is _D else types_filter
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.states_filter, self.types_filter) == (other.states_filter, other.types_filter)
+
 
 
 

@@ -31,6 +31,11 @@ class ListedGroup(_Body):
         self.group_type = group_type
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.group_id, self.protocol_type, self.group_state, self.group_type) == (other.group_id, other.protocol_type, other.group_state, other.group_type)
+
 
 class ListGroupsResponse(_Body):
     """The ListGroupsResponse response (from messages/ListGroupsResponse.json).
@@ -55,6 +60,11 @@ class ListGroupsResponse(_Body):
         self.error_code = error_code
         self.groups = [] if groups is _D else groups
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms, self.error_code, self.groups) == (other.throttle_time_ms, other.error_code, other.groups)
 
 
 ListedGroup.__qualname__ = 'ListGroupsResponse.ListedGroup'

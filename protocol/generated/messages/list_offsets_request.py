@@ -31,6 +31,11 @@ class ListOffsetsPartition(_Body):
         self.max_num_offsets = max_num_offsets
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.partition_index, self.current_leader_epoch, self.timestamp, self.max_num_offsets) == (other.partition_index, other.current_leader_epoch, other.timestamp, other.max_num_offsets)
+
 
 class ListOffsetsTopic(_Body):
     """Each topic in the request.
@@ -45,6 +50,11 @@ class ListOffsetsTopic(_Body):
         self.name = name
         self.partitions = [] if partitions is _D else partitions
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.name, self.partitions) == (other.name, other.partitions)
 
 
 class ListOffsetsRequest(_Body):
@@ -73,6 +83,11 @@ class ListOffsetsRequest(_Body):
         self.topics = [] if topics is _D else topics
         self.timeout_ms = timeout_ms
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.replica_id, self.isolation_level, self.topics, self.timeout_ms) == (other.replica_id, other.isolation_level, other.topics, other.timeout_ms)
 
 
 ListOffsetsPartition.__qualname__ = 'ListOffsetsRequest.ListOffsetsPartition'

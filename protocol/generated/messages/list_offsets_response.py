@@ -35,6 +35,11 @@ class ListOffsetsPartitionResponse(_Body):
         self.leader_epoch = leader_epoch
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.partition_index, self.error_code, self.old_style_offsets, self.timestamp, self.offset, self.leader_epoch) == (other.partition_index, other.error_code, other.old_style_offsets, other.timestamp, other.offset, other.leader_epoch)
+
 
 class ListOffsetsTopicResponse(_Body):
     """Each topic in the response.
@@ -49,6 +54,11 @@ class ListOffsetsTopicResponse(_Body):
         self.name = name
         self.partitions = [] if partitions is _D else partitions
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.name, self.partitions) == (other.name, other.partitions)
 
 
 class ListOffsetsResponse(_Body):
@@ -73,6 +83,11 @@ class ListOffsetsResponse(_Body):
         self.throttle_time_ms = throttle_time_ms
         self.topics = [] if topics is _D else topics
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms, self.topics) == (other.throttle_time_ms, other.topics)
 
 
 ListOffsetsPartitionResponse.__qualname__ = 'ListOffsetsResponse.ListOffsetsPartitionResponse'

@@ -27,6 +27,11 @@ class ListPartitionReassignmentsTopics(_Body):
         self.partition_indexes = [] if partition_indexes is _D else partition_indexes
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.name, self.partition_indexes) == (other.name, other.partition_indexes)
+
 
 class ListPartitionReassignmentsRequest(_Body):
     """The ListPartitionReassignmentsRequest request (from messages/ListPartitionReassignmentsRequest.json).
@@ -49,6 +54,11 @@ class ListPartitionReassignmentsRequest(_Body):
         self.timeout_ms = timeout_ms
         self.topics = topics
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.timeout_ms, self.topics) == (other.timeout_ms, other.topics)
 
 
 ListPartitionReassignmentsTopics.__qualname__ = 'ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics'

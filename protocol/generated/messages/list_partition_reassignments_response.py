@@ -31,6 +31,11 @@ class OngoingPartitionReassignment(_Body):
         self.removing_replicas = [] if removing_replicas is _D else removing_replicas
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.partition_index, self.replicas, self.adding_replicas, self.removing_replicas) == (other.partition_index, other.replicas, other.adding_replicas, other.removing_replicas)
+
 
 class OngoingTopicReassignment(_Body):
     """The ongoing reassignments for each topic.
@@ -45,6 +50,11 @@ class OngoingTopicReassignment(_Body):
         self.name = name
         self.partitions = [] if partitions is _D else partitions
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.name, self.partitions) == (other.name, other.partitions)
 
 
 class ListPartitionReassignmentsResponse(_Body):
@@ -73,6 +83,11 @@ class ListPartitionReassignmentsResponse(_Body):
         self.error_message = error_message
         self.topics = [] if topics is _D else topics
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms, self.error_code, self.error_message, self.topics) == (other.throttle_time_ms, other.error_code, other.error_message, other.topics)
 
 
 OngoingPartitionReassignment.__qualname__ = 'ListPartitionReassignmentsResponse.OngoingPartitionReassignment'

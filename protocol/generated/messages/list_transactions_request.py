@@ -36,6 +36,11 @@ class ListTransactionsRequest(_Body):
         self.duration_filter = duration_filter
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.state_filters, self.producer_id_filters, self.duration_filter) == (other.state_filters, other.producer_id_filters, other.duration_filter)
+
 
 
 

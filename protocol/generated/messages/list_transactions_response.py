@@ -29,6 +29,11 @@ class TransactionState(_Body):
         self.transaction_state = transaction_state
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.transactional_id, self.producer_id, self.transaction_state) == (other.transactional_id, other.producer_id, other.transaction_state)
+
 
 class ListTransactionsResponse(_Body):
     """The ListTransactionsResponse response (from messages/ListTransactionsResponse.json).
@@ -55,6 +60,11 @@ class ListTransactionsResponse(_Body):
         self.unknown_state_filters = [] if unknown_state_filters is _D else unknown_state_filters
         self.transaction_states = [] if transaction_states is _D else transaction_states
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms, self.error_code, self.unknown_state_filters, self.transaction_states) == (other.throttle_time_ms, other.error_code, other.unknown_state_filters, other.transaction_states)
 
 
 TransactionState.__qualname__ = 'ListTransactionsResponse.TransactionState'

@@ -27,6 +27,11 @@ class MetadataRequestTopic(_Body):
         self.name = name
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.topic_id, self.name) == (other.topic_id, other.name)
+
 
 class MetadataRequest(_Body):
     """The MetadataRequest request (from messages/MetadataRequest.json).
@@ -53,6 +58,11 @@ class MetadataRequest(_Body):
         self.include_cluster_authorized_operations = include_cluster_authorized_operations
         self.include_topic_authorized_operations = include_topic_authorized_operations
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.topics, self.allow_auto_topic_creation, self.include_cluster_authorized_operations, self.include_topic_authorized_operations) == (other.topics, other.allow_auto_topic_creation, other.include_cluster_authorized_operations, other.include_topic_authorized_operations)
 
 
 MetadataRequestTopic.__qualname__ = 'MetadataRequest.MetadataRequestTopic'

@@ -31,6 +31,11 @@ class MetadataResponseBroker(_Body):
         self.rack = rack
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.node_id, self.host, self.port, self.rack) == (other.node_id, other.host, other.port, other.rack)
+
 
 class MetadataResponsePartition(_Body):
     """Each partition in the topic.
@@ -56,6 +61,11 @@ class MetadataResponsePartition(_Body):
         self.offline_replicas = [] if offline_replicas is _D else offline_replicas
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.error_code, self.partition_index, self.leader_id, self.leader_epoch, self.replica_nodes, self.isr_nodes, self.offline_replicas) == (other.error_code, other.partition_index, other.leader_id, other.leader_epoch, other.replica_nodes, other.isr_nodes, other.offline_replicas)
+
 
 class MetadataResponseTopic(_Body):
     """Each topic in the response.
@@ -78,6 +88,11 @@ class MetadataResponseTopic(_Body):
         self.partitions = [] if partitions is _D else partitions
         self.topic_authorized_operations = topic_authorized_operations
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.error_code, self.name, self.topic_id, self.is_internal, self.partitions, self.topic_authorized_operations) == (other.error_code, other.name, other.topic_id, other.is_internal, other.partitions, other.topic_authorized_operations)
 
 
 class MetadataResponse(_Body):
@@ -111,6 +126,11 @@ class MetadataResponse(_Body):
         self.topics = [] if topics is _D else topics
         self.cluster_authorized_operations = cluster_authorized_operations
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms, self.brokers, self.cluster_id, self.controller_id, self.topics, self.cluster_authorized_operations) == (other.throttle_time_ms, other.brokers, other.cluster_id, other.controller_id, other.topics, other.cluster_authorized_operations)
 
 
 MetadataResponseBroker.__qualname__ = 'MetadataResponse.MetadataResponseBroker'

@@ -33,6 +33,11 @@ class OffsetCommitRequestPartition(_Body):
         self.committed_metadata = committed_metadata
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.partition_index, self.committed_offset, self.committed_leader_epoch, self.commit_timestamp, self.committed_metadata) == (other.partition_index, other.committed_offset, other.committed_leader_epoch, other.commit_timestamp, other.committed_metadata)
+
 
 class OffsetCommitRequestTopic(_Body):
     """The topics to commit offsets for.
@@ -47,6 +52,11 @@ class OffsetCommitRequestTopic(_Body):
         self.name = name
         self.partitions = [] if partitions is _D else partitions
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.name, self.partitions) == (other.name, other.partitions)
 
 
 class OffsetCommitRequest(_Body):
@@ -79,6 +89,11 @@ class OffsetCommitRequest(_Body):
         self.retention_time_ms = retention_time_ms
         self.topics = [] if topics is _D else topics
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.group_id, self.generation_id_or_member_epoch, self.member_id, self.group_instance_id, self.retention_time_ms, self.topics) == (other.group_id, other.generation_id_or_member_epoch, other.member_id, other.group_instance_id, other.retention_time_ms, other.topics)
 
 
 OffsetCommitRequestPartition.__qualname__ = 'OffsetCommitRequest.OffsetCommitRequestPartition'

@@ -25,6 +25,11 @@ class OffsetDeleteRequestPartition(_Body):
         self.partition_index = partition_index
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.partition_index == other.partition_index
+
 
 class OffsetDeleteRequestTopic(_Body):
     """The topics to delete offsets for
@@ -39,6 +44,11 @@ class OffsetDeleteRequestTopic(_Body):
         self.name = name
         self.partitions = [] if partitions is _D else partitions
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.name, self.partitions) == (other.name, other.partitions)
 
 
 class OffsetDeleteRequest(_Body):
@@ -63,6 +73,11 @@ class OffsetDeleteRequest(_Body):
         self.group_id = group_id
         self.topics = [] if topics is _D else topics
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.group_id, self.topics) == (other.group_id, other.topics)
 
 
 OffsetDeleteRequestPartition.__qualname__ = 'OffsetDeleteRequest.OffsetDeleteRequestPartition'

@@ -27,6 +27,11 @@ class OffsetDeleteResponsePartition(_Body):
         self.error_code = error_code
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.partition_index, self.error_code) == (other.partition_index, other.error_code)
+
 
 class OffsetDeleteResponseTopic(_Body):
     """The responses for each topic.
@@ -41,6 +46,11 @@ class OffsetDeleteResponseTopic(_Body):
         self.name = name
         self.partitions = [] if partitions is _D else partitions
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.name, self.partitions) == (other.name, other.partitions)
 
 
 class OffsetDeleteResponse(_Body):
@@ -67,6 +77,11 @@ class OffsetDeleteResponse(_Body):
         self.throttle_time_ms = throttle_time_ms
         self.topics = [] if topics is _D else topics
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.error_code, self.throttle_time_ms, self.topics) == (other.error_code, other.throttle_time_ms, other.topics)
 
 
 OffsetDeleteResponsePartition.__qualname__ = 'OffsetDeleteResponse.OffsetDeleteResponsePartition'

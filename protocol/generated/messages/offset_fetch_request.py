@@ -27,6 +27,11 @@ class OffsetFetchRequestTopic(_Body):
         self.partition_indexes = [] if partition_indexes is _D else partition_indexes
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.name, self.partition_indexes) == (other.name, other.partition_indexes)
+
 
 class OffsetFetchRequestTopics(_Body):
     """Each topic we would like to fetch offsets for, or null to fetch offsets for all topics.
@@ -41,6 +46,11 @@ class OffsetFetchRequestTopics(_Body):
         self.name = name
         self.partition_indexes = [] if partition_indexes is _D else partition_indexes
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.name, self.partition_indexes) == (other.name, other.partition_indexes)
 
 
 class OffsetFetchRequestGroup(_Body):
@@ -60,6 +70,11 @@ class OffsetFetchRequestGroup(_Body):
         self.member_epoch = member_epoch
         self.topics = [] if topics is _D else topics
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.group_id, self.member_id, self.member_epoch, self.topics) == (other.group_id, other.member_id, other.member_epoch, other.topics)
 
 
 class OffsetFetchRequest(_Body):
@@ -89,6 +104,11 @@ class OffsetFetchRequest(_Body):
         self.groups = [] if groups is _D else groups
         self.require_stable = require_stable
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.group_id, self.topics, self.groups, self.require_stable) == (other.group_id, other.topics, other.groups, other.require_stable)
 
 
 OffsetFetchRequestTopic.__qualname__ = 'OffsetFetchRequest.OffsetFetchRequestTopic'

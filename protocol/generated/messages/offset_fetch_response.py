@@ -33,6 +33,11 @@ class OffsetFetchResponsePartition(_Body):
         self.error_code = error_code
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.partition_index, self.committed_offset, self.committed_leader_epoch, self.metadata, self.error_code) == (other.partition_index, other.committed_offset, other.committed_leader_epoch, other.metadata, other.error_code)
+
 
 class OffsetFetchResponseTopic(_Body):
     """The responses per topic.
@@ -47,6 +52,11 @@ class OffsetFetchResponseTopic(_Body):
         self.name = name
         self.partitions = [] if partitions is _D else partitions
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.name, self.partitions) == (other.name, other.partitions)
 
 
 class OffsetFetchResponsePartitions(_Body):
@@ -69,6 +79,11 @@ class OffsetFetchResponsePartitions(_Body):
         self.error_code = error_code
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.partition_index, self.committed_offset, self.committed_leader_epoch, self.metadata, self.error_code) == (other.partition_index, other.committed_offset, other.committed_leader_epoch, other.metadata, other.error_code)
+
 
 class OffsetFetchResponseTopics(_Body):
     """The responses per topic.
@@ -83,6 +98,11 @@ class OffsetFetchResponseTopics(_Body):
         self.name = name
         self.partitions = [] if partitions is _D else partitions
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.name, self.partitions) == (other.name, other.partitions)
 
 
 class OffsetFetchResponseGroup(_Body):
@@ -100,6 +120,11 @@ class OffsetFetchResponseGroup(_Body):
         self.topics = [] if topics is _D else topics
         self.error_code = error_code
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.group_id, self.topics, self.error_code) == (other.group_id, other.topics, other.error_code)
 
 
 class OffsetFetchResponse(_Body):
@@ -131,6 +156,11 @@ class OffsetFetchResponse(_Body):
         self.error_code = error_code
         self.groups = [] if groups is _D else groups
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms, self.topics, self.error_code, self.groups) == (other.throttle_time_ms, other.topics, other.error_code, other.groups)
 
 
 OffsetFetchResponsePartition.__qualname__ = 'OffsetFetchResponse.OffsetFetchResponsePartition'

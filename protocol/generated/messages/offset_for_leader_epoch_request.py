@@ -29,6 +29,11 @@ class OffsetForLeaderPartition(_Body):
         self.leader_epoch = leader_epoch
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.partition, self.current_leader_epoch, self.leader_epoch) == (other.partition, other.current_leader_epoch, other.leader_epoch)
+
 
 class OffsetForLeaderTopic(_Body):
     """Each topic to get offsets for.
@@ -43,6 +48,11 @@ class OffsetForLeaderTopic(_Body):
         self.topic = topic
         self.partitions = [] if partitions is _D else partitions
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.topic, self.partitions) == (other.topic, other.partitions)
 
 
 class OffsetForLeaderEpochRequest(_Body):
@@ -67,6 +77,11 @@ class OffsetForLeaderEpochRequest(_Body):
         self.replica_id = replica_id
         self.topics = [] if topics is _D else topics
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.replica_id, self.topics) == (other.replica_id, other.topics)
 
 
 OffsetForLeaderPartition.__qualname__ = 'OffsetForLeaderEpochRequest.OffsetForLeaderPartition'

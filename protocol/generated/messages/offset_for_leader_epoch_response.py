@@ -31,6 +31,11 @@ class EpochEndOffset(_Body):
         self.end_offset = end_offset
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.error_code, self.partition, self.leader_epoch, self.end_offset) == (other.error_code, other.partition, other.leader_epoch, other.end_offset)
+
 
 class OffsetForLeaderTopicResult(_Body):
     """Each topic we fetched offsets for.
@@ -45,6 +50,11 @@ class OffsetForLeaderTopicResult(_Body):
         self.topic = topic
         self.partitions = [] if partitions is _D else partitions
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.topic, self.partitions) == (other.topic, other.partitions)
 
 
 class OffsetForLeaderEpochResponse(_Body):
@@ -69,6 +79,11 @@ class OffsetForLeaderEpochResponse(_Body):
         self.throttle_time_ms = throttle_time_ms
         self.topics = [] if topics is _D else topics
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms, self.topics) == (other.throttle_time_ms, other.topics)
 
 
 EpochEndOffset.__qualname__ = 'OffsetForLeaderEpochResponse.EpochEndOffset'

@@ -27,6 +27,11 @@ class PartitionProduceData(_Body):
         self.records = records
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.index, self.records) == (other.index, other.records)
+
 
 class TopicProduceData(_Body):
     """Each topic to produce to.
@@ -41,6 +46,11 @@ class TopicProduceData(_Body):
         self.name = name
         self.partition_data = [] if partition_data is _D else partition_data
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.name, self.partition_data) == (other.name, other.partition_data)
 
 
 class ProduceRequest(_Body):
@@ -69,6 +79,11 @@ class ProduceRequest(_Body):
         self.timeout_ms = timeout_ms
         self.topic_data = [] if topic_data is _D else topic_data
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.transactional_id, self.acks, self.timeout_ms, self.topic_data) == (other.transactional_id, other.acks, other.timeout_ms, other.topic_data)
 
 
 PartitionProduceData.__qualname__ = 'ProduceRequest.PartitionProduceData'

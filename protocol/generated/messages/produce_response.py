@@ -27,6 +27,11 @@ class BatchIndexAndErrorMessage(_Body):
         self.batch_index_error_message = batch_index_error_message
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.batch_index, self.batch_index_error_message) == (other.batch_index, other.batch_index_error_message)
+
 
 class LeaderIdAndEpoch(_Body):
     """LeaderIdAndEpoch.
@@ -41,6 +46,11 @@ class LeaderIdAndEpoch(_Body):
         self.leader_id = leader_id
         self.leader_epoch = leader_epoch
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.leader_id, self.leader_epoch) == (other.leader_id, other.leader_epoch)
 
 
 class PartitionProduceResponse(_Body):
@@ -69,6 +79,11 @@ class PartitionProduceResponse(_Body):
         self.current_leader = LeaderIdAndEpoch() if current_leader is _D else current_leader
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.index, self.error_code, self.base_offset, self.log_append_time_ms, self.log_start_offset, self.record_errors, self.error_message, self.current_leader) == (other.index, other.error_code, other.base_offset, other.log_append_time_ms, other.log_start_offset, other.record_errors, other.error_message, other.current_leader)
+
 
 class TopicProduceResponse(_Body):
     """Each produce response
@@ -83,6 +98,11 @@ class TopicProduceResponse(_Body):
         self.name = name
         self.partition_responses = [] if partition_responses is _D else partition_responses
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.name, self.partition_responses) == (other.name, other.partition_responses)
 
 
 class NodeEndpoint(_Body):
@@ -102,6 +122,11 @@ class NodeEndpoint(_Body):
         self.port = port
         self.rack = rack
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.node_id, self.host, self.port, self.rack) == (other.node_id, other.host, other.port, other.rack)
 
 
 class ProduceResponse(_Body):
@@ -131,6 +156,11 @@ class ProduceResponse(_Body):
         self.throttle_time_ms = throttle_time_ms
         self.node_endpoints = [] if node_endpoints is _D else node_endpoints
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.responses, self.throttle_time_ms, self.node_endpoints) == (other.responses, other.throttle_time_ms, other.node_endpoints)
 
 
 BatchIndexAndErrorMessage.__qualname__ = 'ProduceResponse.BatchIndexAndErrorMessage'

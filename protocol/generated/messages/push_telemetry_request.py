@@ -40,6 +40,11 @@ class PushTelemetryRequest(_Body):
         self.metrics = metrics
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.client_instance_id, self.subscription_id, self.terminating, self.compression_type, self.metrics) == (other.client_instance_id, other.subscription_id, other.terminating, other.compression_type, other.metrics)
+
 
 
 

@@ -27,6 +27,11 @@ class PartitionData(_Body):
         self.leader_epoch = leader_epoch
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.partition, self.leader_epoch) == (other.partition, other.leader_epoch)
+
 
 class ReadStateData(_Body):
     """The data for the topics.
@@ -41,6 +46,11 @@ class ReadStateData(_Body):
         self.topic_id = topic_id
         self.partitions = [] if partitions is _D else partitions
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.topic_id, self.partitions) == (other.topic_id, other.partitions)
 
 
 class ReadShareGroupStateRequest(_Body):
@@ -65,6 +75,11 @@ class ReadShareGroupStateRequest(_Body):
         self.group_id = group_id
         self.topics = [] if topics is _D else topics
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.group_id, self.topics) == (other.group_id, other.topics)
 
 
 PartitionData.__qualname__ = 'ReadShareGroupStateRequest.PartitionData'

@@ -31,6 +31,11 @@ class StateBatch(_Body):
         self.delivery_count = delivery_count
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.first_offset, self.last_offset, self.delivery_state, self.delivery_count) == (other.first_offset, other.last_offset, other.delivery_state, other.delivery_count)
+
 
 class PartitionResult(_Body):
     """The results for the partitions.
@@ -54,6 +59,11 @@ class PartitionResult(_Body):
         self.state_batches = [] if state_batches is _D else state_batches
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.partition, self.error_code, self.error_message, self.state_epoch, self.start_offset, self.state_batches) == (other.partition, other.error_code, other.error_message, other.state_epoch, other.start_offset, other.state_batches)
+
 
 class ReadStateResult(_Body):
     """The read results
@@ -68,6 +78,11 @@ class ReadStateResult(_Body):
         self.topic_id = topic_id
         self.partitions = [] if partitions is _D else partitions
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.topic_id, self.partitions) == (other.topic_id, other.partitions)
 
 
 class ReadShareGroupStateResponse(_Body):
@@ -91,6 +106,11 @@ class ReadShareGroupStateResponse(_Body):
     def __init__(self, *, results=_D, _unknown_tagged_fields=None):
         self.results = [] if results is _D else results
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.results == other.results
 
 
 StateBatch.__qualname__ = 'ReadShareGroupStateResponse.StateBatch'

@@ -33,6 +33,11 @@ class PartitionResult(_Body):
         self.start_offset = start_offset
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.partition, self.error_code, self.error_message, self.state_epoch, self.start_offset) == (other.partition, other.error_code, other.error_message, other.state_epoch, other.start_offset)
+
 
 class ReadStateSummaryResult(_Body):
     """The read results
@@ -47,6 +52,11 @@ class ReadStateSummaryResult(_Body):
         self.topic_id = topic_id
         self.partitions = [] if partitions is _D else partitions
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.topic_id, self.partitions) == (other.topic_id, other.partitions)
 
 
 class ReadShareGroupStateSummaryResponse(_Body):
@@ -69,6 +79,11 @@ class ReadShareGroupStateSummaryResponse(_Body):
     def __init__(self, *, results=_D, _unknown_tagged_fields=None):
         self.results = [] if results is _D else results
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.results == other.results
 
 
 PartitionResult.__qualname__ = 'ReadShareGroupStateSummaryResponse.PartitionResult'

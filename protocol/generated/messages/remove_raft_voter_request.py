@@ -36,6 +36,11 @@ class RemoveRaftVoterRequest(_Body):
         self.voter_directory_id = voter_directory_id
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.cluster_id, self.voter_id, self.voter_directory_id) == (other.cluster_id, other.voter_id, other.voter_directory_id)
+
 
 
 

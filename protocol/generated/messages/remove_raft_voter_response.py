@@ -36,6 +36,11 @@ class RemoveRaftVoterResponse(_Body):
         self.error_message = error_message
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms, self.error_code, self.error_message) == (other.throttle_time_ms, other.error_code, other.error_message)
+
 
 
 

@@ -34,6 +34,11 @@ class RenewDelegationTokenRequest(_Body):
         self.renew_period_ms = renew_period_ms
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.hmac, self.renew_period_ms) == (other.hmac, other.renew_period_ms)
+
 
 
 

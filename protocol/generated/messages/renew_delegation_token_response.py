@@ -36,6 +36,11 @@ class RenewDelegationTokenResponse(_Body):
         self.throttle_time_ms = throttle_time_ms
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.error_code, self.expiry_timestamp_ms, self.throttle_time_ms) == (other.error_code, other.expiry_timestamp_ms, other.throttle_time_ms)
+
 
 
 

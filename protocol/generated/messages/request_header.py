@@ -38,6 +38,11 @@ class RequestHeader(_Body):
         self.client_id = client_id
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.request_api_key, self.request_api_version, self.correlation_id, self.client_id) == (other.request_api_key, other.request_api_version, other.correlation_id, other.client_id)
+
 
 
 

@@ -32,6 +32,11 @@ class ResponseHeader(_Body):
         self.correlation_id = correlation_id
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.correlation_id == other.correlation_id
+
 
 
 

@@ -32,6 +32,11 @@ class SaslAuthenticateRequest(_Body):
         self.auth_bytes = auth_bytes
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.auth_bytes == other.auth_bytes
+
 
 
 

@@ -38,6 +38,11 @@ class SaslAuthenticateResponse(_Body):
         self.session_lifetime_ms = session_lifetime_ms
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.error_code, self.error_message, self.auth_bytes, self.session_lifetime_ms) == (other.error_code, other.error_message, other.auth_bytes, other.session_lifetime_ms)
+
 
 
 

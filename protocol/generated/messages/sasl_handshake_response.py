@@ -34,6 +34,11 @@ class SaslHandshakeResponse(_Body):
         self.mechanisms = [] if mechanisms is _D else mechanisms
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.error_code, self.mechanisms) == (other.error_code, other.mechanisms)
+
 
 
 

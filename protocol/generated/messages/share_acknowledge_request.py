@@ -29,6 +29,11 @@ class AcknowledgementBatch(_Body):
         self.acknowledge_types = [] if acknowledge_types is _D else acknowledge_types
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.first_offset, self.last_offset, self.acknowledge_types) == (other.first_offset, other.last_offset, other.acknowledge_types)
+
 
 class AcknowledgePartition(_Body):
     """The partitions containing records to acknowledge.
@@ -44,6 +49,11 @@ class AcknowledgePartition(_Body):
         self.acknowledgement_batches = [] if acknowledgement_batches is _D else acknowledgement_batches
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.partition_index, self.acknowledgement_batches) == (other.partition_index, other.acknowledgement_batches)
+
 
 class AcknowledgeTopic(_Body):
     """The topics containing records to acknowledge.
@@ -58,6 +68,11 @@ class AcknowledgeTopic(_Body):
         self.topic_id = topic_id
         self.partitions = [] if partitions is _D else partitions
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.topic_id, self.partitions) == (other.topic_id, other.partitions)
 
 
 class ShareAcknowledgeRequest(_Body):
@@ -87,6 +102,11 @@ class ShareAcknowledgeRequest(_Body):
         self.share_session_epoch = share_session_epoch
         self.topics = [] if topics is _D else topics
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.group_id, self.member_id, self.share_session_epoch, self.topics) == (other.group_id, other.member_id, other.share_session_epoch, other.topics)
 
 
 AcknowledgementBatch.__qualname__ = 'ShareAcknowledgeRequest.AcknowledgementBatch'

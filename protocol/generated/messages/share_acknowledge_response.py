@@ -27,6 +27,11 @@ class LeaderIdAndEpoch(_Body):
         self.leader_epoch = leader_epoch
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.leader_id, self.leader_epoch) == (other.leader_id, other.leader_epoch)
+
 
 class PartitionData(_Body):
     """The topic partitions.
@@ -46,6 +51,11 @@ class PartitionData(_Body):
         self.current_leader = LeaderIdAndEpoch() if current_leader is _D else current_leader
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.partition_index, self.error_code, self.error_message, self.current_leader) == (other.partition_index, other.error_code, other.error_message, other.current_leader)
+
 
 class ShareAcknowledgeTopicResponse(_Body):
     """The response topics.
@@ -60,6 +70,11 @@ class ShareAcknowledgeTopicResponse(_Body):
         self.topic_id = topic_id
         self.partitions = [] if partitions is _D else partitions
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.topic_id, self.partitions) == (other.topic_id, other.partitions)
 
 
 class NodeEndpoint(_Body):
@@ -79,6 +94,11 @@ class NodeEndpoint(_Body):
         self.port = port
         self.rack = rack
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.node_id, self.host, self.port, self.rack) == (other.node_id, other.host, other.port, other.rack)
 
 
 class ShareAcknowledgeResponse(_Body):
@@ -111,6 +131,11 @@ class ShareAcknowledgeResponse(_Body):
         self.responses = [] if responses is _D else responses
         self.node_endpoints = [] if node_endpoints is _D else node_endpoints
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms, self.error_code, self.error_message, self.responses, self.node_endpoints) == (other.throttle_time_ms, other.error_code, other.error_message, other.responses, other.node_endpoints)
 
 
 LeaderIdAndEpoch.__qualname__ = 'ShareAcknowledgeResponse.LeaderIdAndEpoch'

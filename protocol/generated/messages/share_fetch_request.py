@@ -29,6 +29,11 @@ class AcknowledgementBatch(_Body):
         self.acknowledge_types = [] if acknowledge_types is _D else acknowledge_types
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.first_offset, self.last_offset, self.acknowledge_types) == (other.first_offset, other.last_offset, other.acknowledge_types)
+
 
 class FetchPartition(_Body):
     """The partitions to fetch.
@@ -46,6 +51,11 @@ class FetchPartition(_Body):
         self.acknowledgement_batches = [] if acknowledgement_batches is _D else acknowledgement_batches
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.partition_index, self.partition_max_bytes, self.acknowledgement_batches) == (other.partition_index, other.partition_max_bytes, other.acknowledgement_batches)
+
 
 class FetchTopic(_Body):
     """The topics to fetch.
@@ -61,6 +71,11 @@ class FetchTopic(_Body):
         self.partitions = [] if partitions is _D else partitions
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.topic_id, self.partitions) == (other.topic_id, other.partitions)
+
 
 class ForgottenTopic(_Body):
     """The partitions to remove from this share session.
@@ -75,6 +90,11 @@ class ForgottenTopic(_Body):
         self.topic_id = topic_id
         self.partitions = [] if partitions is _D else partitions
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.topic_id, self.partitions) == (other.topic_id, other.partitions)
 
 
 class ShareFetchRequest(_Body):
@@ -113,6 +133,11 @@ class ShareFetchRequest(_Body):
         self.topics = [] if topics is _D else topics
         self.forgotten_topics_data = [] if forgotten_topics_data is _D else forgotten_topics_data
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.group_id, self.member_id, self.share_session_epoch, self.max_wait_ms, self.min_bytes, self.max_bytes, self.topics, self.forgotten_topics_data) == (other.group_id, other.member_id, other.share_session_epoch, other.max_wait_ms, other.min_bytes, other.max_bytes, other.topics, other.forgotten_topics_data)
 
 
 AcknowledgementBatch.__qualname__ = 'ShareFetchRequest.AcknowledgementBatch'

@@ -27,6 +27,11 @@ class LeaderIdAndEpoch(_Body):
         self.leader_epoch = leader_epoch
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.leader_id, self.leader_epoch) == (other.leader_id, other.leader_epoch)
+
 
 class AcquiredRecords(_Body):
     """The acquired records.
@@ -43,6 +48,11 @@ class AcquiredRecords(_Body):
         self.last_offset = last_offset
         self.delivery_count = delivery_count
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.first_offset, self.last_offset, self.delivery_count) == (other.first_offset, other.last_offset, other.delivery_count)
 
 
 class PartitionData(_Body):
@@ -71,6 +81,11 @@ class PartitionData(_Body):
         self.acquired_records = [] if acquired_records is _D else acquired_records
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.partition_index, self.error_code, self.error_message, self.acknowledge_error_code, self.acknowledge_error_message, self.current_leader, self.records, self.acquired_records) == (other.partition_index, other.error_code, other.error_message, other.acknowledge_error_code, other.acknowledge_error_message, other.current_leader, other.records, other.acquired_records)
+
 
 class ShareFetchableTopicResponse(_Body):
     """The response topics.
@@ -85,6 +100,11 @@ class ShareFetchableTopicResponse(_Body):
         self.topic_id = topic_id
         self.partitions = [] if partitions is _D else partitions
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.topic_id, self.partitions) == (other.topic_id, other.partitions)
 
 
 class NodeEndpoint(_Body):
@@ -104,6 +124,11 @@ class NodeEndpoint(_Body):
         self.port = port
         self.rack = rack
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.node_id, self.host, self.port, self.rack) == (other.node_id, other.host, other.port, other.rack)
 
 
 class ShareFetchResponse(_Body):
@@ -137,6 +162,11 @@ class ShareFetchResponse(_Body):
         self.responses = [] if responses is _D else responses
         self.node_endpoints = [] if node_endpoints is _D else node_endpoints
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms, self.error_code, self.error_message, self.responses, self.node_endpoints) == (other.throttle_time_ms, other.error_code, other.error_message, other.responses, other.node_endpoints)
 
 
 LeaderIdAndEpoch.__qualname__ = 'ShareFetchResponse.LeaderIdAndEpoch'

@@ -29,6 +29,11 @@ class TopicPartitions(_Body):
         self.partitions = [] if partitions is _D else partitions
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.topic_id, self.topic_name, self.partitions) == (other.topic_id, other.topic_name, other.partitions)
+
 
 class Assignment(_Body):
     """The current assignment.
@@ -41,6 +46,11 @@ class Assignment(_Body):
     def __init__(self, *, topic_partitions=_D, _unknown_tagged_fields=None):
         self.topic_partitions = [] if topic_partitions is _D else topic_partitions
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.topic_partitions == other.topic_partitions
 
 
 class Member(_Body):
@@ -66,6 +76,11 @@ class Member(_Body):
         self.subscribed_topic_names = [] if subscribed_topic_names is _D else subscribed_topic_names
         self.assignment = Assignment() if assignment is _D else assignment
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.member_id, self.rack_id, self.member_epoch, self.client_id, self.client_host, self.subscribed_topic_names, self.assignment) == (other.member_id, other.rack_id, other.member_epoch, other.client_id, other.client_host, other.subscribed_topic_names, other.assignment)
 
 
 class DescribedGroup(_Body):
@@ -96,6 +111,11 @@ class DescribedGroup(_Body):
         self.authorized_operations = authorized_operations
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.error_code, self.error_message, self.group_id, self.group_state, self.group_epoch, self.assignment_epoch, self.assignor_name, self.members, self.authorized_operations) == (other.error_code, other.error_message, other.group_id, other.group_state, other.group_epoch, other.assignment_epoch, other.assignor_name, other.members, other.authorized_operations)
+
 
 class ShareGroupDescribeResponse(_Body):
     """The ShareGroupDescribeResponse response (from messages/ShareGroupDescribeResponse.json).
@@ -121,6 +141,11 @@ class ShareGroupDescribeResponse(_Body):
         self.throttle_time_ms = throttle_time_ms
         self.groups = [] if groups is _D else groups
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms, self.groups) == (other.throttle_time_ms, other.groups)
 
 
 TopicPartitions.__qualname__ = 'ShareGroupDescribeResponse.TopicPartitions'

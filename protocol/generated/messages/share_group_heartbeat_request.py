@@ -40,6 +40,11 @@ class ShareGroupHeartbeatRequest(_Body):
         self.subscribed_topic_names = subscribed_topic_names
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.group_id, self.member_id, self.member_epoch, self.rack_id, self.subscribed_topic_names) == (other.group_id, other.member_id, other.member_epoch, other.rack_id, other.subscribed_topic_names)
+
 
 
 

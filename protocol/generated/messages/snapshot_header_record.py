@@ -34,6 +34,11 @@ class SnapshotHeaderRecord(_Body):
         self.last_contained_log_timestamp = last_contained_log_timestamp
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.version, self.last_contained_log_timestamp) == (other.version, other.last_contained_log_timestamp)
+
 
 
 

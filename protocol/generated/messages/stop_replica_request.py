@@ -27,6 +27,11 @@ class StopReplicaPartitionV0(_Body):
         self.partition_index = partition_index
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.topic_name, self.partition_index) == (other.topic_name, other.partition_index)
+
 
 class StopReplicaTopicV1(_Body):
     """The topics to stop.
@@ -41,6 +46,11 @@ class StopReplicaTopicV1(_Body):
         self.name = name
         self.partition_indexes = [] if partition_indexes is _D else partition_indexes
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.name, self.partition_indexes) == (other.name, other.partition_indexes)
 
 
 class StopReplicaPartitionState(_Body):
@@ -59,6 +69,11 @@ class StopReplicaPartitionState(_Body):
         self.delete_partition = delete_partition
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.partition_index, self.leader_epoch, self.delete_partition) == (other.partition_index, other.leader_epoch, other.delete_partition)
+
 
 class StopReplicaTopicState(_Body):
     """Each topic.
@@ -73,6 +88,11 @@ class StopReplicaTopicState(_Body):
         self.topic_name = topic_name
         self.partition_states = [] if partition_states is _D else partition_states
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.topic_name, self.partition_states) == (other.topic_name, other.partition_states)
 
 
 class StopReplicaRequest(_Body):
@@ -111,6 +131,11 @@ class StopReplicaRequest(_Body):
         self.topics = [] if topics is _D else topics
         self.topic_states = [] if topic_states is _D else topic_states
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.controller_id, self.is_k_raft_controller, self.controller_epoch, self.broker_epoch, self.delete_partitions, self.ungrouped_partitions, self.topics, self.topic_states) == (other.controller_id, other.is_k_raft_controller, other.controller_epoch, other.broker_epoch, other.delete_partitions, other.ungrouped_partitions, other.topics, other.topic_states)
 
 
 StopReplicaPartitionV0.__qualname__ = 'StopReplicaRequest.StopReplicaPartitionV0'

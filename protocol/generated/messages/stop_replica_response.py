@@ -29,6 +29,11 @@ class StopReplicaPartitionError(_Body):
         self.error_code = error_code
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.topic_name, self.partition_index, self.error_code) == (other.topic_name, other.partition_index, other.error_code)
+
 
 class StopReplicaResponse(_Body):
     """The StopReplicaResponse response (from messages/StopReplicaResponse.json).
@@ -51,6 +56,11 @@ class StopReplicaResponse(_Body):
         self.error_code = error_code
         self.partition_errors = [] if partition_errors is _D else partition_errors
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.error_code, self.partition_errors) == (other.error_code, other.partition_errors)
 
 
 StopReplicaPartitionError.__qualname__ = 'StopReplicaResponse.StopReplicaPartitionError'

@@ -27,6 +27,11 @@ class SyncGroupRequestAssignment(_Body):
         self.assignment = assignment
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.member_id, self.assignment) == (other.member_id, other.assignment)
+
 
 class SyncGroupRequest(_Body):
     """The SyncGroupRequest request (from messages/SyncGroupRequest.json).
@@ -59,6 +64,11 @@ class SyncGroupRequest(_Body):
         self.protocol_name = protocol_name
         self.assignments = [] if assignments is _D else assignments
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.group_id, self.generation_id, self.member_id, self.group_instance_id, self.protocol_type, self.protocol_name, self.assignments) == (other.group_id, other.generation_id, other.member_id, other.group_instance_id, other.protocol_type, other.protocol_name, other.assignments)
 
 
 SyncGroupRequestAssignment.__qualname__ = 'SyncGroupRequest.SyncGroupRequestAssignment'

@@ -40,6 +40,11 @@ class SyncGroupResponse(_Body):
         self.assignment = assignment
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms, self.error_code, self.protocol_type, self.protocol_name, self.assignment) == (other.throttle_time_ms, other.error_code, other.protocol_type, other.protocol_name, other.assignment)
+
 
 
 

@@ -31,6 +31,11 @@ class TxnOffsetCommitRequestPartition(_Body):
         self.committed_metadata = committed_metadata
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.partition_index, self.committed_offset, self.committed_leader_epoch, self.committed_metadata) == (other.partition_index, other.committed_offset, other.committed_leader_epoch, other.committed_metadata)
+
 
 class TxnOffsetCommitRequestTopic(_Body):
     """Each topic that we want to commit offsets for.
@@ -45,6 +50,11 @@ class TxnOffsetCommitRequestTopic(_Body):
         self.name = name
         self.partitions = [] if partitions is _D else partitions
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.name, self.partitions) == (other.name, other.partitions)
 
 
 class TxnOffsetCommitRequest(_Body):
@@ -81,6 +91,11 @@ class TxnOffsetCommitRequest(_Body):
         self.group_instance_id = group_instance_id
         self.topics = [] if topics is _D else topics
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.transactional_id, self.group_id, self.producer_id, self.producer_epoch, self.generation_id, self.member_id, self.group_instance_id, self.topics) == (other.transactional_id, other.group_id, other.producer_id, other.producer_epoch, other.generation_id, other.member_id, other.group_instance_id, other.topics)
 
 
 TxnOffsetCommitRequestPartition.__qualname__ = 'TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition'

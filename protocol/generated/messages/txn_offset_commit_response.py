@@ -27,6 +27,11 @@ class TxnOffsetCommitResponsePartition(_Body):
         self.error_code = error_code
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.partition_index, self.error_code) == (other.partition_index, other.error_code)
+
 
 class TxnOffsetCommitResponseTopic(_Body):
     """The responses for each topic.
@@ -41,6 +46,11 @@ class TxnOffsetCommitResponseTopic(_Body):
         self.name = name
         self.partitions = [] if partitions is _D else partitions
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.name, self.partitions) == (other.name, other.partitions)
 
 
 class TxnOffsetCommitResponse(_Body):
@@ -65,6 +75,11 @@ class TxnOffsetCommitResponse(_Body):
         self.throttle_time_ms = throttle_time_ms
         self.topics = [] if topics is _D else topics
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms, self.topics) == (other.throttle_time_ms, other.topics)
 
 
 TxnOffsetCommitResponsePartition.__qualname__ = 'TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition'

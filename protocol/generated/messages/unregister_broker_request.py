@@ -32,6 +32,11 @@ class UnregisterBrokerRequest(_Body):
         self.broker_id = broker_id
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.broker_id == other.broker_id
+
 
 
 

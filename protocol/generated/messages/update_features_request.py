@@ -31,6 +31,11 @@ class FeatureUpdateKey(_Body):
         self.upgrade_type = upgrade_type
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.feature, self.max_version_level, self.allow_downgrade, self.upgrade_type) == (other.feature, other.max_version_level, other.allow_downgrade, other.upgrade_type)
+
 
 class UpdateFeaturesRequest(_Body):
     """The UpdateFeaturesRequest request (from messages/UpdateFeaturesRequest.json).
@@ -55,6 +60,11 @@ class UpdateFeaturesRequest(_Body):
         self.feature_updates = [] if feature_updates is _D else feature_updates
         self.validate_only = validate_only
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.timeout_ms, self.feature_updates, self.validate_only) == (other.timeout_ms, other.feature_updates, other.validate_only)
 
 
 FeatureUpdateKey.__qualname__ = 'UpdateFeaturesRequest.FeatureUpdateKey'

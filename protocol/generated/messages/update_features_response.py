@@ -29,6 +29,11 @@ class UpdatableFeatureResult(_Body):
         self.error_message = error_message
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.feature, self.error_code, self.error_message) == (other.feature, other.error_code, other.error_message)
+
 
 class UpdateFeaturesResponse(_Body):
     """The UpdateFeaturesResponse response (from messages/UpdateFeaturesResponse.json).
@@ -55,6 +60,11 @@ class UpdateFeaturesResponse(_Body):
         self.error_message = error_message
         self.results = [] if results is _D else results
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms, self.error_code, self.error_message, self.results) == (other.throttle_time_ms, other.error_code, other.error_message, other.results)
 
 
 UpdatableFeatureResult.__qualname__ = 'UpdateFeaturesResponse.UpdatableFeatureResult'

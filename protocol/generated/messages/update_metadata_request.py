@@ -41,6 +41,11 @@ class UpdateMetadataPartitionState(_Body):
         self.offline_replicas = [] if offline_replicas is _D else offline_replicas
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.topic_name, self.partition_index, self.controller_epoch, self.leader, self.leader_epoch, self.isr, self.zk_version, self.replicas, self.offline_replicas) == (other.topic_name, other.partition_index, other.controller_epoch, other.leader, other.leader_epoch, other.isr, other.zk_version, other.replicas, other.offline_replicas)
+
 
 class UpdateMetadataTopicState(_Body):
     """In newer versions of this RPC, each topic that we would like to update.
@@ -57,6 +62,11 @@ class UpdateMetadataTopicState(_Body):
         self.topic_id = topic_id
         self.partition_states = [] if partition_states is _D else partition_states
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.topic_name, self.topic_id, self.partition_states) == (other.topic_name, other.topic_id, other.partition_states)
 
 
 class UpdateMetadataEndpoint(_Body):
@@ -76,6 +86,11 @@ class UpdateMetadataEndpoint(_Body):
         self.listener = listener
         self.security_protocol = security_protocol
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.port, self.host, self.listener, self.security_protocol) == (other.port, other.host, other.listener, other.security_protocol)
 
 
 class UpdateMetadataBroker(_Body):
@@ -97,6 +112,11 @@ class UpdateMetadataBroker(_Body):
         self.endpoints = [] if endpoints is _D else endpoints
         self.rack = rack
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.id, self.v0_host, self.v0_port, self.endpoints, self.rack) == (other.id, other.v0_host, other.v0_port, other.endpoints, other.rack)
 
 
 class UpdateMetadataRequest(_Body):
@@ -135,6 +155,11 @@ class UpdateMetadataRequest(_Body):
         self.topic_states = [] if topic_states is _D else topic_states
         self.live_brokers = [] if live_brokers is _D else live_brokers
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.controller_id, self.is_k_raft_controller, self.type, self.controller_epoch, self.broker_epoch, self.ungrouped_partition_states, self.topic_states, self.live_brokers) == (other.controller_id, other.is_k_raft_controller, other.type, other.controller_epoch, other.broker_epoch, other.ungrouped_partition_states, other.topic_states, other.live_brokers)
 
 
 UpdateMetadataPartitionState.__qualname__ = 'UpdateMetadataRequest.UpdateMetadataPartitionState'

@@ -32,6 +32,11 @@ class UpdateMetadataResponse(_Body):
         self.error_code = error_code
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.error_code == other.error_code
+
 
 
 

@@ -29,6 +29,11 @@ class Listener(_Body):
         self.port = port
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.name, self.host, self.port) == (other.name, other.host, other.port)
+
 
 class KRaftVersionFeature(_Body):
     """The range of versions of the protocol that the replica supports
@@ -43,6 +48,11 @@ class KRaftVersionFeature(_Body):
         self.min_supported_version = min_supported_version
         self.max_supported_version = max_supported_version
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.min_supported_version, self.max_supported_version) == (other.min_supported_version, other.max_supported_version)
 
 
 class UpdateRaftVoterRequest(_Body):
@@ -75,6 +85,11 @@ class UpdateRaftVoterRequest(_Body):
         self.listeners = [] if listeners is _D else listeners
         self.k_raft_version_feature = KRaftVersionFeature() if k_raft_version_feature is _D else k_raft_version_feature
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.cluster_id, self.current_leader_epoch, self.voter_id, self.voter_directory_id, self.listeners, self.k_raft_version_feature) == (other.cluster_id, other.current_leader_epoch, other.voter_id, other.voter_directory_id, other.listeners, other.k_raft_version_feature)
 
 
 Listener.__qualname__ = 'UpdateRaftVoterRequest.Listener'

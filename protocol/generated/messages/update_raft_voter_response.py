@@ -31,6 +31,11 @@ class CurrentLeader(_Body):
         self.port = port
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.leader_id, self.leader_epoch, self.host, self.port) == (other.leader_id, other.leader_epoch, other.host, other.port)
+
 
 class UpdateRaftVoterResponse(_Body):
     """The UpdateRaftVoterResponse response (from messages/UpdateRaftVoterResponse.json).
@@ -55,6 +60,11 @@ class UpdateRaftVoterResponse(_Body):
         self.error_code = error_code
         self.current_leader = CurrentLeader() if current_leader is _D else current_leader
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms, self.error_code, self.current_leader) == (other.throttle_time_ms, other.error_code, other.current_leader)
 
 
 CurrentLeader.__qualname__ = 'UpdateRaftVoterResponse.CurrentLeader'

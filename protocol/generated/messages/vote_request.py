@@ -37,6 +37,11 @@ class PartitionData(_Body):
         self.last_offset = last_offset
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.partition_index, self.candidate_epoch, self.candidate_id, self.candidate_directory_id, self.voter_directory_id, self.last_offset_epoch, self.last_offset) == (other.partition_index, other.candidate_epoch, other.candidate_id, other.candidate_directory_id, other.voter_directory_id, other.last_offset_epoch, other.last_offset)
+
 
 class TopicData(_Body):
     """TopicData.
@@ -51,6 +56,11 @@ class TopicData(_Body):
         self.topic_name = topic_name
         self.partitions = [] if partitions is _D else partitions
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.topic_name, self.partitions) == (other.topic_name, other.partitions)
 
 
 class VoteRequest(_Body):
@@ -77,6 +87,11 @@ class VoteRequest(_Body):
         self.voter_id = voter_id
         self.topics = [] if topics is _D else topics
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.cluster_id, self.voter_id, self.topics) == (other.cluster_id, other.voter_id, other.topics)
 
 
 PartitionData.__qualname__ = 'VoteRequest.PartitionData'

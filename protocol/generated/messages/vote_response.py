@@ -33,6 +33,11 @@ class PartitionData(_Body):
         self.vote_granted = vote_granted
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.partition_index, self.error_code, self.leader_id, self.leader_epoch, self.vote_granted) == (other.partition_index, other.error_code, other.leader_id, other.leader_epoch, other.vote_granted)
+
 
 class TopicData(_Body):
     """TopicData.
@@ -47,6 +52,11 @@ class TopicData(_Body):
         self.topic_name = topic_name
         self.partitions = [] if partitions is _D else partitions
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.topic_name, self.partitions) == (other.topic_name, other.partitions)
 
 
 class NodeEndpoint(_Body):
@@ -64,6 +74,11 @@ class NodeEndpoint(_Body):
         self.host = host
         self.port = port
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.node_id, self.host, self.port) == (other.node_id, other.host, other.port)
 
 
 class VoteResponse(_Body):
@@ -91,6 +106,11 @@ class VoteResponse(_Body):
         self.topics = [] if topics is _D else topics
         self.node_endpoints = [] if node_endpoints is _D else node_endpoints
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.error_code, self.topics, self.node_endpoints) == (other.error_code, other.topics, other.node_endpoints)
 
 
 PartitionData.__qualname__ = 'VoteResponse.PartitionData'

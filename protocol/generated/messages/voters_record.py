@@ -29,6 +29,11 @@ class Endpoint(_Body):
         self.port = port
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.name, self.host, self.port) == (other.name, other.host, other.port)
+
 
 class KRaftVersionFeature(_Body):
     """The range of versions of the protocol that the replica supports
@@ -43,6 +48,11 @@ class KRaftVersionFeature(_Body):
         self.min_supported_version = min_supported_version
         self.max_supported_version = max_supported_version
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.min_supported_version, self.max_supported_version) == (other.min_supported_version, other.max_supported_version)
 
 
 class Voter(_Body):
@@ -62,6 +72,11 @@ class Voter(_Body):
         self.endpoints = [] if endpoints is _D else endpoints
         self.k_raft_version_feature = KRaftVersionFeature() if k_raft_version_feature is _D else k_raft_version_feature
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.voter_id, self.voter_directory_id, self.endpoints, self.k_raft_version_feature) == (other.voter_id, other.voter_directory_id, other.endpoints, other.k_raft_version_feature)
 
 
 class VotersRecord(_Body):
@@ -87,6 +102,11 @@ class VotersRecord(_Body):
         self.version = version
         self.voters = [] if voters is _D else voters
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.version, self.voters) == (other.version, other.voters)
 
 
 Endpoint.__qualname__ = 'VotersRecord.Endpoint'

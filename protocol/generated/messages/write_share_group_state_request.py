@@ -31,6 +31,11 @@ class StateBatch(_Body):
         self.delivery_count = delivery_count
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.first_offset, self.last_offset, self.delivery_state, self.delivery_count) == (other.first_offset, other.last_offset, other.delivery_state, other.delivery_count)
+
 
 class PartitionData(_Body):
     """The data for the partitions.
@@ -52,6 +57,11 @@ class PartitionData(_Body):
         self.state_batches = [] if state_batches is _D else state_batches
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.partition, self.state_epoch, self.leader_epoch, self.start_offset, self.state_batches) == (other.partition, other.state_epoch, other.leader_epoch, other.start_offset, other.state_batches)
+
 
 class WriteStateData(_Body):
     """The data for the topics.
@@ -66,6 +76,11 @@ class WriteStateData(_Body):
         self.topic_id = topic_id
         self.partitions = [] if partitions is _D else partitions
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.topic_id, self.partitions) == (other.topic_id, other.partitions)
 
 
 class WriteShareGroupStateRequest(_Body):
@@ -91,6 +106,11 @@ class WriteShareGroupStateRequest(_Body):
         self.group_id = group_id
         self.topics = [] if topics is _D else topics
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.group_id, self.topics) == (other.group_id, other.topics)
 
 
 StateBatch.__qualname__ = 'WriteShareGroupStateRequest.StateBatch'

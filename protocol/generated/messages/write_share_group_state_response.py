@@ -29,6 +29,11 @@ class PartitionResult(_Body):
         self.error_message = error_message
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.partition, self.error_code, self.error_message) == (other.partition, other.error_code, other.error_message)
+
 
 class WriteStateResult(_Body):
     """The write results
@@ -43,6 +48,11 @@ class WriteStateResult(_Body):
         self.topic_id = topic_id
         self.partitions = [] if partitions is _D else partitions
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.topic_id, self.partitions) == (other.topic_id, other.partitions)
 
 
 class WriteShareGroupStateResponse(_Body):
@@ -65,6 +75,11 @@ class WriteShareGroupStateResponse(_Body):
     def __init__(self, *, results=_D, _unknown_tagged_fields=None):
         self.results = [] if results is _D else results
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.results == other.results
 
 
 PartitionResult.__qualname__ = 'WriteShareGroupStateResponse.PartitionResult'

@@ -27,6 +27,11 @@ class WritableTxnMarkerTopic(_Body):
         self.partition_indexes = [] if partition_indexes is _D else partition_indexes
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.name, self.partition_indexes) == (other.name, other.partition_indexes)
+
 
 class WritableTxnMarker(_Body):
     """The transaction markers to be written.
@@ -47,6 +52,11 @@ class WritableTxnMarker(_Body):
         self.topics = [] if topics is _D else topics
         self.coordinator_epoch = coordinator_epoch
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.producer_id, self.producer_epoch, self.transaction_result, self.topics, self.coordinator_epoch) == (other.producer_id, other.producer_epoch, other.transaction_result, other.topics, other.coordinator_epoch)
 
 
 class WriteTxnMarkersRequest(_Body):
@@ -69,6 +79,11 @@ class WriteTxnMarkersRequest(_Body):
     def __init__(self, *, markers=_D, _unknown_tagged_fields=None):
         self.markers = [] if markers is _D else markers
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.markers == other.markers
 
 
 WritableTxnMarkerTopic.__qualname__ = 'WriteTxnMarkersRequest.WritableTxnMarkerTopic'

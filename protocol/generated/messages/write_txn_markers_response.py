@@ -27,6 +27,11 @@ class WritableTxnMarkerPartitionResult(_Body):
         self.error_code = error_code
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.partition_index, self.error_code) == (other.partition_index, other.error_code)
+
 
 class WritableTxnMarkerTopicResult(_Body):
     """The results by topic.
@@ -42,6 +47,11 @@ class WritableTxnMarkerTopicResult(_Body):
         self.partitions = [] if partitions is _D else partitions
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.name, self.partitions) == (other.name, other.partitions)
+
 
 class WritableTxnMarkerResult(_Body):
     """The results for writing makers.
@@ -56,6 +66,11 @@ class WritableTxnMarkerResult(_Body):
         self.producer_id = producer_id
         self.topics = [] if topics is _D else topics
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.producer_id, self.topics) == (other.producer_id, other.topics)
 
 
 class WriteTxnMarkersResponse(_Body):
@@ -79,6 +94,11 @@ class WriteTxnMarkersResponse(_Body):
     def __init__(self, *, markers=_D, _unknown_tagged_fields=None):
         self.markers = [] if markers is _D else markers
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.markers == other.markers
 
 
 WritableTxnMarkerPartitionResult.__qualname__ = 'WriteTxnMarkersResponse.WritableTxnMarkerPartitionResult'

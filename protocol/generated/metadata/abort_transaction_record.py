@@ -32,6 +32,11 @@ class AbortTransactionRecord(_Body):
         self.reason = reason
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.reason == other.reason
+
 
 
 

@@ -46,6 +46,11 @@ class AccessControlEntryRecord(_Body):
         self.permission_type = permission_type
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.id, self.resource_type, self.resource_name, self.pattern_type, self.principal, self.host, self.operation, self.permission_type) == (other.id, other.resource_type, other.resource_name, other.pattern_type, other.principal, other.host, other.operation, other.permission_type)
+
 
 
 

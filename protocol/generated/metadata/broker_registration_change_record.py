@@ -40,6 +40,11 @@ class BrokerRegistrationChangeRecord(_Body):
         self.log_dirs = [] if log_dirs is _D else log_dirs
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.broker_id, self.broker_epoch, self.fenced, self.in_controlled_shutdown, self.log_dirs) == (other.broker_id, other.broker_epoch, other.fenced, other.in_controlled_shutdown, other.log_dirs)
+
 
 
 

@@ -27,6 +27,11 @@ class EntityData(_Body):
         self.entity_name = entity_name
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.entity_type, self.entity_name) == (other.entity_type, other.entity_name)
+
 
 class ClientQuotaRecord(_Body):
     """The ClientQuotaRecord metadata (from metadata/ClientQuotaRecord.json).
@@ -53,6 +58,11 @@ class ClientQuotaRecord(_Body):
         self.value = value
         self.remove = remove
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.entity, self.key, self.value, self.remove) == (other.entity, other.key, other.value, other.remove)
 
 
 EntityData.__qualname__ = 'ClientQuotaRecord.EntityData'

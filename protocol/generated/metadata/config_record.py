@@ -38,6 +38,11 @@ class ConfigRecord(_Body):
         self.value = value
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.resource_type, self.resource_name, self.name, self.value) == (other.resource_type, other.resource_name, other.name, other.value)
+
 
 
 

@@ -44,6 +44,11 @@ class DelegationTokenRecord(_Body):
         self.token_id = token_id
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.owner, self.requester, self.renewers, self.issue_timestamp, self.max_timestamp, self.expiration_timestamp, self.token_id) == (other.owner, other.requester, other.renewers, other.issue_timestamp, other.max_timestamp, other.expiration_timestamp, other.token_id)
+
 
 
 

@@ -28,6 +28,11 @@ class EndTransactionRecord(_Body):
     def __init__(self, *, _unknown_tagged_fields=None):
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return True
+
 
 
 

@@ -34,6 +34,11 @@ class FeatureLevelRecord(_Body):
         self.feature_level = feature_level
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.name, self.feature_level) == (other.name, other.feature_level)
+
 
 
 

@@ -34,6 +34,11 @@ class FenceBrokerRecord(_Body):
         self.epoch = epoch
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.id, self.epoch) == (other.id, other.epoch)
+
 
 
 

@@ -52,6 +52,11 @@ class PartitionChangeRecord(_Body):
         self.last_known_elr = last_known_elr
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.partition_id, self.topic_id, self.isr, self.leader, self.replicas, self.removing_replicas, self.adding_replicas, self.leader_recovery_state, self.directories, self.eligible_leader_replicas, self.last_known_elr) == (other.partition_id, other.topic_id, other.isr, other.leader, other.replicas, other.removing_replicas, other.adding_replicas, other.leader_recovery_state, other.directories, other.eligible_leader_replicas, other.last_known_elr)
+
 
 
 

@@ -56,6 +56,11 @@ class PartitionRecord(_Body):
         self.last_known_elr = last_known_elr
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.partition_id, self.topic_id, self.replicas, self.isr, self.removing_replicas, self.adding_replicas, self.leader, self.leader_recovery_state, self.leader_epoch, self.partition_epoch, self.directories, self.eligible_leader_replicas, self.last_known_elr) == (other.partition_id, other.topic_id, other.replicas, other.isr, other.removing_replicas, other.adding_replicas, other.leader, other.leader_recovery_state, other.leader_epoch, other.partition_epoch, other.directories, other.eligible_leader_replicas, other.last_known_elr)
+
 
 
 

@@ -36,6 +36,11 @@ class ProducerIdsRecord(_Body):
         self.next_producer_id = next_producer_id
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.broker_id, self.broker_epoch, self.next_producer_id) == (other.broker_id, other.broker_epoch, other.next_producer_id)
+
 
 
 

@@ -31,6 +31,11 @@ class BrokerEndpoint(_Body):
         self.security_protocol = security_protocol
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.name, self.host, self.port, self.security_protocol) == (other.name, other.host, other.port, other.security_protocol)
+
 
 class BrokerFeature(_Body):
     """The features on this broker
@@ -47,6 +52,11 @@ class BrokerFeature(_Body):
         self.min_supported_version = min_supported_version
         self.max_supported_version = max_supported_version
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.name, self.min_supported_version, self.max_supported_version) == (other.name, other.min_supported_version, other.max_supported_version)
 
 
 class RegisterBrokerRecord(_Body):
@@ -87,6 +97,11 @@ class RegisterBrokerRecord(_Body):
         self.in_controlled_shutdown = in_controlled_shutdown
         self.log_dirs = [] if log_dirs is _D else log_dirs
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.broker_id, self.is_migrating_zk_broker, self.incarnation_id, self.broker_epoch, self.end_points, self.features, self.rack, self.fenced, self.in_controlled_shutdown, self.log_dirs) == (other.broker_id, other.is_migrating_zk_broker, other.incarnation_id, other.broker_epoch, other.end_points, other.features, other.rack, other.fenced, other.in_controlled_shutdown, other.log_dirs)
 
 
 BrokerEndpoint.__qualname__ = 'RegisterBrokerRecord.BrokerEndpoint'

@@ -31,6 +31,11 @@ class ControllerEndpoint(_Body):
         self.security_protocol = security_protocol
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.name, self.host, self.port, self.security_protocol) == (other.name, other.host, other.port, other.security_protocol)
+
 
 class ControllerFeature(_Body):
     """The features on this controller
@@ -47,6 +52,11 @@ class ControllerFeature(_Body):
         self.min_supported_version = min_supported_version
         self.max_supported_version = max_supported_version
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.name, self.min_supported_version, self.max_supported_version) == (other.name, other.min_supported_version, other.max_supported_version)
 
 
 class RegisterControllerRecord(_Body):
@@ -77,6 +87,11 @@ class RegisterControllerRecord(_Body):
         self.end_points = [] if end_points is _D else end_points
         self.features = [] if features is _D else features
         self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.controller_id, self.incarnation_id, self.zk_migration_ready, self.end_points, self.features) == (other.controller_id, other.incarnation_id, other.zk_migration_ready, other.end_points, other.features)
 
 
 ControllerEndpoint.__qualname__ = 'RegisterControllerRecord.ControllerEndpoint'

@@ -32,6 +32,11 @@ class RemoveAccessControlEntryRecord(_Body):
         self.id = id
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.id == other.id
+
 
 
 

@@ -32,6 +32,11 @@ class RemoveDelegationTokenRecord(_Body):
         self.token_id = token_id
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.token_id == other.token_id
+
 
 
 

@@ -32,6 +32,11 @@ class RemoveTopicRecord(_Body):
         self.topic_id = topic_id
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.topic_id == other.topic_id
+
 
 
 

@@ -34,6 +34,11 @@ class RemoveUserScramCredentialRecord(_Body):
         self.mechanism = mechanism
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.name, self.mechanism) == (other.name, other.mechanism)
+
 
 
 

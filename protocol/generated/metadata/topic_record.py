@@ -34,6 +34,11 @@ class TopicRecord(_Body):
         self.topic_id = topic_id
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.name, self.topic_id) == (other.name, other.topic_id)
+
 
 
 

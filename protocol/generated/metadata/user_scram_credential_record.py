@@ -42,6 +42,11 @@ class UserScramCredentialRecord(_Body):
         self.iterations = iterations
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.name, self.mechanism, self.salt, self.stored_key, self.server_key, self.iterations) == (other.name, other.mechanism, other.salt, other.stored_key, other.server_key, other.iterations)
+
 
 
 

@@ -32,6 +32,11 @@ class ZkMigrationStateRecord(_Body):
         self.zk_migration_state = zk_migration_state
         self._unknown_tagged_fields = _unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.zk_migration_state == other.zk_migration_state
+
 
 
 
