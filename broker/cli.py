@@ -19,7 +19,7 @@ import importlib
 import logging
 import sys
 
-COMMAND_MODULES = ("broker.admin_cli",)
+COMMAND_MODULES = ("broker.admin",)
 
 
 def _serve(args) -> int:

@@ -268,6 +268,7 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("log.message.timestamp.after.max.ms", T.LONG, 3600000, at_least(0), dynamic=True),
     ConfigDef("num.recovery.threads.per.data.dir", T.INT, 1, at_least(1), dynamic=True),
     # Odradek: fsync appended batches before acknowledging them (group commit); Kafka leaves it to the OS.
+    ConfigDef("metrics.port", T.INT, -1, between(-1, 65535)),   # Odradek: /metrics, /healthz; -1 off
     ConfigDef("log.flush.before.acknowledge", T.BOOLEAN, False),
     # internal topics and coordinators
     ConfigDef("offsets.topic.num.partitions", T.INT, 50, at_least(1)),

@@ -114,9 +114,12 @@ class Connection:
                 finally:
                     # The writer sends what is still pending, then ends the connection.
                     self._send_slots.close()
-        except (CloseConnection, trio.BrokenResourceError, trio.ClosedResourceError,
-                OSError) as exc:
-            log.debug("closing connection %s: %s", self.peer, exc)
+        except* CloseConnection as group:
+            log.info("closing connection %s: %s", self.peer, group.exceptions[0])
+        except* (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as group:
+            log.debug("connection %s went away: %s", self.peer, group.exceptions[0])
+        except* Exception:
+            log.exception("connection %s failed; closing it", self.peer)
         finally:
             self.closed = True
             with trio.CancelScope(shield=True):

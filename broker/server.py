@@ -9,6 +9,7 @@ makes ``serve`` stop accepting, finish in-flight requests, flush and checkpoint,
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import signal
@@ -20,6 +21,8 @@ import trio
 from broker.config import BrokerConfig, ConfigError, Listener, validate_topic_configs
 from broker.fetch_session import FetchSessionCache
 from broker.handlers import load_registry
+from broker.health import Health, serve_ops_http
+from broker.metrics import BrokerMetrics
 from broker.partitions import PartitionManager
 
 log = logging.getLogger("odradek.server")
@@ -39,7 +42,9 @@ class Broker:
         self.logs = None
         self.partitions: PartitionManager | None = None
         self.broker_epoch = -1
-        self.metrics = None
+        self.metrics_port: int | None = None
+        self.metrics = BrokerMetrics(config.node_id)
+        self.health = Health(metrics=self.metrics)
         self._bound: list[tuple[Listener, int]] = []   # (listener, bound port)
         self._shutdown = trio.Event()
         self._draining = False
@@ -88,12 +93,10 @@ class Broker:
         return max(self.image.offset, 0)
 
     def observe_request(self, header, seconds: float) -> None:
-        metrics = self.metrics
-        if metrics is not None:
-            try:
-                metrics.observe_request(header.api_key, header.api_version, seconds * 1000)
-            except Exception:   # metrics must never break a request
-                pass
+        try:
+            self.metrics.observe_request(header.api_key, header.api_version, local_s=seconds)
+        except Exception:   # metrics must never break a request
+            log.debug("metrics hook failed", exc_info=True)
 
     @property
     def draining(self) -> bool:
@@ -102,26 +105,21 @@ class Broker:
 
     def record_produce(self, body, appended) -> None:
         """Metrics hook after a Produce (appended: [(partition, AppendResult, answer)])."""
-        metrics = self.metrics
-        if metrics is None:
-            return
         try:
-            for partition, result, _ in appended:
-                metrics.record_produce(partition.topic, 0, result.last_offset - result.first_offset + 1)
+            for partition, result, _, size in appended:
+                self.metrics.record_produce(partition.topic,
+                                            result.last_offset - result.first_offset + 1, size)
         except Exception:
-            pass
+            log.debug("metrics hook failed", exc_info=True)
 
     def record_fetch(self, reads) -> None:
         """Metrics hook after a Fetch."""
-        metrics = self.metrics
-        if metrics is None:
-            return
         try:
             for read in reads:
                 if read.size and read.partition is not None:
-                    metrics.record_fetch(read.partition.topic, read.size)
+                    self.metrics.record_fetch(read.partition.topic, read.size)
         except Exception:
-            pass
+            log.debug("metrics hook failed", exc_info=True)
 
     def request_shutdown(self) -> None:
         self._shutdown.set()
@@ -184,13 +182,21 @@ class Broker:
                 async with trio.open_nursery() as nursery:
                     async with trio.open_nursery() as connections:
                         self._connection_nursery = connections
+                        self.health.set("recovery", True)
+                        if config["metrics.port"] >= 0:
+                            self.metrics_port = await nursery.start(functools.partial(
+                                serve_ops_http, config["metrics.port"], health=self.health,
+                                metrics=self.metrics))
                         await self._open_listeners(nursery)
+                        self.health.set("listeners", True)
                         await self._register(nursery)
+                        self.health.set("controller", True)
                         for hook in self.startup_hooks:
                             await hook(self, nursery)
                         self.partitions.start_background(nursery)
                         task_status.started(self)
                         await self._shutdown.wait()
+                        self.health.begin_shutdown()
                         await self._drain()
                         connections.cancel_scope.cancel()
                     nursery.cancel_scope.cancel()
@@ -221,11 +227,13 @@ class Broker:
                     return
                 connection = Connection(self, stream, listener.name)
                 self._connections.add(connection)
+                self.metrics.connection_opened(listener.name)
                 self._connections_idle = trio.Event() if len(self._connections) == 1 \
                     else self._connections_idle
                 try:
                     await connection.serve()
                 finally:
+                    self.metrics.connection_closed(listener.name)
                     self._connections.discard(connection)
                     if not self._connections:
                         self._connections_idle.set()

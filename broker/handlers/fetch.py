@@ -109,8 +109,7 @@ def _read_all(ctx, reads, uses_ids, isolation, max_bytes):
             upper = fetch.fetch_offset + 1
             if slices:
                 upper = max(upper, limit)
-            aborted = getattr(log, "aborted_transactions", None)
-            read.aborted = list(aborted(fetch.fetch_offset, upper)) if aborted else []
+            read.aborted = log.aborted_transactions(fetch.fetch_offset, upper)
     return reads
 
 
@@ -152,8 +151,9 @@ async def handle_fetch(ctx, header, body):
             high_watermark=read.high_watermark, last_stable_offset=read.last_stable_offset,
             log_start_offset=read.log_start_offset,
             aborted_transactions=(
-                [Response.AbortedTransaction(producer_id=pid, first_offset=first)
-                 for pid, first in read.aborted] if read.aborted is not None else None),
+                [Response.AbortedTransaction(producer_id=txn.producer_id,
+                                             first_offset=txn.first_offset)
+                 for txn in read.aborted] if read.aborted is not None else None),
             preferred_read_replica=-1,
             records=SlicedRecords(read.slices) if read.slices else b"")
         topic_key = read.key[0]

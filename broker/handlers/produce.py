@@ -73,12 +73,12 @@ async def handle_produce(ctx, header, body):
             answer = _partition_response(index, ErrorCode.NONE, None, result.first_offset,
                                          result.log_append_time, result.log_start_offset)
             answers.append(answer)
-            appended.append((partition, result, answer))
+            appended.append((partition, result, answer, len(data.records)))
 
     # The appends are in the log in request order: the connection's next request may go ahead
     # (its appends queue behind these), while these wait for durability.
     ctx.release_order()
-    for partition, result, answer in appended:
+    for partition, result, answer, _ in appended:
         try:
             await partitions.acknowledge(partition, result)
         except StorageError as exc:
