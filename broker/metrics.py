@@ -22,6 +22,9 @@ Two kinds of metrics, chosen so the hot path pays (almost) nothing:
 Label cardinality is bounded: request metrics are labelled by API name (and version for the rate),
 never by client id; topic and group series are capped (see ``max_topic_series`` and
 ``max_lag_series``); deleted topics are dropped with ``forget_topic``.
+
+All durations are given in milliseconds, the unit of Kafka's own time metrics.
+``broker_sources(broker)`` builds the three sources from a running ``broker.server.Broker``.
 """
 
 from __future__ import annotations
@@ -260,21 +263,23 @@ class BrokerMetrics:
     def request_done(self) -> None:
         self.in_flight -= 1
 
-    def observe_request(self, api_key: int, api_version: int, *, queue_s: float = 0.0,
-                        local_s: float = 0.0, remote_s: float = 0.0, send_s: float = 0.0,
+    def observe_request(self, api_key: int, api_version: int, local_ms: float = 0.0, *,
+                        queue_ms: float = 0.0, remote_ms: float = 0.0, send_ms: float = 0.0,
                         error_code: int = 0) -> None:
-        """Record one answered request (or one acks=0 produce). Times are in seconds."""
+        """Record one answered request (or one acks=0 produce). Times in milliseconds: queue =
+        received until a handler started, local = the handler, remote = waiting on others
+        (long poll, replication), send = writing the response."""
         stats = self._requests.get(api_key)
         if stats is None:
             stats = self._requests[api_key] = _RequestStats()
         stats.by_version[api_version] = stats.by_version.get(api_version, 0) + 1
         if error_code:
             stats.errors[error_code] = stats.errors.get(error_code, 0) + 1
-        stats.queue.observe(queue_s * 1000.0)
-        stats.local.observe(local_s * 1000.0)
-        stats.remote.observe(remote_s * 1000.0)
-        stats.send.observe(send_s * 1000.0)
-        stats.total.observe((queue_s + local_s + remote_s + send_s) * 1000.0)
+        stats.queue.observe(queue_ms)
+        stats.local.observe(local_ms)
+        stats.remote.observe(remote_ms)
+        stats.send.observe(send_ms)
+        stats.total.observe(queue_ms + local_ms + remote_ms + send_ms)
 
     def count_error(self, api_key: int, error_code: int, n: int = 1) -> None:
         """Count errors found inside a response (per partition) beyond the top-level one."""
@@ -349,20 +354,20 @@ class BrokerMetrics:
     def isr_expand(self, n: int = 1) -> None:
         self.isr_expands += n
 
-    def observe_flush(self, seconds: float) -> None:
-        """One log flush (fsync); thread-safe."""
+    def observe_flush(self, ms: float) -> None:
+        """One log flush (fsync) and its duration in ms; thread-safe."""
         with self._lock:
-            self._flush.observe(seconds * 1000.0)
+            self._flush.observe(ms)
 
-    def observe_election(self, seconds: float) -> None:
-        """One completed controller (Raft) election and how long it took; thread-safe."""
+    def observe_election(self, ms: float) -> None:
+        """One completed controller (Raft) election and its duration in ms; thread-safe."""
         with self._lock:
-            self._elections.observe(seconds * 1000.0)
+            self._elections.observe(ms)
 
-    def set_recovery_duration(self, seconds: float, segments: int = 0) -> None:
-        """How long start-up log recovery took, and how many segments it scanned."""
+    def set_recovery_duration(self, ms: float, segments: int = 0) -> None:
+        """How long start-up log recovery took (ms), and how many segments it scanned."""
         with self._lock:
-            self.recovery_duration_ms = seconds * 1000.0
+            self.recovery_duration_ms = ms
             self.recovered_segments = segments
 
     # ---------------------------------------------------------------- scrape-time helpers
@@ -602,3 +607,58 @@ def _safe_list(source: Callable[[], Iterable] | None) -> list:
         return list(source())
     except Exception:
         return []
+
+
+# --------------------------------------------------------------------------- a running broker
+
+
+def broker_sources(broker) -> dict[str, Callable]:
+    """The scrape-time sources for a ``broker.server.Broker``: its hosted partitions (storage
+    logs), its group coordinator's groups and its controller. Each reads only in-memory state."""
+
+    def partitions() -> Iterable[PartitionSnapshot]:
+        manager, controller = broker.partitions, broker.controller
+        if manager is None:
+            return []
+        image = controller.image if controller is not None else None
+        out = []
+        for p in manager.all():
+            log = p.log
+            replicas, isr = 1, len(p.isr) or 1
+            placed = image.topics.get(p.topic) if image is not None else None
+            placed = placed.partitions.get(p.index) if placed is not None else None
+            if placed is not None:
+                replicas, isr = len(placed.replicas), len(placed.isr)
+            leader = placed.leader if placed is not None else p.leader
+            out.append(PartitionSnapshot(
+                p.topic, p.index, is_leader=leader == broker.node_id, size_bytes=log.size_bytes,
+                log_start_offset=log.log_start_offset, log_end_offset=log.log_end_offset,
+                high_watermark=log.high_watermark, num_segments=len(log.segments),
+                replicas=replicas, isr=isr, offline=leader < 0))
+        return out
+
+    def groups() -> Iterable[GroupSnapshot]:
+        coordinator = broker.coordinators.get("group")
+        if coordinator is None:
+            return []
+        return [GroupSnapshot(g.group_id, getattr(g.state, "value", str(g.state)), len(g.members),
+                              {tp: om.offset for tp, om in g.offsets.items()})
+                for g in list(coordinator.groups.values())]
+
+    def controller() -> ControllerSnapshot | None:
+        c = broker.controller
+        if c is None:
+            return None
+        image = c.image
+        quorum = getattr(c, "quorum", None) or getattr(c, "_quorum", None)
+        end = quorum.end_offset if quorum is not None else image.offset + 1
+        return ControllerSnapshot(
+            is_active=bool(quorum.is_leader) if quorum is not None else False,
+            leader_id=quorum.leader_id if quorum is not None else None,
+            epoch=quorum.epoch if quorum is not None else 0,
+            high_watermark=end, last_committed_offset=end - 1,
+            last_applied_offset=image.offset, topic_count=len(image.topics),
+            partition_count=sum(len(t.partitions) for t in image.topics.values()),
+            broker_count=sum(1 for b in image.brokers.values() if not b.fenced))
+
+    return {"partitions": partitions, "groups": groups, "controller": controller}
