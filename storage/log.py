@@ -78,7 +78,7 @@ class Log:
         self.directory = directory
         self.topic, self.partition = parse_partition_dir(os.path.basename(directory.rstrip("/")))
         self.config = config or LogConfig()
-        self.handles = handles or OpenFiles()
+        self.handles = handles if handles is not None else OpenFiles()
         self.clock = clock
         self._lock = threading.RLock()
         self._flush_cond = threading.Condition(threading.Lock())
@@ -104,7 +104,7 @@ class Log:
         swapped = set()
         for name in names:
             path = os.path.join(self.directory, name)
-            if name.endswith(DELETED_SUFFIX) or name.endswith(CLEANED_SUFFIX):
+            if name.endswith(DELETED_SUFFIX) or name.endswith(CLEANED_SUFFIX) or name.endswith(".tmp"):
                 os.remove(path)  # leftovers of deletion or of a cleaner run that never swapped
             elif name.endswith(SWAP_SUFFIX) and name.split(".")[0].isdigit():
                 swapped.add(int(name.split(".")[0]))
@@ -193,7 +193,10 @@ class Log:
         self.recovery_point = active.next_offset
         self.producer_state.map_end_offset = active.next_offset
         self.producer_state.delete_snapshots(above=active.next_offset)
-        self.producer_state.take_snapshot()
+        try:
+            self.producer_state.take_snapshot()
+        except OSError:
+            pass  # only an optimisation: the next recovery replays a little more
 
     # ======================================================================= producer state
     def _replay_callback(self, segment: LogSegment | None):
@@ -347,21 +350,24 @@ class Log:
                 return AppendResult(dup.first_offset, dup.last_offset, -1, self.log_start_offset,
                                     duplicate=True)
             total = len(view)
-            segment = self._maybe_roll(first_offset, last_offset, total, now)
-            position = segment.size
             try:
-                segment.write(buffers, total)
+                segment = self._maybe_roll(first_offset, last_offset, total, now,
+                                           max(ts for _, _, ts in placed))
+                position = segment.size
+                segment.write(buffers, total)  # cut back to `position` if it fails
+                self._index_aborted_after_commit(segment, pending, next_offset)
+                interval = self.config.index_interval_bytes
+                for batch, base, max_ts in placed:
+                    segment.note_appended(position, batch, base + batch.last_offset_delta, max_ts, interval)
+                    position += batch.size
+                    epoch = leader_epoch if origin is not AppendOrigin.REPLICATION else batch.partition_leader_epoch
+                    if epoch >= 0:
+                        self._note_epoch(epoch, base)
+                    self._unflushed_messages += batch.record_count
             except OSError as exc:
+                # Disk full or failing: the log goes offline; what is on disk stays a
+                # valid prefix (a torn write was cut back, indexes are rebuilt on restart).
                 raise self._go_offline(exc) from exc
-            self._index_aborted_after_commit(segment, pending, next_offset)
-            interval = self.config.index_interval_bytes
-            for batch, base, max_ts in placed:
-                segment.note_appended(position, batch, base + batch.last_offset_delta, max_ts, interval)
-                position += batch.size
-                epoch = leader_epoch if origin is not AppendOrigin.REPLICATION else batch.partition_leader_epoch
-                if epoch >= 0:
-                    self._note_epoch(epoch, base)
-                self._unflushed_messages += batch.record_count
             result = AppendResult(first_offset, last_offset,
                                   log_append_time if log_append_time is not None else -1,
                                   self.log_start_offset)
@@ -411,6 +417,8 @@ class Log:
             if batch.is_transactional and batch.producer_id < 0:
                 raise InvalidBatchError("transactional batch without a producer id",
                                         ErrorCode.INVALID_RECORD)
+            if config.compact and not batch.is_control and origin is AppendOrigin.CLIENT:
+                self._require_keys(batch)
             if check_ts:
                 for ts in (batch.base_timestamp, batch.max_timestamp):
                     if ts == NO_TIMESTAMP:
@@ -422,7 +430,20 @@ class Log:
                             f"(message.timestamp.before.max.ms / after.max.ms)")
         return batches
 
-    def _maybe_roll(self, first_offset: int, last_offset: int, size: int, now: int) -> LogSegment:
+    def _require_keys(self, batch: RecordBatch) -> None:
+        """Compacted topics refuse records without keys (Kafka's LogValidator); the only
+        append check that reads records, and only for compacted topics."""
+        try:
+            for record in batch.records():
+                if record.key is None:
+                    raise InvalidBatchError(
+                        f"Compacted topic cannot accept message without key in topic partition "
+                        f"{self.topic}-{self.partition}.", ErrorCode.INVALID_RECORD)
+        except RecordBatchError as exc:
+            raise InvalidBatchError(exc.message, exc.error_code) from exc
+
+    def _maybe_roll(self, first_offset: int, last_offset: int, size: int, now: int,
+                    max_timestamp: int = NO_TIMESTAMP) -> LogSegment:
         segment = self._segments[-1]
         config = self.config
         if segment.size == 0:
@@ -430,9 +451,15 @@ class Log:
                 # Replication (or a log start moved by DeleteRecords) can skip ahead.
                 return self._roll(first_offset, now, replace_empty=True)
             return segment
-        rolling_ts = segment.first_batch_timestamp if segment.first_batch_timestamp > 0 else segment.created_ms
+        # Kafka measures segment age in record time when it can: the incoming batch's
+        # max timestamp against the first batch's (so replayed old data does not roll
+        # a segment per append), else wall time since the segment was created.
+        if segment.first_batch_timestamp >= 0 and max_timestamp >= 0:
+            waited = max_timestamp - segment.first_batch_timestamp
+        else:
+            waited = now - segment.created_ms
         if (segment.size > config.segment_bytes - size
-                or now - rolling_ts > config.segment_ms - config.segment_jitter_ms
+                or waited > config.segment_ms - config.segment_jitter_ms
                 or segment.index_full(config.segment_index_bytes)
                 or last_offset - segment.base_offset > INT32_MAX):
             return self._roll(first_offset, now)
@@ -599,8 +626,11 @@ class Log:
             target = self.log_end_offset if up_to is None else min(up_to, self.log_end_offset)
             if target <= self.recovery_point:
                 return
-            todo = [s for s in self._segments
-                    if (s.next_offset is None or s.next_offset > self.recovery_point) and s.base_offset < target]
+            segments = self._segments
+            todo = [s for i, s in enumerate(segments)
+                    if s.base_offset < target and
+                    (segments[i + 1].base_offset if i + 1 < len(segments) else self.log_end_offset)
+                    > self.recovery_point]
             self._unflushed_messages = 0
             self._last_flush_ms = self.clock()
         try:

@@ -238,11 +238,18 @@ class ProducerStateManager:
         data = _SNAP_HEADER.pack(_SNAP_VERSION, crc, len(self.producers)) + body
         path = self.snapshot_path(offset)
         tmp = path + ".tmp"
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        try:
+            with open(tmp, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except OSError:
+            try:
+                os.remove(tmp)
+            except OSError:
+                pass
+            raise
 
     def load_snapshot(self, at_or_below: int) -> int | None:
         """Load the latest readable snapshot at or below an offset; returns its offset."""

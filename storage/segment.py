@@ -191,7 +191,10 @@ class LogSegment:
             data = os.pread(f.fd, min(_SCAN_CHUNK, end - pos), pos)
             off = 0
             while off + HEADER_SIZE <= len(data):
-                batch = RecordBatch(data, off)
+                try:
+                    batch = RecordBatch(data, off)
+                except RecordBatchError:
+                    return  # not a v2 batch: treated as the end (recovery cuts it off)
                 if batch.batch_length < MIN_BATCH_LENGTH or pos + off + batch.size > end:
                     return
                 yield pos + off, batch

@@ -1,0 +1,126 @@
+import errno
+import os
+import subprocess
+
+import pytest
+
+from storage.errors import InvalidBatchError, KafkaStorageError
+from storage.log import Log
+from storage.manager import LogManager
+
+from .conftest import batch
+
+
+def test_failed_write_takes_the_log_offline_and_leaves_disk_consistent(make_log, monkeypatch):
+    log = make_log(name="io-0")
+    log.append(batch(2))
+    size_before = os.path.getsize(log.active_segment.log_path)
+    real = os.pwritev
+
+    def half_then_enospc(fd, buffers, offset):
+        # a torn write: some bytes land, then the disk is full
+        first = bytes(buffers[0])[:10]
+        real(fd, [first], offset)
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "pwritev", half_then_enospc)
+    with pytest.raises(KafkaStorageError) as info:
+        log.append(batch(3))
+    assert info.value.error_code == 56
+    monkeypatch.setattr(os, "pwritev", real)
+    assert log.offline
+    assert os.path.getsize(log.active_segment.log_path) == size_before
+    with pytest.raises(KafkaStorageError):
+        log.read(0, 100)
+    with pytest.raises(KafkaStorageError):
+        log.append(batch(1))
+    again = make_log(name="io-0", clean_shutdown=False)
+    assert again.log_end_offset == 2
+    assert again.append(batch(1)).first_offset == 2
+
+
+def test_failed_fsync_takes_the_log_offline(make_log, monkeypatch):
+    log = make_log()
+    log.append(batch(1))
+
+    def broken(fd):
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(os, "fsync", broken)
+    with pytest.raises(KafkaStorageError):
+        log.flush()
+    assert log.offline
+
+
+def test_manager_close_with_an_offline_log_leaves_no_clean_marker(tmp_path, monkeypatch):
+    mgr = LogManager(str(tmp_path))
+    log = mgr.get_or_create_log("t", 0)
+    log.append(batch(1))
+    log._go_offline(OSError("simulated"))
+    mgr.close()
+    assert not os.path.exists(tmp_path / ".kafka_cleanshutdown")
+
+
+def test_open_files_stay_bounded(tmp_path):
+    mgr = LogManager(str(tmp_path), {"segment.bytes": 2000}, max_open_files=8)
+    fd_dir = "/proc/self/fd"
+    before = len(os.listdir(fd_dir))
+    for p in range(40):
+        log = mgr.get_or_create_log("many", p)
+        for _ in range(3):
+            log.append(batch(1, value_size=900))
+        log.read_batches(0)
+    during = len(os.listdir(fd_dir))
+    assert len(mgr.handles) <= 8
+    # 8 segments with a log and two index descriptors each, plus a little slack
+    assert during - before <= 8 * 3 + 4
+    for p in range(40):
+        assert [b.base_offset for b in mgr.get_log("many", p).read_batches(0)][0] == 0
+    mgr.close()
+
+
+def test_compacted_topics_refuse_records_without_keys(make_log):
+    log = make_log({"cleanup.policy": "compact"})
+    with pytest.raises(InvalidBatchError) as info:
+        log.append(batch(1))
+    assert info.value.error_code == 87
+    log.append(batch(1, key=b"k"))
+
+
+@pytest.fixture
+def small_tmpfs(tmp_path):
+    mountpoint = tmp_path / "small"
+    mountpoint.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("disk-full test needs root to mount a 1 MiB tmpfs")
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mountpoint)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"mounting a tmpfs is not permitted here: {done.stderr.strip()}")
+    yield mountpoint
+    subprocess.run(["umount", "-l", str(mountpoint)], capture_output=True)
+
+
+def test_disk_full_on_a_small_tmpfs(small_tmpfs):
+    directory = small_tmpfs / "full-0"
+    filler = small_tmpfs / "filler"
+    filler.write_bytes(bytes(64 * 1024))  # deleted below to make room for the restart
+    log = Log(str(directory))
+    acked = 0
+    with pytest.raises(KafkaStorageError) as info:
+        for _ in range(10_000):
+            res = log.append(batch(1, value_size=4000))
+            acked = res.last_offset + 1
+    assert info.value.error_code == 56
+    assert log.offline and acked > 100
+    # Free some room, reopen: every acknowledged batch is there, nothing torn is served.
+    log.close()
+    filler.unlink()
+    again = Log(str(directory), clean_shutdown=False)
+    assert again.log_end_offset >= acked
+    offset = 0
+    while offset < again.log_end_offset:
+        for b in again.read_batches(offset):
+            b.ensure_valid()
+            offset = b.last_offset + 1
+    assert offset == again.log_end_offset
