@@ -1,0 +1,176 @@
+"""The group and transaction APIs over the wire, version by version, with a raw client."""
+
+import pytest
+
+from broker.testing import running_broker
+from protocol import ErrorCode as E
+from protocol import messages as m
+from protocol.consumer_protocol import Subscription, encode_subscription
+from tests.broker.raw_client import RawClient
+
+
+@pytest.fixture
+def client(tmp_path):
+    with running_broker(tmp_path / "data") as broker:
+        with RawClient("127.0.0.1", broker.port) as raw:
+            raw.create_topic("t", 2)
+            yield raw
+
+
+SUB = encode_subscription(Subscription(topics=["t"]), 0)
+
+
+def find(client, key, key_type=0, version=3):
+    return client.request(10, version, m.FindCoordinatorRequest(key=key, key_type=key_type))
+
+
+def join(client, member_id="", version=5, group="g", instance=None):
+    J = m.JoinGroupRequest
+    return client.request(11, version, J(group_id=group, session_timeout_ms=10_000, rebalance_timeout_ms=10_000,
+                                         member_id=member_id, group_instance_id=instance, protocol_type="consumer",
+                                         protocols=[J.JoinGroupRequestProtocol(name="range", metadata=SUB)]))
+
+
+def commit(client, group, member, generation, offsets, version=8):
+    C = m.OffsetCommitRequest
+    topics = {}
+    for topic, partition, offset, metadata in offsets:
+        topics.setdefault(topic, []).append(C.OffsetCommitRequestPartition(
+            partition_index=partition, committed_offset=offset, committed_leader_epoch=2,
+            committed_metadata=metadata))
+    return client.request(8, version, C(group_id=group, generation_id_or_member_epoch=generation, member_id=member,
+                                        topics=[C.OffsetCommitRequestTopic(name=t, partitions=ps)
+                                                for t, ps in topics.items()]))
+
+
+def test_api_versions_advertise_what_java_4_needs(client):
+    versions = {k.api_key: (k.min_version, k.max_version)
+                for k in client.request(18, 3, m.ApiVersionsRequest(client_software_name="t",
+                                                                     client_software_version="1")).api_keys}
+    assert versions[8] == (2, 9) and versions[9] == (1, 9) and versions[10] == (0, 6)
+    assert versions[11] == (0, 9) and versions[42] == (0, 2) and versions[22] == (0, 5)
+    assert versions[26] == (0, 4)  # EndTxn v5 belongs to transaction version 2, not advertised
+
+
+def test_find_coordinator_versions(client):
+    r = find(client, "g", version=0)
+    assert r.error_code == 0 and r.port == client.sock.getpeername()[1] and r.node_id == 1
+    r = find(client, "txn", key_type=1)
+    assert r.error_code == 0 and r.host == "127.0.0.1"
+    assert find(client, "", key_type=1).error_code == E.INVALID_REQUEST
+    assert find(client, "x", key_type=7).error_code == E.INVALID_REQUEST
+    r = client.request(10, 4, m.FindCoordinatorRequest(key_type=0, coordinator_keys=["a", "b"]))
+    assert [(c.key, c.error_code, c.node_id) for c in r.coordinators] == [("a", 0, 1), ("b", 0, 1)]
+
+
+def test_join_sync_heartbeat_commit_fetch_leave(client):
+    first = join(client)
+    assert first.error_code == E.MEMBER_ID_REQUIRED and first.member_id
+    r = join(client, first.member_id)
+    assert r.error_code == 0 and r.generation_id == 1 and r.leader == first.member_id
+    assert [(x.member_id, bytes(x.metadata)) for x in r.members] == [(first.member_id, SUB)]
+    S = m.SyncGroupRequest
+    s = client.request(14, 5, S(group_id="g", generation_id=1, member_id=r.member_id, protocol_type="consumer",
+                                protocol_name="range", assignments=[]))
+    assert s.error_code == 0 and bytes(s.assignment) == b"" and s.protocol_name == "range"
+    hb = client.request(12, 4, m.HeartbeatRequest(group_id="g", generation_id=1, member_id=r.member_id))
+    assert hb.error_code == 0
+    hb = client.request(12, 4, m.HeartbeatRequest(group_id="g", generation_id=7, member_id=r.member_id))
+    assert hb.error_code == E.ILLEGAL_GENERATION
+    c = commit(client, "g", r.member_id, 1, [("t", 0, 5, "meta"), ("t", 1, 6, ""), ("nope", 0, 1, "")])
+    assert {(t.name, p.partition_index): p.error_code for t in c.topics for p in t.partitions} == {
+        ("t", 0): 0, ("t", 1): 0, ("nope", 0): E.UNKNOWN_TOPIC_OR_PARTITION}
+    F = m.OffsetFetchRequest
+    f = client.request(9, 1, F(group_id="g", topics=[F.OffsetFetchRequestTopic(name="t", partition_indexes=[0, 1])]))
+    assert [(p.committed_offset, p.metadata) for p in f.topics[0].partitions] == [(5, "meta"), (6, "")]
+    f = client.request(9, 7, F(group_id="g", topics=None))  # null topics: everything the group has
+    assert [(t.name, p.partition_index, p.committed_offset, p.committed_leader_epoch)
+            for t in f.topics for p in t.partitions] == [("t", 0, 5, 2), ("t", 1, 6, 2)]
+    L = m.LeaveGroupRequest
+    leave = client.request(13, 3, L(group_id="g", members=[L.MemberIdentity(member_id=r.member_id),
+                                                          L.MemberIdentity(member_id="ghost")]))
+    assert [(x.member_id, x.error_code) for x in leave.members] == [(r.member_id, 0), ("ghost", E.UNKNOWN_MEMBER_ID)]
+    assert client.request(13, 0, L(group_id="g", member_id="ghost")).error_code == E.UNKNOWN_MEMBER_ID
+
+
+def test_offset_fetch_v8_many_groups(client):
+    commit(client, "a", "", -1, [("t", 0, 1, "x")], version=2)
+    commit(client, "b", "", -1, [("t", 1, 2, "y")], version=9)
+    F = m.OffsetFetchRequest
+    r = client.request(9, 8, F(groups=[
+        F.OffsetFetchRequestGroup(group_id="a", topics=None),
+        F.OffsetFetchRequestGroup(group_id="b", topics=[F.OffsetFetchRequestTopics(name="t", partition_indexes=[0, 1])]),
+        F.OffsetFetchRequestGroup(group_id="missing", topics=None)]))
+    got = {g.group_id: [(t.name, p.partition_index, p.committed_offset, p.metadata)
+                        for t in g.topics for p in t.partitions] for g in r.groups}
+    assert got == {"a": [("t", 0, 1, "x")], "b": [("t", 0, -1, ""), ("t", 1, 2, "y")], "missing": []}
+
+
+def test_list_describe_delete_groups_and_offset_delete(client):
+    commit(client, "simple", "", -1, [("t", 0, 1, "")])
+    join(client, join(client, group="live").member_id, group="live")
+    lg = client.request(16, 4, m.ListGroupsRequest(states_filter=["Empty"]))
+    assert [(g.group_id, g.group_state) for g in lg.groups] == [("simple", "Empty")]
+    lg = client.request(16, 5, m.ListGroupsRequest(types_filter=["classic"]))
+    assert sorted(g.group_id for g in lg.groups) == ["live", "simple"]
+    assert all(g.group_type == "classic" for g in lg.groups)
+    d = client.request(15, 5, m.DescribeGroupsRequest(groups=["live", "unknown"], include_authorized_operations=True))
+    live, unknown = d.groups
+    assert live.group_state == "CompletingRebalance" and len(live.members) == 1 and live.authorized_operations > 0
+    assert unknown.error_code == 0 and unknown.group_state == "Dead"
+    O = m.OffsetDeleteRequest
+    od = client.request(47, 0, O(group_id="simple", topics=[O.OffsetDeleteRequestTopic(
+        name="t", partitions=[O.OffsetDeleteRequestPartition(partition_index=0)])]))
+    assert od.error_code == 0 and od.topics[0].partitions[0].error_code == 0
+    dg = client.request(42, 2, m.DeleteGroupsRequest(groups_names=["simple", "live", "zzz"]))
+    assert [(x.group_id, x.error_code) for x in dg.results] == [
+        ("simple", 0), ("live", E.NON_EMPTY_GROUP), ("zzz", E.GROUP_ID_NOT_FOUND)]
+
+
+def test_init_producer_id_v0_for_idempotent_producers(client):
+    a = client.request(22, 0, m.InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=0))
+    b = client.request(22, 4, m.InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=0,
+                                                     producer_id=a.producer_id, producer_epoch=0))
+    assert a.error_code == b.error_code == 0 and a.producer_epoch == 0 and b.producer_id != a.producer_id
+
+
+def test_transaction_apis(client):
+    init = client.request(22, 4, m.InitProducerIdRequest(transactional_id="tx", transaction_timeout_ms=60_000))
+    assert init.error_code == 0 and init.producer_epoch == 0
+    pid, epoch = init.producer_id, init.producer_epoch
+    A = m.AddPartitionsToTxnRequest
+    bad = client.request(24, 3, A(v3_and_below_transactional_id="tx", v3_and_below_producer_id=pid,
+                                  v3_and_below_producer_epoch=epoch, v3_and_below_topics=[
+                                      A.AddPartitionsToTxnTopic(name="t", partitions=[0]),
+                                      A.AddPartitionsToTxnTopic(name="nope", partitions=[0])]))
+    assert {(t.name, p.partition_index): p.partition_error_code for t in bad.results_by_topic_v3_and_below
+            for p in t.results_by_partition} == {("t", 0): E.OPERATION_NOT_ATTEMPTED,
+                                                 ("nope", 0): E.UNKNOWN_TOPIC_OR_PARTITION}
+    ok = client.request(24, 3, A(v3_and_below_transactional_id="tx", v3_and_below_producer_id=pid,
+                                 v3_and_below_producer_epoch=epoch,
+                                 v3_and_below_topics=[A.AddPartitionsToTxnTopic(name="t", partitions=[0, 1])]))
+    assert all(p.partition_error_code == 0 for t in ok.results_by_topic_v3_and_below for p in t.results_by_partition)
+    fenced = client.request(24, 1, A(v3_and_below_transactional_id="tx", v3_and_below_producer_id=pid,
+                                     v3_and_below_producer_epoch=epoch + 3,
+                                     v3_and_below_topics=[A.AddPartitionsToTxnTopic(name="t", partitions=[0])]))
+    assert fenced.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code == \
+        E.INVALID_PRODUCER_EPOCH  # v1 predates PRODUCER_FENCED
+    verify = client.request(24, 4, A(transactions=[A.AddPartitionsToTxnTransaction(
+        transactional_id="tx", producer_id=pid, producer_epoch=epoch, verify_only=True,
+        topics=[A.AddPartitionsToTxnTopic(name="t", partitions=[1])])]))
+    assert verify.results_by_transaction[0].topic_results[0].results_by_partition[0].partition_error_code == 0
+    lt = client.request(66, 1, m.ListTransactionsRequest(state_filters=["Ongoing"], duration_filter=-1))
+    assert [(s.transactional_id, s.producer_id, s.transaction_state) for s in lt.transaction_states] == [
+        ("tx", pid, "Ongoing")]
+    dt = client.request(65, 0, m.DescribeTransactionsRequest(transactional_ids=["tx", "nope"]))
+    tx, nope = dt.transaction_states
+    assert tx.transaction_state == "Ongoing" and [(t.topic, t.partitions) for t in tx.topics] == [("t", [0, 1])]
+    assert nope.error_code == E.TRANSACTIONAL_ID_NOT_FOUND
+    end = client.request(26, 3, m.EndTxnRequest(transactional_id="tx", producer_id=pid, producer_epoch=epoch,
+                                                committed=False))
+    assert end.error_code == 0
+    dt = client.request(65, 0, m.DescribeTransactionsRequest(transactional_ids=["tx"]))
+    assert dt.transaction_states[0].transaction_state == "CompleteAbort"
+    again = client.request(26, 3, m.EndTxnRequest(transactional_id="tx", producer_id=pid, producer_epoch=epoch,
+                                                  committed=True))
+    assert again.error_code == E.INVALID_TXN_STATE
