@@ -23,7 +23,10 @@ from bench import peer
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 STARTUP_TIMEOUT_S = 30.0
-_PLAINTEXT = re.compile(r"listening on\S* (?:PLAINTEXT|tcp)://([\w.\-]+):(\d+)")
+# The line each server prints once it listens (Odradek's own log also mentions the configured port 0).
+ODRADEK_LISTENING = re.compile(r"^odradek: listening on PLAINTEXT://([\w.\-]+):(\d+)", re.M)
+PEER_LISTENING = re.compile(r"listening on: tcp://([\w.\-]+):(\d+)")
+SINK_LISTENING = re.compile(r"^null-sink: listening on PLAINTEXT://([\w.\-]+):(\d+)", re.M)
 
 ODRADEK_LAUNCHER = "import sys; from broker.cli import main; sys.argv[0] = 'odradek'; sys.exit(main())"
 
@@ -83,10 +86,11 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def _wait_for_listener(process: subprocess.Popen, log_path: Path, what: str) -> tuple[str, int]:
+def _wait_for_listener(process: subprocess.Popen, log_path: Path, what: str,
+                       pattern: re.Pattern) -> tuple[str, int]:
     deadline = time.monotonic() + STARTUP_TIMEOUT_S
     while time.monotonic() < deadline:
-        match = _PLAINTEXT.search(log_path.read_text(errors="replace"))
+        match = pattern.search(log_path.read_text(errors="replace"))
         if match:
             return match.group(1), int(match.group(2))
         if process.poll() is not None:
@@ -115,7 +119,7 @@ def start_odradek(log_dir: Path, overrides: dict[str, str] | None = None) -> Tar
     log_path = log_dir / "odradek.log"
     process = _spawn(cmd, log_path, cwd=REPO_ROOT, env=env)
     try:
-        host, port = _wait_for_listener(process, log_path, "odradek")
+        host, port = _wait_for_listener(process, log_path, "odradek", ODRADEK_LISTENING)
     except TargetError:
         shutil.rmtree(data_dir, ignore_errors=True)
         raise
@@ -136,7 +140,7 @@ def start_peer(log_dir: Path, attempts: int = 3) -> Target:
                "--storage-engine", "memory://tansu/"]
         process = _spawn(cmd, log_path, env={**os.environ, "RUST_LOG": "warn"})
         try:
-            host, port = _wait_for_listener(process, log_path, "peer")
+            host, port = _wait_for_listener(process, log_path, "peer", PEER_LISTENING)
         except TargetError as error:
             last_error = error
             continue
@@ -153,6 +157,6 @@ def start_sink(log_dir: Path, partitions: int) -> Target:
     log_path = log_dir / "sink.log"
     cmd = [sys.executable, "-m", "bench.null_sink", "--partitions", str(partitions)]
     process = _spawn(cmd, log_path, cwd=REPO_ROOT)
-    host, port = _wait_for_listener(process, log_path, "null sink")
+    host, port = _wait_for_listener(process, log_path, "null sink", SINK_LISTENING)
     return Target("sink", "null sink (acknowledges, stores nothing)", f"{host}:{port}", process, log_path,
                   can_create_topics=False)
