@@ -1,5 +1,5 @@
 """Producer-id and transaction APIs: InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn,
-TxnOffsetCommit, EndTxn, DescribeTransactions, ListTransactions.
+TxnOffsetCommit, EndTxn, DescribeProducers, DescribeTransactions, ListTransactions.
 
 Thin translations between wire bodies and `broker.coordinator`'s cores. Versions are those of
 transaction protocol version 1 (the broker does not advertise `transaction.version` 2, so clients
@@ -177,6 +177,32 @@ async def end_txn(ctx, header, body):
     return messages.EndTxnResponse(error_code=_fenced(code, header.api_version, 2))
 
 
+# ---- DescribeProducers (61) ----------------------------------------------------------------------------
+async def describe_producers(ctx, header, body):
+    """Active producers of partitions this broker leads, from storage's producer state."""
+    from broker.partitions import PartitionError
+
+    Response = messages.DescribeProducersResponse
+    topics = []
+    for topic in body.topics:
+        partitions = []
+        for index in topic.partition_indexes:
+            try:
+                partition = ctx.partitions.leader(topic.name, index)
+            except PartitionError as exc:
+                partitions.append(Response.PartitionResponse(partition_index=index, error_code=exc.code))
+                continue
+            entries = list(partition.log.producer_state.producers.values())  # one C-level copy
+            partitions.append(Response.PartitionResponse(partition_index=index, error_code=E.NONE, active_producers=[
+                Response.ProducerState(
+                    producer_id=e.producer_id, producer_epoch=e.epoch, last_sequence=e.last_seq,
+                    last_timestamp=e.last_timestamp, coordinator_epoch=e.coordinator_epoch,
+                    current_txn_start_offset=-1 if e.current_txn_first_offset is None else e.current_txn_first_offset)
+                for e in sorted(entries, key=lambda e: e.producer_id)]))
+        topics.append(Response.TopicResponse(name=topic.name, partitions=partitions))
+    return Response(topics=topics)
+
+
 # ---- DescribeTransactions (65) / ListTransactions (66) ------------------------------------------------
 async def describe_transactions(ctx, header, body):
     Response = messages.DescribeTransactionsResponse
@@ -217,6 +243,7 @@ HANDLERS = {
     25: (0, 4, add_offsets_to_txn),
     26: (0, 4, end_txn),
     28: (0, 4, txn_offset_commit),
+    61: (0, 0, describe_producers),
     65: (0, 0, describe_transactions),
     66: (0, 1, list_transactions),
 }

@@ -174,3 +174,17 @@ def test_transaction_apis(client):
     again = client.request(26, 3, m.EndTxnRequest(transactional_id="tx", producer_id=pid, producer_epoch=epoch,
                                                   committed=True))
     assert again.error_code == E.INVALID_TXN_STATE
+
+
+def test_describe_producers(client):
+    from protocol.records import SimpleRecord, build_batch
+    init = client.request(22, 0, m.InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=0))
+    batch = build_batch([SimpleRecord(value=b"v", timestamp=1_700_000_000_000)], producer_id=init.producer_id,
+                        producer_epoch=0, base_sequence=0)
+    assert client.produce("t", 0, batch).error_code == 0
+    D = m.DescribeProducersRequest
+    r = client.request(61, 0, D(topics=[D.TopicRequest(name="t", partition_indexes=[0, 1, 9])]))
+    p0, p1, p9 = r.topics[0].partitions
+    assert [(s.producer_id, s.producer_epoch, s.last_sequence, s.current_txn_start_offset)
+            for s in p0.active_producers] == [(init.producer_id, 0, 0, -1)]
+    assert p1.active_producers == [] and p9.error_code == E.UNKNOWN_TOPIC_OR_PARTITION
