@@ -111,7 +111,9 @@ class GroupCoordinator:
     # ==== JoinGroup ===================================================================================
     def join_group(self, group_id: str, member_id: str, group_instance_id: Optional[str], client_id: str,
                    client_host: str, session_timeout_ms: int, rebalance_timeout_ms: int, protocol_type: str,
-                   protocols: list[tuple[str, bytes]], require_known_member_id: bool) -> Pending[JoinResult]:
+                   protocols: list[tuple[str, bytes]], require_known_member_id: bool,
+                   supports_skip_assignment: bool = False) -> Pending[JoinResult]:
+        """JoinGroup. `require_known_member_id`: v4+ (KIP-394); `supports_skip_assignment`: v9+ (KIP-814)."""
         if not group_id:
             return _done(JoinResult(E.INVALID_GROUP_ID, member_id))
         if not (self.config.min_session_timeout_ms <= session_timeout_ms <= self.config.max_session_timeout_ms):
@@ -125,7 +127,8 @@ class GroupCoordinator:
             return _done(JoinResult(E.GROUP_MAX_SIZE_REACHED, member_id))
         pending: Pending[JoinResult] = Pending()
         request = _JoinRequest(member_id, group_instance_id, client_id, client_host, session_timeout_ms,
-                               rebalance_timeout_ms, protocol_type, protocols, require_known_member_id, pending)
+                               rebalance_timeout_ms, protocol_type, protocols, require_known_member_id,
+                               supports_skip_assignment, pending)
         if member_id == UNKNOWN_MEMBER_ID:
             self._join_new_member(group, request)
         else:
@@ -257,18 +260,22 @@ class GroupCoordinator:
                 member.awaiting_join = None
                 try:
                     self._store_group(group)
-                except Exception:
+                except Exception as exc:
                     group.replace_static_member(req.group_instance_id, new_member_id, old_member_id)
                     (member.protocols, member.rebalance_timeout_ms, member.session_timeout_ms,
                      member.client_id, member.client_host) = old_state
                     self.timers.cancel(("heartbeat", group.group_id, new_member_id))
                     self._schedule_heartbeat(group, old_member_id, member.session_timeout_ms)
-                    req.pending.complete(JoinResult(E.UNKNOWN_SERVER_ERROR, UNKNOWN_MEMBER_ID))
+                    req.pending.complete(JoinResult(append_error(exc), UNKNOWN_MEMBER_ID))
                     return
-                is_leader = group.is_leader(new_member_id)
-                result = self._join_answer(group, new_member_id, skip_assignment=is_leader)
-                result.leader = old_leader if old_leader != old_member_id else new_member_id
-                req.pending.complete(result)
+                if req.supports_skip_assignment:
+                    # KIP-814: a rejoining leader learns it leads but keeps the current assignment
+                    is_leader = group.is_leader(new_member_id)
+                    req.pending.complete(self._join_answer(group, new_member_id, skip_assignment=is_leader))
+                else:
+                    # older clients are told the old leader id, so a rejoining leader does not reassign
+                    req.pending.complete(JoinResult(E.NONE, new_member_id, group.generation_id, group.protocol_type,
+                                                    group.protocol_name, old_leader or ""))
             else:
                 self._maybe_prepare_rebalance(group)
         elif group.state is S.COMPLETING_REBALANCE:
@@ -406,8 +413,8 @@ class GroupCoordinator:
                 m.assignment = given.get(m.member_id, b"")
             try:
                 self._store_group(group)
-            except Exception:
-                self._reset_and_propagate_assignment(group, E.COORDINATOR_NOT_AVAILABLE)
+            except Exception as exc:
+                self._reset_and_propagate_assignment(group, append_error(exc))
                 self._maybe_prepare_rebalance(group)
                 return pending
             self._propagate_assignment(group, E.NONE)
@@ -561,9 +568,9 @@ class GroupCoordinator:
         if records:
             try:
                 self.log.append(group_id, records, producer_id=producer_id, producer_epoch=producer_epoch)
-            except Exception:
-                return E.NONE, {key: (E.COORDINATOR_NOT_AVAILABLE if err is E.NONE else err)
-                                for key, err in errors.items()}
+            except Exception as exc:
+                error = append_error(exc, offsets=True)
+                return E.NONE, {key: (error if err is E.NONE else err) for key, err in errors.items()}
         if transactional:
             group.pending_txn_offsets.setdefault(producer_id, {}).update(accepted)
         else:
@@ -652,8 +659,8 @@ class GroupCoordinator:
         if records:
             try:
                 self.log.append(group_id, records)
-            except Exception:
-                return E.COORDINATOR_NOT_AVAILABLE, {}
+            except Exception as exc:
+                return append_error(exc), {}
             for record in records:
                 group.offsets.pop((record.topic, record.partition), None)
         return E.NONE, errors
@@ -697,8 +704,8 @@ class GroupCoordinator:
             else:
                 try:
                     self._tombstone_group(group, list(group.offsets))
-                except Exception:
-                    results[group_id] = E.COORDINATOR_NOT_AVAILABLE
+                except Exception as exc:
+                    results[group_id] = append_error(exc)
                     continue
                 results[group_id] = E.NONE
         return results
@@ -803,6 +810,24 @@ class GroupCoordinator:
                 self._schedule_heartbeat(group, member.member_id, member.session_timeout_ms)
 
 
+def append_error(exc: Exception, *, offsets: bool = False) -> ErrorCode:
+    """The error a client gets when writing to `__consumer_offsets` failed (Kafka's mapping)."""
+    code = getattr(exc, "code", None)
+    if code is None:
+        code = getattr(exc, "error_code", None)
+    try:
+        code = ErrorCode(code)
+    except (TypeError, ValueError):
+        return E.COORDINATOR_NOT_AVAILABLE
+    if code in (E.UNKNOWN_TOPIC_OR_PARTITION, E.NOT_ENOUGH_REPLICAS, E.REQUEST_TIMED_OUT):
+        return E.COORDINATOR_NOT_AVAILABLE
+    if code in (E.NOT_LEADER_OR_FOLLOWER, E.KAFKA_STORAGE_ERROR):
+        return E.NOT_COORDINATOR
+    if code in (E.MESSAGE_TOO_LARGE, E.RECORD_LIST_TOO_LARGE, E.INVALID_FETCH_SIZE):
+        return E.INVALID_COMMIT_OFFSET_SIZE if offsets else E.UNKNOWN_SERVER_ERROR
+    return code
+
+
 @dataclass
 class _JoinRequest:
     member_id: str
@@ -814,6 +839,7 @@ class _JoinRequest:
     protocol_type: str
     protocols: list
     require_known_member_id: bool
+    supports_skip_assignment: bool
     pending: Pending
 
 

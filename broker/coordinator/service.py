@@ -68,6 +68,8 @@ class CoordinatorService:
         self._ready = trio.Event()
         self._loading = False
         self._topic_lock = trio.Lock()
+        self._ack_lock = trio.Lock()
+        self._timers_running = False
         self._wake = trio.Event()
         self._sleep_until: Optional[int] = None
         self.timers.on_change = self._maybe_wake
@@ -162,17 +164,33 @@ class CoordinatorService:
         self._unacked.append((partition, result))
 
     async def settle(self) -> None:
-        """Acknowledge everything appended so far (durable first, if so configured)."""
-        while self._unacked:
-            pending, self._unacked = self._unacked, []
-            for partition, result in pending:
-                try:
-                    await self.broker.partitions.acknowledge(partition, result)
-                except Exception:
-                    log.exception("acknowledging an internal append to %s-%d failed",
-                                  partition.topic, partition.index)
+        """Return once everything appended so far is acknowledged (durable first, if so configured).
+
+        One settler at a time: an append another request's settle is still acknowledging is
+        waited for too, so no answer overtakes the write it depends on."""
+        async with self._ack_lock:
+            while self._unacked:
+                pending, self._unacked = self._unacked, []
+                for partition, result in pending:
+                    try:
+                        await self.broker.partitions.acknowledge(partition, result)
+                    except Exception:
+                        log.exception("acknowledging an internal append to %s-%d failed",
+                                      partition.topic, partition.index)
 
     # ---- loading and timers ------------------------------------------------------------------------
+    @classmethod
+    async def startup_hook(cls, broker, nursery) -> None:
+        """For `broker.startup_hooks`: load at start-up (so decided transactions complete and loaded
+        members' sessions run without waiting for a first coordinator request), timers in `nursery`."""
+        service = broker.coordinators.get("service")
+        if service is None:
+            service = cls(broker)
+            broker.coordinators.update(service=service, group=service.groups, transaction=service.txns)
+        service._timers_running = True
+        nursery.start_soon(service._run_timers)
+        await service._ensure_loaded()
+
     async def _ensure_loaded(self) -> None:
         if self._ready.is_set():
             return
@@ -184,7 +202,10 @@ class CoordinatorService:
             await self._load()
         finally:
             self._ready.set()
-        trio.lowlevel.spawn_system_task(self._run_timers, name="odradek-coordinator-timers")
+        if not self._timers_running:
+            # no start-up hook registered us: run the timers beside the broker's tasks
+            self._timers_running = True
+            trio.lowlevel.spawn_system_task(self._run_timers, name="odradek-coordinator-timers")
 
     async def _load(self) -> None:
         image = self.broker.image
@@ -231,7 +252,7 @@ class CoordinatorService:
             self._wake.set()
 
     async def _run_timers(self) -> None:
-        while True:
+        while not self.broker.draining:
             try:
                 self.timers.run_due(self.clock.now_ms())
                 await self.settle()

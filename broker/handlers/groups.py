@@ -85,7 +85,7 @@ async def join_group(ctx, header, body):
         body.group_id, body.member_id, body.group_instance_id if version >= 5 else None,
         header.client_id or "", "/" + ctx.connection.peer.rsplit(":", 1)[0], body.session_timeout_ms,
         rebalance_timeout, body.protocol_type, [(p.name, bytes(p.metadata)) for p in body.protocols],
-        require_known_member_id=version >= 4)
+        require_known_member_id=version >= 4, supports_skip_assignment=version >= 9)
     result = await wait_for(pending)
     await service.settle()
     ok = result.error is E.NONE

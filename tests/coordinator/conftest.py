@@ -37,10 +37,10 @@ class GroupHarness:
         self.clock.advance(target - self.clock.now_ms())
 
     def join(self, group="g", member_id="", instance_id=None, protocols=None, session=1_000_000, rebalance=30_000,
-             require_known=True, client_id="client", protocol_type="consumer"):
+             require_known=True, client_id="client", protocol_type="consumer", skip_assignment=True):
         protocols = protocols if protocols is not None else [("range", subscription("t"))]
         return self.coord.join_group(group, member_id, instance_id, client_id, "/127.0.0.1", session, rebalance,
-                                     protocol_type, protocols, require_known)
+                                     protocol_type, protocols, require_known, skip_assignment)
 
     def join_new(self, group="g", **kw):
         """The KIP-394 handshake: MEMBER_ID_REQUIRED, then the join that counts (returns its Pending)."""

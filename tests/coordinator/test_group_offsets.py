@@ -193,3 +193,14 @@ def test_serde_round_trip_in_kafka_layouts(h):
     assert value is None and key[:2] == b"\x00\x01"
     # Kafka's partitioning: abs(String.hashCode) % 50
     assert partition_for("my-group", 50) == 12 and partition_for("test-consumer-group", 50) == 31
+
+
+def test_write_errors_map_like_kafka(h):
+    from storage.errors import StorageError
+
+    h.log.fail_with = StorageError("too big", E.RECORD_LIST_TOO_LARGE)
+    _, per = h.coord.commit_offsets("g", "", None, -1, [Item("t", 0, 1)])
+    assert per == {("t", 0): E.INVALID_COMMIT_OFFSET_SIZE}
+    h.log.fail_with = StorageError("disk", E.KAFKA_STORAGE_ERROR)
+    _, per = h.coord.commit_offsets("g", "", None, -1, [Item("t", 0, 1)])
+    assert per == {("t", 0): E.NOT_COORDINATOR}

@@ -51,6 +51,14 @@ def test_static_leader_rejoin_gets_skip_assignment(h):
     assert h.state() == "Stable"
 
 
+def test_static_leader_rejoin_before_v9_is_told_the_old_leader(h):
+    ids, gen, leader_iid = form_static(h, ["i1", "i2"])
+    r = h.join(instance_id=leader_iid, client_id=leader_iid, skip_assignment=False).result
+    assert r.error == E.NONE and r.generation_id == gen and not r.skip_assignment
+    assert r.leader == ids[leader_iid] != r.member_id and r.members == []
+    assert h.state() == "Stable"
+
+
 def test_static_rejoin_with_changed_protocol_rebalances(h):
     ids, gen, leader_iid = form_static(h, ["i1"], protocols=[("range", b""), ("roundrobin", b"")])
     p = h.join(instance_id="i1", protocols=[("roundrobin", b""), ("range", b"")])
