@@ -793,6 +793,10 @@ class Log:
                 active.truncate_to(offset)
             except OSError as exc:
                 raise self._go_offline(exc) from exc
+            if self.log_end_offset < self.log_start_offset:
+                # The cut batch straddled the log start: keep the log start, empty.
+                self.truncate_fully_and_start_at(self.log_start_offset)
+                return
             self._after_truncation()
 
     def truncate_fully_and_start_at(self, offset: int) -> None:

@@ -331,10 +331,7 @@ class LogSegment:
         found = self.find_batch(offset)
         if found is None:
             return 0
-        position, batch = found
-        if batch.base_offset < offset:
-            # Kafka removes a batch that straddles the target entirely.
-            pass
+        position, batch = found  # a batch straddling the target goes as a whole
         removed = self.size - position
         self.offset_index.truncate_to_position(position)
         self.time_index.truncate_to(batch.base_offset)
