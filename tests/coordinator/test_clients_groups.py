@@ -159,3 +159,26 @@ def test_kafka_python_group_consumer(tmp_path):
         tps = [kafka.TopicPartition(TOPIC, p) for p in range(2)]
         assert [c.committed(tp) for tp in tps] == [10, 10]
         c.close()
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("strategy", ["range", "roundrobin", "cooperative-sticky"])
+def test_assignors_split_and_hand_over(tmp_path, strategy):
+    with running_broker(tmp_path / "data") as broker:
+        create_topic(broker.bootstrap)
+        produce(broker.bootstrap, 8)
+        extra = {"partition.assignment.strategy": strategy}
+        a = consumer(broker.bootstrap, "g-" + strategy, **extra)
+        a.subscribe([TOPIC])
+        assert assignment_sizes([a], [4]) == [4]
+        b = consumer(broker.bootstrap, "g-" + strategy, **extra)
+        b.subscribe([TOPIC])
+        assert assignment_sizes([a, b], [2, 2]) == [2, 2]
+        assert {p.partition for c in (a, b) for p in c.assignment()} == {0, 1, 2, 3}
+        # nothing was committed: records `a` read before the split may be read again by `b`
+        everything = {b"%d" % i for i in range(8)}
+        got = poll_until([a, b], lambda g: {v for msgs in g.values() for _, _, v in msgs} >= everything)
+        assert {v for msgs in got.values() for _, _, v in msgs} == everything
+        a.close()
+        assert assignment_sizes([b], [4]) == [4]
+        b.close()
