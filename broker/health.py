@@ -9,27 +9,18 @@
   :class:`broker.metrics.BrokerMetrics`), ``/healthz`` (200 while the process is alive and the
   loop wakes timers on time, else 503) and ``/readyz`` (200 once every condition holds, else 503
   with the failing ones listed). Bodies of the probes are small JSON documents.
-* :func:`attach_ops` gives a ``broker.server.Broker`` its metrics (``broker.metrics``), health
-  (``broker.health``) and request log (``broker.request_log``), and a startup hook that serves
-  the endpoint when ``metrics.port`` is set (-1: off, 0: any free port; ``metrics.host``).
-  ``broker.ops_port`` is the bound port once it runs.
 """
 
 from __future__ import annotations
 
 import functools
-import importlib.metadata
 import json
-import logging
 import time
 from collections.abc import Callable, Iterable
 
 import trio
 
-from broker.logs import RequestLogger
-from broker.metrics import BrokerMetrics, broker_sources
-
-log = logging.getLogger("odradek.ops")
+from broker.metrics import BrokerMetrics
 
 #: The readiness conditions a broker has to meet before it takes traffic.
 DEFAULT_CONDITIONS = ("recovery", "controller", "listeners")
@@ -188,59 +179,3 @@ async def serve_ops_http(port: int, *, health: Health, metrics: BrokerMetrics | 
             trio.serve_tcp, lambda s: _handle(s, metrics, health), port, host=host))
         nursery.start_soon(health.watch_event_loop)
         task_status.started(listeners[0].socket.getsockname()[1])
-
-
-# --------------------------------------------------------------------------- broker glue
-
-
-def _config(broker, key: str, default):
-    try:
-        value = broker.config[key]
-    except (KeyError, LookupError):
-        return default
-    return default if value is None else value
-
-
-def odradek_version() -> str:
-    try:
-        return importlib.metadata.version("odradek")
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown"
-
-
-def attach_ops(broker) -> None:
-    """Metrics, health and the request log for a Broker (call once, in ``Broker.__init__``)."""
-    metrics = BrokerMetrics(broker.node_id, version=odradek_version())
-    metrics.set_sources(**broker_sources(broker))
-    health = Health(metrics=metrics)
-    health.add_check("controller", lambda: broker.controller is not None
-                     and getattr(broker.controller, "image", None) is not None
-                     and _controller_known(broker))
-    health.add_check("serving", lambda: not broker.draining)
-    broker.metrics = metrics
-    broker.health = health
-    broker.request_log = RequestLogger(enabled=bool(_config(broker, "request.log.enable", False)))
-    broker.ops_port = None
-    broker.startup_hooks.append(_start_endpoint)
-
-
-def _controller_known(broker) -> bool:
-    controller = broker.controller
-    quorum = getattr(controller, "quorum", None) or getattr(controller, "_quorum", None)
-    if quorum is None:
-        return True  # an embedded controller that does not expose its quorum: it is us
-    return quorum.leader_id is not None and quorum.leader_id >= 0
-
-
-async def _start_endpoint(broker, nursery: trio.Nursery) -> None:
-    """Startup hook: runs after recovery and once the listeners are open."""
-    broker.health.set("recovery")
-    broker.health.set("listeners")
-    port = int(_config(broker, "metrics.port", -1))
-    if port < 0 or broker.ops_port is not None:
-        return
-    host = str(_config(broker, "metrics.host", "0.0.0.0"))
-    broker.ops_port = await nursery.start(functools.partial(
-        serve_ops_http, port, health=broker.health, metrics=broker.metrics, host=host))
-    log.info("serving /metrics, /healthz and /readyz",
-             extra={"fields": {"address": f"http://{host}:{broker.ops_port}"}})

@@ -23,13 +23,15 @@ Label cardinality is bounded: request metrics are labelled by API name (and vers
 never by client id; topic and group series are capped (see ``max_topic_series`` and
 ``max_lag_series``); deleted topics are dropped with ``forget_topic``.
 
-All durations are given in milliseconds, the unit of Kafka's own time metrics.
+Durations are passed in seconds (``time.monotonic()`` differences) and exported in
+milliseconds, the unit of Kafka's own time metrics.
 ``broker_sources(broker)`` builds the three sources from a running ``broker.server.Broker``.
 """
 
 from __future__ import annotations
 
 import bisect
+import importlib.metadata
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -191,6 +193,13 @@ def _api_names() -> dict[int, str]:
     return names
 
 
+def _installed_version() -> str:
+    try:
+        return importlib.metadata.version("odradek")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
 def _error_name(code: int) -> str:
     try:
         import protocol
@@ -205,10 +214,11 @@ def _error_name(code: int) -> str:
 class BrokerMetrics:
     """All of one broker's metrics and its private Prometheus registry."""
 
-    def __init__(self, node_id: int = 0, *, version: str = "", max_topic_series: int = 1000,
+    def __init__(self, node_id: int = 0, *, version: str | None = None,
+                 max_topic_series: int = 1000,
                  max_lag_series: int = 10000, process_metrics: bool = True) -> None:
         self.node_id = node_id
-        self.version = version
+        self.version = version if version is not None else _installed_version()
         self.max_topic_series = max_topic_series
         self.max_lag_series = max_lag_series
         self.registry = CollectorRegistry(auto_describe=False)
@@ -263,10 +273,10 @@ class BrokerMetrics:
     def request_done(self) -> None:
         self.in_flight -= 1
 
-    def observe_request(self, api_key: int, api_version: int, local_ms: float = 0.0, *,
-                        queue_ms: float = 0.0, remote_ms: float = 0.0, send_ms: float = 0.0,
+    def observe_request(self, api_key: int, api_version: int, *, queue_s: float = 0.0,
+                        local_s: float = 0.0, remote_s: float = 0.0, send_s: float = 0.0,
                         error_code: int = 0) -> None:
-        """Record one answered request (or one acks=0 produce). Times in milliseconds: queue =
+        """Record one answered request (or one acks=0 produce). Times in seconds: queue =
         received until a handler started, local = the handler, remote = waiting on others
         (long poll, replication), send = writing the response."""
         stats = self._requests.get(api_key)
@@ -275,11 +285,11 @@ class BrokerMetrics:
         stats.by_version[api_version] = stats.by_version.get(api_version, 0) + 1
         if error_code:
             stats.errors[error_code] = stats.errors.get(error_code, 0) + 1
-        stats.queue.observe(queue_ms)
-        stats.local.observe(local_ms)
-        stats.remote.observe(remote_ms)
-        stats.send.observe(send_ms)
-        stats.total.observe(queue_ms + local_ms + remote_ms + send_ms)
+        stats.queue.observe(queue_s * 1000.0)
+        stats.local.observe(local_s * 1000.0)
+        stats.remote.observe(remote_s * 1000.0)
+        stats.send.observe(send_s * 1000.0)
+        stats.total.observe((queue_s + local_s + remote_s + send_s) * 1000.0)
 
     def count_error(self, api_key: int, error_code: int, n: int = 1) -> None:
         """Count errors found inside a response (per partition) beyond the top-level one."""
@@ -354,20 +364,20 @@ class BrokerMetrics:
     def isr_expand(self, n: int = 1) -> None:
         self.isr_expands += n
 
-    def observe_flush(self, ms: float) -> None:
-        """One log flush (fsync) and its duration in ms; thread-safe."""
+    def observe_flush(self, seconds: float) -> None:
+        """One log flush (fsync) and its duration; thread-safe."""
         with self._lock:
-            self._flush.observe(ms)
+            self._flush.observe(seconds * 1000.0)
 
-    def observe_election(self, ms: float) -> None:
-        """One completed controller (Raft) election and its duration in ms; thread-safe."""
+    def observe_election(self, seconds: float) -> None:
+        """One completed controller (Raft) election and its duration; thread-safe."""
         with self._lock:
-            self._elections.observe(ms)
+            self._elections.observe(seconds * 1000.0)
 
-    def set_recovery_duration(self, ms: float, segments: int = 0) -> None:
-        """How long start-up log recovery took (ms), and how many segments it scanned."""
+    def set_recovery_duration(self, seconds: float, segments: int = 0) -> None:
+        """How long start-up log recovery took, and how many segments it scanned."""
         with self._lock:
-            self.recovery_duration_ms = ms
+            self.recovery_duration_ms = seconds * 1000.0
             self.recovered_segments = segments
 
     # ---------------------------------------------------------------- scrape-time helpers

@@ -13,6 +13,8 @@ def http_get(port: int, path: str, host: str = "127.0.0.1", timeout: float = 5.0
         data = b""
         while chunk := sock.recv(65536):
             data += chunk
+    if not data:  # accepted, then closed unanswered (the server is going away)
+        raise ConnectionResetError(f"no HTTP response from {host}:{port}")
     head, _, body = data.partition(b"\r\n\r\n")
     lines = head.decode("latin-1").split("\r\n")
     status = int(lines[0].split()[1])

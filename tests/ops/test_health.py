@@ -47,7 +47,7 @@ async def test_endpoints_follow_readiness_conditions():
         assert status == 200 and headers["content-type"].startswith("text/plain")
         s = parse_metrics(body.decode())
         assert sample(s, "kafka_server_brokertopicmetrics_messagesin_total", topic="t") == 4
-        assert sample(s, "odradek_build_info", version="", node_id="3") == 1
+        assert sample(s, "odradek_build_info", version=metrics.version, node_id="3") == 1
 
         status, headers, body = await get(port, "/metrics", method="HEAD")
         assert status == 200 and body == b"" and int(headers["content-length"]) > 0

@@ -56,9 +56,9 @@ def test_request_metrics_histograms_and_errors():
     m = BrokerMetrics(process_metrics=False)
     for _ in range(4):
         m.request_received()
-    m.observe_request(0, 9, 2.0, queue_ms=1.0, send_ms=0.5)
-    m.observe_request(0, 9, 20.0, error_code=3)
-    m.observe_request(0, 7, 0.1)
+    m.observe_request(0, 9, queue_s=0.001, local_s=0.002, send_s=0.0005)
+    m.observe_request(0, 9, queue_s=0.0, local_s=0.020, error_code=3)
+    m.observe_request(0, 7, local_s=0.0001)
     m.request_done()
     m.count_error(1, 1, 2)
     s = scrape(m)
@@ -142,12 +142,12 @@ def test_failing_source_does_not_break_the_scrape():
 
 def test_flush_election_recovery():
     m = BrokerMetrics(process_metrics=False)
-    m.observe_flush(3.0)
-    m.observe_flush(200.0)
-    m.observe_election(150.0)
+    m.observe_flush(0.003)
+    m.observe_flush(0.2)
+    m.observe_election(0.15)
     m.isr_shrink()
     m.isr_expand(2)
-    m.set_recovery_duration(1500.0, segments=7)
+    m.set_recovery_duration(1.5, segments=7)
     s = scrape(m)
     assert sample(s, "kafka_log_logflushstats_logflushrateandtimems_count") == 2
     assert sample(s, "kafka_log_logflushstats_logflushrateandtimems_bucket", le="5.0") == 1
