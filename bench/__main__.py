@@ -6,6 +6,7 @@ import argparse
 import shlex
 import sys
 import time
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -26,6 +27,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--only", default="", help="run only cases whose name contains this text")
     parser.add_argument("--duration", type=float, help="override seconds of load per throughput run")
     parser.add_argument("--repeats", type=int, help="override repetitions per cell")
+    parser.add_argument("--setting", action="append", default=[], metavar="FIELD=NUMBER",
+                        help="override any field of bench.suite.Settings, e.g. consume_records=1000000")
     parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                         help="extra odradek config override (repeatable)")
     parser.add_argument("--profile", metavar="DIR", help="record py-spy profiles of Odradek into DIR")
@@ -42,9 +45,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     command = "python -m bench " + shlex.join(sys.argv[1:] if argv is None else argv)
     settings = suite.QUICK if args.quick else suite.FULL
-    if args.duration or args.repeats:
-        settings = suite.Settings(**{**settings.__dict__, **({"duration": args.duration} if args.duration else {}),
-                                     **({"repeats": args.repeats} if args.repeats else {})})
+    changes = {"duration": args.duration, "repeats": args.repeats}
+    for item in args.setting:
+        key, _, value = item.partition("=")
+        changes[key] = float(value) if "." in value else int(value)
+    settings = replace(settings, **{key: value for key, value in changes.items() if value is not None})
     started = datetime.now(timezone.utc).replace(microsecond=0)
     info = report.machine_info()
     machine_text = report.describe_machine(info)

@@ -104,8 +104,16 @@ def _function_name(frame: str) -> str:
     return re.sub(r":\d+\)$", ")", frame.strip())
 
 
-def _is_idle(frame: str) -> bool:
-    return any(word in frame for word in ("epoll", "select (selectors", "poll (selectors", "_idle", "wait (threading"))
+IDLE_LEAVES = (
+    "epoll",  # trio's event loop waiting for I/O
+    "select (selectors", "poll (selectors",
+    "WorkerThread._work (",  # a trio worker thread parked on its lock, waiting for a job
+    "wait (threading",
+)
+
+
+def _is_idle(leaf: str) -> bool:
+    return any(word in leaf for word in IDLE_LEAVES)
 
 
 def format_summary(summary: Summary, title: str = "") -> str:

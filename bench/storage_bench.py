@@ -55,7 +55,7 @@ def make_batch(batch_bytes: int) -> bytes:
 def bench_append(root: str, batch_bytes: int, total_bytes: int) -> tuple[float, float]:
     data = make_batch(batch_bytes)
     n = max(1, total_bytes // len(data))
-    log = Log(os.path.join(root, f"append{batch_bytes}-0"), LogConfig(segment_bytes=256 * MiB))
+    log = Log(os.path.join(root, f"append{batch_bytes}-0"), LogConfig(segment_bytes=256 * MiB, max_message_bytes=8 * MiB))
     view = memoryview(data)
     t0 = time.perf_counter()
     for _ in range(n):

@@ -161,8 +161,9 @@ def test_profile_summary_ranks_self_and_total_time(tmp_path):
         "main (broker/cli.py:10);serve (broker/server.py:21);append (storage/log.py:7) 3\n"
         "main (broker/cli.py:10);run (trio/_core/_run.py:1);get_events (trio/_core/_io_epoll.py:9) 90\n"
         "main (broker/cli.py:10);serve (broker/server.py:20) 1\n"
+        "Thread.run (threading.py:982);WorkerThread._work (trio/_core/_thread_cache.py:211) 40\n"
     )
     summary = summarize(collapsed)
-    assert summary.samples == 10  # the epoll wait is idle time, left out
+    assert summary.samples == 10  # epoll waits and parked worker threads are idle, left out
     assert summary.self_time[0] == ("decode (protocol/codec.py)", 60.0)
     assert dict(summary.total_time)["serve (broker/server.py)"] == 100.0
