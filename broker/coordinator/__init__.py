@@ -1,16 +1,31 @@
 """Consumer groups, producer ids and transactions: the coordinators inside the broker.
 
-Cores (no I/O, no trio; time from an injected clock, deadlines in a `Timers` queue):
-- `GroupCoordinator(clock, timers, group_log, GroupConfig())` — the classic group protocol:
-  `join_group(...) -> Pending[JoinResult]`, `sync_group(...) -> Pending[SyncResult]`, `heartbeat(...)`,
-  `leave_group(group, [(member_id, instance_id)])`, `commit_offsets(...)` (also transactional with a
-  producer id), `complete_transaction(group, producer_id, commit)`, `fetch_offsets(group, partitions|None,
-  require_stable)`, `delete_offsets`, `list_groups`, `describe_group`, `delete_groups`; rebuilt with
-  `replay(record, producer_id)` + `loaded()`.
-- `TransactionCoordinator(clock, timers, txn_log, producer_ids, marker_writer, TxnConfig())` —
-  `init_producer_id`, `add_partitions`, `verify_partitions`, `add_offsets`, `end_txn`, `describe`, `list`;
-  rebuilt with `replay(record)` + `loaded()` (which finishes decided commits/aborts).
-- `log_records` — the typed records both cores write (`GroupLog` / `TransactionLog` protocols, in-memory
-  versions for tests).
+Cores (no I/O, no trio; time from an injected clock, deadlines in a `Timers` queue; every transition
+is unit-tested on a `FakeClock`):
+- `group_coordinator.GroupCoordinator(clock, timers, group_log, GroupConfig())` — the classic group
+  protocol: `join_group(...) -> Pending[JoinResult]`, `sync_group(...) -> Pending[SyncResult]`,
+  `heartbeat(...)`, `leave_group(group, [(member_id, instance_id)])`, `commit_offsets(...)` (also
+  transactional, with a producer id), `complete_transaction(group, producer_id, commit)`,
+  `fetch_offsets(group, partitions | None, require_stable)`, `delete_offsets`, `list_groups`,
+  `describe_group`, `delete_groups`, `forget_topics`; rebuilt with `replay(record, producer_id)` +
+  `loaded()`. `.groups` maps group id -> `group.Group` (state, members, offsets; read by metrics).
+- `txn_coordinator.TransactionCoordinator(clock, timers, txn_log, producer_ids, marker_writer,
+  TxnConfig())` — `init_producer_id`, `add_partitions`, `verify_partitions` (what Produce's partition
+  verification asks), `add_offsets`, `end_txn`, `describe`, `list`; rebuilt with `replay(record)` +
+  `loaded()` (which finishes commits/aborts decided before a crash).
+- `log_records` — the typed records the cores write (`GroupLog` / `TransactionLog` protocols, in-memory
+  versions for tests); `serde` — those records in Kafka's `__consumer_offsets` / `__transaction_state`
+  key/value formats (via `protocol.internal_topics`) and Kafka's `partition_for` (Java hashCode).
 - `clock` — `SystemClock`, `FakeClock`, `Timers`; `pending.Pending` — results that arrive later.
+
+In the broker:
+- `service.CoordinatorService.of(broker)` — the broker's service (created on first use, stored in
+  `broker.coordinators` as "service", "group", "transaction"): creates the internal topics on demand,
+  loads them, runs the timers, appends to the internal topics and `settle()`s (acknowledges, fsync
+  first when configured) before a handler answers. `CoordinatorService.startup_hook` is an
+  `async hook(broker, nursery)` for `broker.startup_hooks` that loads at start-up instead of on first use.
+- Handlers: `broker/handlers/groups.py` (FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
+  OffsetCommit, OffsetFetch, ListGroups, DescribeGroups, DeleteGroups, OffsetDelete) and
+  `broker/handlers/transactions.py` (InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit,
+  EndTxn, DescribeProducers, DescribeTransactions, ListTransactions).
 """

@@ -665,6 +665,24 @@ class GroupCoordinator:
                 group.offsets.pop((record.topic, record.partition), None)
         return E.NONE, errors
 
+    def forget_topics(self, topics: set[str]) -> None:
+        """Deleted topics take their committed offsets with them (Kafka's onPartitionsDeleted)."""
+        for group in list(self.groups.values()):
+            gone = [key for key in group.offsets if key[0] in topics]
+            if not gone:
+                continue
+            try:
+                self.log.append(group.group_id, [OffsetCommitRecord(group.group_id, t, p, None) for t, p in gone])
+            except Exception:
+                continue  # the offsets stay; the next deletion or expiry tries again
+            for key in gone:
+                group.offsets.pop(key, None)
+            if group.state is S.EMPTY and not group.offsets and not group.pending_txn_offsets:
+                try:
+                    self._tombstone_group(group, [])
+                except Exception:
+                    pass
+
     # ==== admin =======================================================================================
     def list_groups(self, states: Iterable[str] = (), types: Iterable[str] = ()
                     ) -> list[tuple[str, str, str]]:

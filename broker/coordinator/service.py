@@ -73,6 +73,7 @@ class CoordinatorService:
         self._wake = trio.Event()
         self._sleep_until: Optional[int] = None
         self.timers.on_change = self._maybe_wake
+        broker.controller.add_listener(self._on_image_change)
 
     # ---- access ------------------------------------------------------------------------------------
     @classmethod
@@ -245,6 +246,13 @@ class CoordinatorService:
                     self.txns.replay(decode_txn_record(key, value))
                 except SerdeError as exc:
                     log.warning("skipping unreadable %s-%d record: %s", TRANSACTION_TOPIC, partition_index, exc)
+
+    def _on_image_change(self, change) -> None:
+        """Controller listener (on the event loop): offsets of deleted topics go too."""
+        deleted = {t.name for t in change.deleted_topics}
+        if deleted and self._ready.is_set():
+            self.groups.forget_topics(deleted)
+            self._wake.set()  # the timer task acknowledges the tombstones
 
     def _maybe_wake(self) -> None:
         deadline = self.timers.next_deadline()

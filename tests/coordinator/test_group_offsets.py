@@ -204,3 +204,13 @@ def test_write_errors_map_like_kafka(h):
     h.log.fail_with = StorageError("disk", E.KAFKA_STORAGE_ERROR)
     _, per = h.coord.commit_offsets("g", "", None, -1, [Item("t", 0, 1)])
     assert per == {("t", 0): E.NOT_COORDINATOR}
+
+
+def test_deleted_topics_take_their_offsets(h):
+    h.coord.commit_offsets("only-t", "", None, -1, [Item("t", 0, 1)])
+    (a,), gen = stable_group(h)
+    h.coord.commit_offsets("g", a, None, gen, [Item("t", 0, 1), Item("u", 0, 2)])
+    h.coord.forget_topics({"t"})
+    assert set(h.coord.groups["g"].offsets) == {("u", 0)}
+    assert "only-t" not in h.coord.groups  # an empty group left with no offsets is gone
+    assert OffsetCommitRecord("g", "t", 0, None) in h.log.records()

@@ -188,3 +188,14 @@ def test_describe_producers(client):
     assert [(s.producer_id, s.producer_epoch, s.last_sequence, s.current_txn_start_offset)
             for s in p0.active_producers] == [(init.producer_id, 0, 0, -1)]
     assert p1.active_producers == [] and p9.error_code == E.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_deleting_a_topic_deletes_its_committed_offsets(client):
+    commit(client, "d", "", -1, [("t", 0, 4, "")])
+    client.create_topic("keep", 1)
+    commit(client, "d", "", -1, [("keep", 0, 2, "")])
+    deleted = client.request(20, 4, m.DeleteTopicsRequest(topic_names=["t"], timeout_ms=5000))
+    assert deleted.responses[0].error_code == 0
+    F = m.OffsetFetchRequest
+    f = client.request(9, 7, F(group_id="d", topics=None))
+    assert [(t.name, p.committed_offset) for t in f.topics for p in t.partitions] == [("keep", 2)]
