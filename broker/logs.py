@@ -6,7 +6,8 @@
   become ``k=v`` pairs / JSON keys, so log lines stay machine-readable.
 * :func:`log_startup_banner` logs version, node id, listeners, data dirs and config overrides.
 * :class:`RequestLogger` writes one line per request (api, version, client id, latency, error)
-  when enabled, and costs one attribute check when not. There is never a line per record.
+  when the ``odradek.request`` logger is enabled for DEBUG, and costs one level check when not.
+  There is never a line per record.
 """
 
 from __future__ import annotations
@@ -66,8 +67,10 @@ class JsonFormatter(logging.Formatter):
 
 
 def configure_logging(level: str | int = "INFO", fmt: str = "text",
-                      stream: IO[str] | None = None) -> logging.Logger:
-    """Send the ``odradek`` loggers to ``stream`` (stderr by default); idempotent."""
+                      stream: IO[str] | None = None, *, request_log: bool = False
+                      ) -> logging.Logger:
+    """Send the ``odradek`` loggers to ``stream`` (stderr by default); idempotent.
+    ``request_log`` turns on the per-request lines whatever the level."""
     if fmt not in ("text", "json"):
         raise ValueError(f"unknown log format {fmt!r} (use 'text' or 'json')")
     if isinstance(level, str):
@@ -85,6 +88,7 @@ def configure_logging(level: str | int = "INFO", fmt: str = "text",
     logger.addHandler(handler)
     logger.setLevel(level)
     logger.propagate = False
+    logging.getLogger(REQUEST_LOGGER).setLevel(logging.DEBUG if request_log else logging.NOTSET)
     return logger
 
 
@@ -107,17 +111,24 @@ def log_startup_banner(*, version: str, node_id: int, listeners: Sequence[str],
 
 
 class RequestLogger:
-    """The optional per-request log (``odradek.request`` logger, INFO level)."""
+    """The optional per-request log: DEBUG lines on the ``odradek.request`` logger.
 
-    __slots__ = ("enabled", "_logger")
+    Off unless that logger is enabled for DEBUG (``configure_logging(request_log=True)``, or
+    ``--log-level debug``); when off, ``log`` costs one cached level check.
+    """
 
-    def __init__(self, enabled: bool = False, logger: logging.Logger | None = None) -> None:
-        self.enabled = enabled
+    __slots__ = ("_logger",)
+
+    def __init__(self, logger: logging.Logger | None = None) -> None:
         self._logger = logger or logging.getLogger(REQUEST_LOGGER)
+
+    @property
+    def enabled(self) -> bool:
+        return self._logger.isEnabledFor(logging.DEBUG)
 
     def log(self, api_name: str, api_version: int, client_id: str | None, latency_s: float,
             error: str | None = None, correlation_id: int | None = None) -> None:
-        if not self.enabled:
+        if not self._logger.isEnabledFor(logging.DEBUG):
             return
         fields: dict[str, object] = {"api": api_name, "version": api_version,
                                      "client_id": client_id or "",
@@ -126,4 +137,4 @@ class RequestLogger:
             fields["correlation_id"] = correlation_id
         if error:
             fields["error"] = error
-        self._logger.info("request", extra={"fields": fields})
+        self._logger.debug("request", extra={"fields": fields})

@@ -193,6 +193,43 @@ def _api_names() -> dict[int, str]:
     return names
 
 
+#: Per body class: (has an error_code slot, the slots holding arrays of structs).
+_PLANS: dict[type, tuple[bool, tuple[str, ...]]] = {}
+_SCALARS = (int, float, str, bytes, bytearray, memoryview, bool, type(None))
+
+
+def _plan(obj) -> tuple[bool, tuple[str, ...]]:
+    cls = type(obj)
+    plan = _PLANS.get(cls)
+    if plan is None:
+        slots = getattr(cls, "__slots__", ())
+        plan = ("error_code" in slots,
+                tuple(name for name in slots if isinstance(getattr(obj, name, None), list)))
+        _PLANS[cls] = plan
+    return plan
+
+
+def response_error_counts(body) -> dict[int, int]:
+    """{error code: occurrences} over the ``error_code`` fields of a response body and of the
+    structs in its arrays (where Kafka puts per-topic/per-partition errors)."""
+    counts: dict[int, int] = {}
+    stack = [body]
+    while stack:
+        obj = stack.pop()
+        has_error, arrays = _plan(obj)
+        if has_error:
+            code = obj.error_code
+            if code:
+                counts[code] = counts.get(code, 0) + 1
+        for name in arrays:
+            items = getattr(obj, name)
+            if items and not isinstance(items[0], _SCALARS):
+                first_has_error, first_arrays = _plan(items[0])
+                if first_has_error or first_arrays:  # e.g. AbortedTransaction: nothing to see
+                    stack.extend(items)
+    return counts
+
+
 def _installed_version() -> str:
     try:
         return importlib.metadata.version("odradek")
@@ -290,6 +327,20 @@ class BrokerMetrics:
         stats.remote.observe(remote_s * 1000.0)
         stats.send.observe(send_s * 1000.0)
         stats.total.observe((queue_s + local_s + remote_s + send_s) * 1000.0)
+
+    def count_response_errors(self, api_key: int, body) -> int:
+        """Count every non-zero ``error_code`` in a response body, as Kafka's ErrorsPerSec does
+        (walks the response's structs and arrays: work per partition, never per record).
+        Returns the top-level error code, or the first nested one (0 if none), for logs."""
+        counts = response_error_counts(body)
+        if counts:
+            stats = self._requests.get(api_key)
+            if stats is None:
+                stats = self._requests[api_key] = _RequestStats()
+            for code, n in counts.items():
+                stats.errors[code] = stats.errors.get(code, 0) + n
+        top = getattr(body, "error_code", 0)
+        return top or next(iter(counts), 0)
 
     def count_error(self, api_key: int, error_code: int, n: int = 1) -> None:
         """Count errors found inside a response (per partition) beyond the top-level one."""

@@ -287,3 +287,10 @@ def test_module_entry_point_exit_codes(kafka):
                                      "UNKNOWN_TOPIC_OR_PARTITION")
     usage = run("topics", "create")
     assert usage.returncode == 2 and "usage:" in usage.stderr
+
+
+def test_odradek_entry_point_runs_the_admin_tools(kafka, capsys):
+    from broker.cli import main as odradek
+
+    assert odradek(["cluster", "describe", "-b", kafka.bootstrap, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["controller_id"] == 1

@@ -15,23 +15,28 @@ def restore_logger():
     saved = (list(logger.handlers), logger.level, logger.propagate)
     yield
     logger.handlers[:], logger.level, logger.propagate = saved[0], saved[1], saved[2]
+    logging.getLogger("odradek.request").setLevel(logging.NOTSET)
 
 
 def test_json_banner_and_request_lines(restore_logger):
     out = io.StringIO()
-    configure_logging("DEBUG", "json", out)
+    configure_logging("INFO", "json", out, request_log=True)
     log_startup_banner(version="0.1.0", node_id=1, listeners=["PLAINTEXT://127.0.0.1:9092"],
                        log_dirs=["/data"], overrides={"num.partitions": "3"}, metrics_port=9404)
-    RequestLogger(enabled=True).log("Produce", 9, "my-app", 0.0123, error="NOT_LEADER_OR_FOLLOWER",
-                                    correlation_id=7)
-    RequestLogger(enabled=False).log("Fetch", 12, "x", 0.1)
+    logging.getLogger("odradek.other").debug("not at INFO")
+    RequestLogger().log("Produce", 9, "my-app", 0.0123, error="NOT_LEADER_OR_FOLLOWER",
+                        correlation_id=7)
+    configure_logging("INFO", "json", out)  # request log off again
+    assert not RequestLogger().enabled
+    RequestLogger().log("Fetch", 12, "x", 0.1)
     lines = [json.loads(line) for line in out.getvalue().splitlines()]
     assert len(lines) == 3
     banner, override, request = lines
     assert banner["msg"] == "Odradek broker started" and banner["level"] == "INFO"
     assert banner["listeners"] == "PLAINTEXT://127.0.0.1:9092" and banner["metrics_port"] == 9404
     assert override["key"] == "num.partitions" and override["value"] == "3"
-    assert request == {**request, "logger": "odradek.request", "api": "Produce", "version": 9,
+    assert request == {**request, "logger": "odradek.request", "level": "DEBUG", "api": "Produce",
+                       "version": 9,
                        "client_id": "my-app", "latency_ms": 12.3, "correlation_id": 7,
                        "error": "NOT_LEADER_OR_FOLLOWER"}
     assert request["ts"].endswith("Z")

@@ -162,3 +162,32 @@ def test_process_metrics_present():
     s = scrape(BrokerMetrics())
     assert any(name == "process_cpu_seconds_total" for name, _ in s) or \
         not __import__("os").path.exists("/proc/self/stat")
+
+
+def test_response_error_counts_walk_generated_bodies():
+    from protocol import messages
+
+    from broker.metrics import response_error_counts
+
+    resp = messages.ProduceResponse
+    body = resp(responses=[
+        resp.TopicProduceResponse(name="a", partition_responses=[
+            resp.PartitionProduceResponse(index=0, error_code=0),
+            resp.PartitionProduceResponse(index=1, error_code=6),
+            resp.PartitionProduceResponse(index=2, error_code=6)]),
+        resp.TopicProduceResponse(name="b", partition_responses=[
+            resp.PartitionProduceResponse(index=0, error_code=3)])])
+    assert response_error_counts(body) == {6: 2, 3: 1}
+    assert response_error_counts(resp()) == {}
+
+    m = BrokerMetrics(process_metrics=False)
+    assert m.count_response_errors(0, body) in (6, 3)
+    meta = messages.MetadataResponse(topics=[messages.MetadataResponse.MetadataResponseTopic(
+        name="x", error_code=3)])
+    assert m.count_response_errors(3, meta) == 3
+    s = scrape(m)
+    errors = {(dict(l)["request"], dict(l)["error"]): v for (n, l), v in s.items()
+              if n == "kafka_network_requestmetrics_errors_total"}
+    assert errors == {("Produce", "NOT_LEADER_OR_FOLLOWER"): 2,
+                      ("Produce", "UNKNOWN_TOPIC_OR_PARTITION"): 1,
+                      ("Metadata", "UNKNOWN_TOPIC_OR_PARTITION"): 1}
