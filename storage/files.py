@@ -75,10 +75,14 @@ class OpenFiles:
         self.capacity = max(4, capacity)
         self._lru: collections.OrderedDict[int, object] = collections.OrderedDict()
         self._lock = threading.Lock()
+        self._newest = None
 
     def touch(self, holder) -> None:
+        if self._newest is holder:  # the common case: the same segment again
+            return
         evicted = []
         with self._lock:
+            self._newest = holder
             key = id(holder)
             if key in self._lru:
                 self._lru.move_to_end(key)
@@ -92,6 +96,8 @@ class OpenFiles:
 
     def forget(self, holder) -> None:
         with self._lock:
+            if self._newest is holder:
+                self._newest = None
             self._lru.pop(id(holder), None)
 
     def __len__(self) -> int:

@@ -8,7 +8,6 @@ so a slow disk never stalls appends to the page cache.
 from __future__ import annotations
 
 import bisect
-import dataclasses
 import enum
 import os
 import threading
@@ -43,13 +42,16 @@ class AppendOrigin(enum.Enum):
     REPLICATION = "replication"  # follower fetch: offsets already assigned, kept as they are
 
 
-@dataclasses.dataclass(frozen=True)
-class AppendResult:
+class AppendResult(NamedTuple):
     first_offset: int
     last_offset: int
     log_append_time: int  # -1 unless the topic uses LogAppendTime
     log_start_offset: int
     duplicate: bool = False  # an idempotent retry: offsets are those of the original append
+
+
+def _read_control(batch: RecordBatch):
+    return batch.control_record()
 
 
 class TimestampOffset(NamedTuple):
@@ -321,8 +323,11 @@ class Log:
             next_offset = self.log_end_offset
             buffers: list = []
             placed: list[tuple[RecordBatch, int, int]] = []  # (batch, base offset, max timestamp)
+            replication = origin is AppendOrigin.REPLICATION
+            max_ts_all = NO_TIMESTAMP
+            has_producers = False
             for batch in batches:
-                if origin is AppendOrigin.REPLICATION:
+                if replication:
                     if batch.base_offset < next_offset:
                         raise InvalidBatchError(
                             f"out of order offsets: batch at {batch.base_offset} below log end {next_offset}",
@@ -338,29 +343,33 @@ class Log:
                     buffers.append(batch.body())
                     max_ts = log_append_time if log_append_time is not None else batch.max_timestamp
                 placed.append((batch, base, max_ts))
+                if max_ts > max_ts_all:
+                    max_ts_all = max_ts
+                if batch.producer_id >= 0:
+                    has_producers = True
                 next_offset = base + batch.last_offset_delta + 1
             first_offset = placed[0][1]
             last_offset = next_offset - 1
-            pending = self.producer_state.prepare(
-                [(b, base, base + b.last_offset_delta, ts) for b, base, ts in placed],
-                validate=origin is not AppendOrigin.REPLICATION,
-                read_control=lambda b: b.control_record())
-            if pending.duplicate is not None:
-                dup = pending.duplicate
-                return AppendResult(dup.first_offset, dup.last_offset, -1, self.log_start_offset,
-                                    duplicate=True)
+            pending = None
+            if has_producers:
+                pending = self.producer_state.prepare(
+                    [(b, base, base + b.last_offset_delta, ts) for b, base, ts in placed],
+                    validate=not replication, read_control=_read_control)
+                if pending.duplicate is not None:
+                    dup = pending.duplicate
+                    return AppendResult(dup.first_offset, dup.last_offset, -1, self.log_start_offset, True)
             total = len(view)
             try:
-                segment = self._maybe_roll(first_offset, last_offset, total, now,
-                                           max(ts for _, _, ts in placed))
+                segment = self._maybe_roll(first_offset, last_offset, total, now, max_ts_all)
                 position = segment.size
                 segment.write(buffers, total)  # cut back to `position` if it fails
-                self._index_aborted_after_commit(segment, pending, next_offset)
+                if pending is not None:
+                    self._index_aborted_after_commit(segment, pending, next_offset)
                 interval = self.config.index_interval_bytes
                 for batch, base, max_ts in placed:
                     segment.note_appended(position, batch, base + batch.last_offset_delta, max_ts, interval)
                     position += batch.size
-                    epoch = leader_epoch if origin is not AppendOrigin.REPLICATION else batch.partition_leader_epoch
+                    epoch = batch.partition_leader_epoch if replication else leader_epoch
                     if epoch >= 0:
                         self._note_epoch(epoch, base)
                     self._unflushed_messages += batch.record_count
