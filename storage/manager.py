@@ -10,6 +10,7 @@ from typing import Any, Callable, Mapping
 
 from storage import checkpoints
 from storage.config import LogConfig
+from storage.errors import KafkaStorageError, StorageError
 from storage.files import OpenFiles
 from storage.log import Log, _now_ms, parse_partition_dir
 
@@ -36,9 +37,14 @@ class LogManager:
         self._topic_overrides: dict[str, dict[str, Any]] = {}
         self._pending_dir_deletes: list[tuple[int, str]] = []
         self.had_clean_shutdown: dict[str, bool] = {}
+        self.offline_dirs: dict[str, str] = {}  # log dir -> the I/O error that took it offline
+        self.offline_partitions: set[tuple[str, int]] = set()
         for log_dir in self.log_dirs:
-            os.makedirs(log_dir, exist_ok=True)
-            self._load_dir(log_dir)
+            try:
+                os.makedirs(log_dir, exist_ok=True)
+                self._load_dir(log_dir)
+            except OSError as exc:
+                self._dir_failed(log_dir, exc)
 
     # -- start-up --------------------------------------------------------------------
     def _load_dir(self, log_dir: str) -> None:
@@ -69,6 +75,28 @@ class LogManager:
         if clean:
             os.remove(marker)  # from now on a crash is an unclean stop
         self._write_checkpoints(log_dir)
+
+    def _dir_failed(self, log_dir: str, exc: BaseException) -> None:
+        """Kafka takes a whole log dir offline on an I/O error: its partitions answer
+        KAFKA_STORAGE_ERROR and no new partition is placed there."""
+        self.offline_dirs[log_dir] = f"{type(exc).__name__}: {exc}"
+        with self._lock:
+            for key in [k for k, d in self._dir_of.items() if d == log_dir]:
+                log = self._logs.pop(key)
+                del self._dir_of[key]
+                self.offline_partitions.add(key)
+                try:
+                    log.close()
+                except OSError:
+                    pass
+        try:
+            for name in os.listdir(log_dir):
+                try:
+                    self.offline_partitions.add(parse_partition_dir(name))
+                except ValueError:
+                    pass
+        except OSError:
+            pass
 
     # -- configuration ------------------------------------------------------------------
     def _config_for(self, topic: str) -> LogConfig:
@@ -104,6 +132,8 @@ class LogManager:
                 if overrides is not None:
                     log.update_config(self._config_for(topic))
                 return log
+            if key in self.offline_partitions:
+                raise KafkaStorageError(f"{topic}-{partition} is in an offline log dir")
             log_dir = self._least_loaded_dir()
             path = os.path.join(log_dir, f"{topic}-{partition}")
             log = Log(path, self._config_for(topic), handles=self.handles, clock=self.clock)
@@ -112,10 +142,14 @@ class LogManager:
             return log
 
     def _least_loaded_dir(self) -> str:
-        counts = {d: 0 for d in self.log_dirs}
+        online = [d for d in self.log_dirs if d not in self.offline_dirs]
+        if not online:
+            raise KafkaStorageError("every log dir is offline")
+        counts = {d: 0 for d in online}
         for d in self._dir_of.values():
-            counts[d] += 1
-        return min(self.log_dirs, key=lambda d: counts[d])
+            if d in counts:
+                counts[d] += 1
+        return min(online, key=lambda d: counts[d])
 
     def logs(self) -> dict[tuple[str, int], Log]:
         with self._lock:
@@ -183,7 +217,12 @@ class LogManager:
 
     def checkpoint(self) -> None:
         for log_dir in self.log_dirs:
-            self._write_checkpoints(log_dir)
+            if log_dir in self.offline_dirs:
+                continue
+            try:
+                self._write_checkpoints(log_dir)
+            except OSError as exc:
+                self._dir_failed(log_dir, exc)
 
     def _write_checkpoints(self, log_dir: str) -> None:
         with self._lock:
@@ -208,12 +247,17 @@ class LogManager:
                         log.close_clean()
                     else:
                         clean[self._dir_of[key]] = False
-                except OSError:
+                except (OSError, StorageError):
                     clean[self._dir_of[key]] = False
             for log_dir in self.log_dirs:
-                self._write_checkpoints(log_dir)
-                if clean[log_dir]:
-                    checkpoints.write_atomically(os.path.join(log_dir, checkpoints.CLEAN_SHUTDOWN), "")
+                if log_dir in self.offline_dirs:
+                    continue
+                try:
+                    self._write_checkpoints(log_dir)
+                    if clean[log_dir]:
+                        checkpoints.write_atomically(os.path.join(log_dir, checkpoints.CLEAN_SHUTDOWN), "")
+                except OSError:
+                    pass  # no clean marker: the next start recovers this dir
             for log in self._logs.values():
                 log.close()
             self._logs.clear()

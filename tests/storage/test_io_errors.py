@@ -124,3 +124,29 @@ def test_disk_full_on_a_small_tmpfs(small_tmpfs):
             b.ensure_valid()
             offset = b.last_offset + 1
     assert offset == again.log_end_offset
+
+
+def test_a_log_dir_failing_at_start_up_goes_offline_alone(tmp_path, monkeypatch):
+    good, bad = str(tmp_path / "good"), str(tmp_path / "bad")
+    mgr = LogManager([good, bad])
+    for p in range(4):
+        mgr.get_or_create_log("t", p).append(batch(1))
+    mgr.close()
+    import storage.manager as manager_module
+    real_log = manager_module.Log
+
+    def failing(path, *args, **kwargs):
+        if path.startswith(bad):
+            raise OSError(5, "Input/output error")
+        return real_log(path, *args, **kwargs)
+
+    monkeypatch.setattr(manager_module, "Log", failing)
+    again = LogManager([good, bad])
+    assert list(again.offline_dirs) == [os.path.abspath(bad)]
+    online = {k for k in again.logs()}
+    assert online and all(k not in again.offline_partitions for k in online)
+    assert len(online) + len(again.offline_partitions) == 4
+    offline = next(iter(again.offline_partitions))
+    with pytest.raises(KafkaStorageError):
+        again.get_or_create_log(*offline)
+    assert again.get_or_create_log("new", 0).directory.startswith(os.path.abspath(good))
