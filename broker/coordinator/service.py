@@ -117,8 +117,12 @@ class CoordinatorService:
             rf = min(wanted_rf, brokers)
             if "min.insync.replicas" in configs:
                 configs["min.insync.replicas"] = str(min(int(configs["min.insync.replicas"]), rf))
-            results = await self.broker.controller.create_topics(
-                [CreateTopicSpec(name, partitions, rf, configs=configs)])
+            try:
+                results = await self.broker.controller.create_topics(
+                    [CreateTopicSpec(name, partitions, rf, configs=configs)])
+            except Exception as exc:  # e.g. the controller is not the leader right now
+                log.warning("creating %s failed: %s", name, exc)
+                raise CoordinatorError(E.COORDINATOR_NOT_AVAILABLE) from None
             code = results[0].error_code
             if code not in (E.NONE, E.TOPIC_ALREADY_EXISTS):
                 log.warning("creating %s failed: %s %s", name, ErrorCode(code).name, results[0].error_message)
