@@ -37,12 +37,12 @@ def produce_frame():
     return protocol.encode_request(0, 9, 12345, "producer-1", body)
 
 
-def metadata_response():
+def metadata_response(topic_count=100, partition_count=10):
     brokers = [m.MetadataResponse.MetadataResponseBroker(node_id=i, host=f"broker-{i}", port=9092) for i in range(3)]
     topics = [m.MetadataResponse.MetadataResponseTopic(
         name=f"topic-{t:03d}", topic_id=uuid.uuid4(), partitions=[m.MetadataResponse.MetadataResponsePartition(
             partition_index=p, leader_id=p % 3, leader_epoch=5, replica_nodes=[0, 1, 2], isr_nodes=[0, 1, 2])
-            for p in range(10)]) for t in range(100)]
+            for p in range(partition_count)]) for t in range(topic_count)]
     return m.MetadataResponse(brokers=brokers, cluster_id="cluster", controller_id=0, topics=topics)
 
 
@@ -87,11 +87,14 @@ def main():
     fetch = fetch_response()
 
     print(f"protocol codec, Python {sys.version.split()[0]}, construct {construct.__version__}")
+    small_meta = metadata_response(10, 1)
     measure("request header decode (v2, client id 'producer-1')", lambda: protocol.decode_request_header(header_frame), seconds)
-    measure("request header decode (v1)", lambda: protocol.decode_request_header(v1_header), seconds)
-    measure("  reference: construct stock compiled Struct, header v1", lambda: stock.parse(v1_header), seconds)
+    ours = measure("request header decode (v1)", lambda: protocol.decode_request_header(v1_header), seconds)
+    stock_time = measure("  reference: construct stock compiled Struct, header v1", lambda: stock.parse(v1_header), seconds)
+    print(f"  -> header v1 decode is {stock_time / ours:.1f}x faster than stock compiled construct")
     measure("Produce v9 request decode, one 16 KiB batch", lambda: protocol.decode_request(frame), seconds)
     measure("Metadata v12 response encode, 100 topics x 10 partitions", lambda: protocol.encode_response(3, 12, 1, meta), seconds)
+    measure("Metadata v12 response encode, 10 topics x 1 partition", lambda: protocol.encode_response(3, 12, 1, small_meta), seconds)
     measure("Fetch v13 response encode_parts, 16 x 64 KiB record slots", lambda: protocol.encode_response_parts(1, 13, 1, fetch), seconds)
 
 

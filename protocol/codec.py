@@ -83,8 +83,9 @@ def _builder(message_cls, version):
 
 
 def _decode(message_cls, version, buf, pos):
+    fn = _parsers.get((message_cls, version)) or _parser(message_cls, version)
     try:
-        return _parser(message_cls, version)(buf, pos, len(buf))
+        return fn(buf, pos, len(buf))
     except DecodeError:
         raise
     except Exception as exc:  # noqa: BLE001 — malformed input must surface as one error type
@@ -104,15 +105,28 @@ def _encode(message_cls, version, w, out, body):
 
 # -- requests ------------------------------------------------------------------------------------
 
+_header_parsers = {}  # (api key, version) -> header parser, for known versions only (bounded)
+
+
+def _header_parser(api_key, api_version):
+    fn = _parser(RequestHeader, request_header_version(api_key, api_version))
+    spec = API_SPECS.get(api_key)
+    if spec is not None and spec.min_version <= api_version <= spec.max_version:
+        _header_parsers[(api_key, api_version)] = fn
+    return fn
+
+
 def decode_request_header(frame):
     """Decode a request header from a frame (without its 4-byte size): (header, body_offset)."""
     buf = as_view(frame)
     try:
         api_key, api_version = _API_KEY_VERSION.unpack_from(buf, 0)
-    except struct.error:
-        raise DecodeError(f"request frame of {len(buf)} bytes is too short for a header") from None
-    header, pos = _decode(RequestHeader, request_header_version(api_key, api_version), buf, 0)
-    return header, pos
+        fn = _header_parsers.get((api_key, api_version)) or _header_parser(api_key, api_version)
+        return fn(buf, 0, len(buf))
+    except DecodeError:
+        raise
+    except Exception as exc:  # noqa: BLE001 — malformed input must surface as one error type
+        raise DecodeError(f"malformed request header: {type(exc).__name__}: {exc}") from None
 
 
 def decode_request_body(header, frame, body_offset):
@@ -121,9 +135,7 @@ def decode_request_body(header, frame, body_offset):
     cls = REQUESTS.get(header.request_api_key)
     if cls is None:
         raise UnsupportedVersionError(f"unknown api key {header.request_api_key}")
-    buf = as_view(frame)
-    body, _ = _decode(cls, header.request_api_version, buf, body_offset)
-    return body
+    return _decode(cls, header.request_api_version, as_view(frame), body_offset)[0]
 
 
 def decode_request(frame):

@@ -232,6 +232,19 @@ def read_tag_header(buf, pos, end):
     return tag, pos + size, pos
 
 
+def read_unknown_tags(buf, pos, end, obj):
+    """A tag section of a struct that knows no tags in this version: keep them all, as (tag, bytes)."""
+    ntags, pos = read_uvarint(buf, pos)
+    if ntags > end - pos:
+        raise DecodeError("tag count exceeds the frame")
+    unknown = obj._unknown_tagged_fields = []
+    for _ in range(ntags):
+        tag, stop, pos = read_tag_header(buf, pos, end)
+        unknown.append((tag, bytes(buf[pos:stop])))
+        pos = stop
+    return pos
+
+
 def write_tag_section(out, known, unknown):
     """Tagged fields in ascending tag order: known [(tag, data)] merged with preserved unknown ones."""
     tags = list(known or ())
@@ -278,6 +291,9 @@ class Reader:
 
 
 def as_view(data):
+    """A flat byte memoryview over a frame (no copy)."""
+    if type(data) is bytes or type(data) is bytearray:
+        return memoryview(data)
     view = data if type(data) is memoryview else memoryview(data)
     if view.format != "B" or view.ndim != 1:
         view = view.cast("B")
@@ -290,6 +306,7 @@ def as_view(data):
 _PREAMBLE = """
 from protocol.wire import (_REFS, read_uvarint as _ruv, read_string as _rstr, read_bytes as _rbytes,
     read_records as _rrec, read_array_length as _ralen, read_uuid as _ruuid, read_tag_header as _rtag,
+    read_unknown_tags as _runknown,
     write_string as _wstr, write_bytes as _wbytes, write_records as _wrec, write_uuid as _wuuid,
     write_array_length as _walen, write_tag_section as _wtags, uvarint as _uv,
     absent_field_error as _absent, DecodeError as _DecodeError, EncodeError as _EncodeError)
@@ -767,29 +784,25 @@ class Message(WireType):
         for _, attr, _, default in self.tagged:
             body.append(f"obj.{attr} = {g.default_expr(default)}")
         body.append("obj._unknown_tagged_fields = None")
-        if self.flexible:
-            body += ["ntags, pos = _ruv(buf, pos)", "if ntags:",
-                     f"    pos = {self._tags_parser(g)}(buf, pos, end, obj, ntags)"]
+        if self.flexible:  # the common case is an empty tag section: one zero byte
+            reader = self._tags_parser(g) if self.tagged else "_runknown"
+            body += ["if buf[pos]:", f"    pos = {reader}(buf, pos, end, obj)", "else:", "    pos += 1"]
         body.append("return obj, pos")
         return [f"def {name}(buf, pos, end):"] + _indent(body)
 
     def _tags_parser(self, g):
         name = g.var("_tags")
-        body = ["if ntags > limit - pos:", "    raise _DecodeError('tag count exceeds the frame')",
+        body = ["ntags, pos = _ruv(buf, pos)",
+                "if ntags > limit - pos:", "    raise _DecodeError('tag count exceeds the frame')",
                 "unknown = None", "for _ in range(ntags):",
                 "    tag, stop, pos = _rtag(buf, pos, limit)", "    end = stop"]
         branch = "if"
         for tag, attr, wire_type, _ in self.tagged:
             body += [f"    {branch} tag == {tag}:"] + _indent(wire_type.emit_read(g, f"obj.{attr}"), 2)
             branch = "elif"
-        unknown = ["if unknown is None:", "    unknown = obj._unknown_tagged_fields = []",
-                   "unknown.append((tag, bytes(buf[pos:stop])))"]
-        if self.tagged:
-            body += ["    else:"] + _indent(unknown, 2)
-        else:
-            body += _indent(unknown)
-        body += ["    pos = stop", "return pos"]
-        g.code.append("\n".join([f"def {name}(buf, pos, limit, obj, ntags):"] + _indent(body)))
+        body += ["    else:", "        if unknown is None:", "            unknown = obj._unknown_tagged_fields = []",
+                 "        unknown.append((tag, bytes(buf[pos:stop])))", "    pos = stop", "return pos"]
+        g.code.append("\n".join([f"def {name}(buf, pos, limit, obj):"] + _indent(body)))
         return name
 
     def _builder_source(self, g, name):
