@@ -105,12 +105,40 @@ def _decode_escapes(text: str) -> str:
     return text.encode("utf-8").decode("unicode_escape")
 
 
+def _json_record(line: str, headers: tuple, key: bytes | None, timestamp: int) -> SimpleRecord:
+    """One JSON-lines input record: {"key", "value", "headers": {k: v}, "timestamp"}; every
+    field optional (null value: a tombstone)."""
+    try:
+        doc = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"input line is not JSON: {exc}: {line[:80]!r}") from None
+    if not isinstance(doc, dict):
+        raise ValueError(f"input line is not a JSON object: {line[:80]!r}")
+
+    def raw(value) -> bytes | None:
+        if value is None:
+            return None
+        return (value if isinstance(value, str) else json.dumps(value)).encode()
+
+    record_headers = headers + tuple(Header(str(k), raw(v))
+                                     for k, v in (doc.get("headers") or {}).items())
+    return SimpleRecord(value=raw(doc.get("value")),
+                        key=raw(doc["key"]) if "key" in doc else key, headers=record_headers,
+                        timestamp=int(doc.get("timestamp", timestamp)))
+
+
 def _input_records(args) -> Iterable[SimpleRecord]:
     headers = tuple(Header(k, v.encode()) for k, v in parse_pairs(args.header, "header").items())
     key = args.key.encode() if args.key is not None else None
     timestamp = args.timestamp if args.timestamp is not None else -1
     lines: Iterable[str] = args.value if args.value else (
         line.rstrip("\r\n") for line in sys.stdin)
+    if args.input_format == "json":
+        for line in lines:
+            if line.strip():
+                yield _json_record(line, headers, key, timestamp if timestamp >= 0
+                                   else int(time.time() * 1000))
+        return
     separator = _decode_escapes(args.key_separator) if args.key_separator else None
     for line in lines:
         if not args.value and not line and args.skip_empty:
@@ -297,6 +325,8 @@ def add_commands(subparsers, common: argparse.ArgumentParser) -> None:
     prod.add_argument("--null-value", metavar="TEXT", help="send this value as a null (tombstone)")
     prod.add_argument("--batch-size", type=int, default=500, help="records per batch")
     prod.add_argument("--skip-empty", action="store_true", help="ignore empty stdin lines")
+    prod.add_argument("--input-format", choices=["text", "json"], default="text",
+                      help='json: one {"key", "value", "headers", "timestamp"} object per line')
     prod.set_defaults(func=runs(_produce))
 
     cons = subparsers.add_parser("consume", parents=[common],

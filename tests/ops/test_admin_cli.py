@@ -294,3 +294,40 @@ def test_odradek_entry_point_runs_the_admin_tools(kafka, capsys):
 
     assert odradek(["cluster", "describe", "-b", kafka.bootstrap, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["controller_id"] == 1
+
+
+def test_produce_json_lines_round_trip_through_consume_json(cli):
+    assert cli("topics", "create", "jsonl")[0] == 0
+    lines = ('{"key": "a", "value": "one", "headers": {"h": "1"}, "timestamp": 1700000000000}\n'
+             '{"value": {"nested": true}}\n'
+             '{"key": "gone", "value": null}\n')
+    code, out, err = _with_stdin(cli, lines, "produce", "jsonl", "--input-format", "json")
+    assert code == 0 and "Produced 3 record(s) to jsonl-0 at offsets 0..2." in out, err
+    code, out, _ = cli("consume", "jsonl", "-o", "earliest", "--count", "3", "--json")
+    got = [json.loads(line) for line in out.splitlines()]
+    assert [(r["key"], r["value"], r["headers"]) for r in got] == [
+        ("a", "one", {"h": "1"}), (None, '{"nested": true}', {}), ("gone", None, {})]
+    assert got[0]["timestamp"] == 1700000000000
+    code, _, err = _with_stdin(cli, "not json\n", "produce", "jsonl", "--input-format", "json")
+    assert code == 1 and "not JSON" in err
+
+
+def test_read_committed_skips_aborted_transactions(cli, kafka):
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    assert cli("topics", "create", "txns")[0] == 0
+    producer = confluent_kafka.Producer({"bootstrap.servers": kafka.bootstrap,
+                                         "transactional.id": "ops-txn", "log_level": 3})
+    producer.init_transactions(10)
+    for value, commit in ((b"committed-1", True), (b"aborted", False), (b"committed-2", True)):
+        producer.begin_transaction()
+        producer.produce("txns", value=value)
+        producer.flush(10)
+        (producer.commit_transaction if commit else producer.abort_transaction)(10)
+
+    code, out, _ = cli("consume", "txns", "-o", "earliest", "--timeout-ms", "500")
+    assert out.splitlines() == ["committed-1", "aborted", "committed-2"]
+    code, out, _ = cli("consume", "txns", "-o", "earliest", "--count", "2",
+                       "--isolation-level", "read_committed", "--print-offset")
+    assert code == 0 and out.splitlines() == ["0:0\tcommitted-1", "0:4\tcommitted-2"]
+    (row,) = jcli(cli, "offsets", "txns", "--isolation-level", "read_committed")
+    assert row["latest"] == 6  # markers included: three batches, three markers
