@@ -34,6 +34,7 @@ from storage.txn_index import AbortedTxn
 
 INT32_MAX = 2**31 - 1
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+PARTITION_METADATA = "partition.metadata"
 
 
 class AppendOrigin(enum.Enum):
@@ -503,6 +504,30 @@ class Log:
             if self.active_segment.size:
                 self._roll(self.log_end_offset, self.clock())
 
+    # ======================================================================= topic id
+    @property
+    def topic_id(self) -> str | None:
+        """The topic id from `partition.metadata` (Kafka's base64 form), if recorded."""
+        try:
+            with open(os.path.join(self.directory, PARTITION_METADATA), encoding="utf-8") as f:
+                fields = dict(line.split(": ", 1) for line in f.read().splitlines() if ": " in line)
+        except OSError:
+            return None
+        return fields.get("topic_id")
+
+    def assign_topic_id(self, topic_id: str) -> None:
+        """Record the topic id (Kafka's `partition.metadata`); a different recorded id
+        means this directory belongs to an older topic of the same name."""
+        current = self.topic_id
+        if current == topic_id:
+            return
+        if current is not None:
+            raise StorageError(
+                f"{self.topic}-{self.partition} holds data of topic id {current}, not {topic_id}",
+                ErrorCode.INCONSISTENT_TOPIC_ID)
+        checkpoints.write_atomically(os.path.join(self.directory, PARTITION_METADATA),
+                                     f"version: 0\ntopic_id: {topic_id}\n")
+
     # ======================================================================= leader epochs
     def _note_epoch(self, epoch: int, start_offset: int) -> None:
         if self._epochs and epoch <= self._epochs[-1][0]:
@@ -761,6 +786,10 @@ class Log:
         watermark); segments wholly below it are deleted.  Returns the new log start."""
         with self._lock:
             self._check_online()
+            if not self.config.delete:
+                raise StorageError(
+                    f"Records of partition {self.topic}-{self.partition} can not be deleted due to "
+                    f"the configured policy", ErrorCode.POLICY_VIOLATION)
             if offset == -1:
                 offset = self.high_watermark
             if offset < 0 or offset > self.high_watermark:

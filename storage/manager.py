@@ -122,7 +122,15 @@ class LogManager:
         return self._logs.get((topic, partition))
 
     def get_or_create_log(self, topic: str, partition: int,
-                          overrides: Mapping[str, Any] | None = None) -> Log:
+                          overrides: Mapping[str, Any] | None = None, *, topic_id: str | None = None) -> Log:
+        """The partition's log, created if needed.  With `topic_id` (Kafka's base64
+        form), it is recorded in `partition.metadata` and checked against it."""
+        log = self._get_or_create(topic, partition, overrides)
+        if topic_id is not None:
+            log.assign_topic_id(topic_id)
+        return log
+
+    def _get_or_create(self, topic: str, partition: int, overrides) -> Log:
         with self._lock:
             if overrides is not None:
                 self._topic_overrides[topic] = dict(overrides)

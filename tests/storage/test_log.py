@@ -330,3 +330,14 @@ def test_flush_messages_policy(make_log):
     assert log.recovery_point == 0
     log.append(batch(2))
     assert log.recovery_point == 4
+
+
+def test_delete_records_is_refused_on_compact_only_topics(make_log):
+    from storage.errors import StorageError
+    log = make_log({"cleanup.policy": "compact"})
+    log.append(batch(1, key=b"k"))
+    log.set_high_watermark(1)
+    with pytest.raises(StorageError) as info:
+        log.delete_records(1)
+    assert info.value.error_code == 44
+    assert make_log({"cleanup.policy": "compact,delete"}).delete_records(0) == 0

@@ -76,3 +76,19 @@ def test_tick_applies_retention(tmp_path, clock):
     mgr.tick()
     assert log.log_start_offset == 20
     assert not [n for n in os.listdir(log.directory) if n.endswith(".deleted")]
+
+
+def test_topic_id_is_recorded_and_checked(tmp_path, clock):
+    from storage.errors import StorageError
+    mgr = LogManager(str(tmp_path), clock=clock)
+    log = mgr.get_or_create_log("ids", 0, topic_id="AAAAAAAAAAAAAAAAAAAAAQ")
+    assert (tmp_path / "ids-0" / "partition.metadata").read_text() == \
+        "version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAAAQ\n"
+    assert log.topic_id == "AAAAAAAAAAAAAAAAAAAAAQ"
+    mgr.get_or_create_log("ids", 0, topic_id="AAAAAAAAAAAAAAAAAAAAAQ")
+    try:
+        mgr.get_or_create_log("ids", 0, topic_id="BBBBBBBBBBBBBBBBBBBBBQ")
+    except StorageError as exc:
+        assert exc.error_code == 103
+    else:
+        raise AssertionError("a different topic id must be refused")
