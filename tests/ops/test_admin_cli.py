@@ -331,3 +331,34 @@ def test_read_committed_skips_aborted_transactions(cli, kafka):
     assert code == 0 and out.splitlines() == ["0:0\tcommitted-1", "0:4\tcommitted-2"]
     (row,) = jcli(cli, "offsets", "txns", "--isolation-level", "read_committed")
     assert row["latest"] == 6  # markers included: three batches, three markers
+
+
+def test_describe_an_active_group_and_refuse_to_reset_it(cli, kafka):
+    from broker.admin.client import KafkaClient
+    from broker.admin.consumer import GroupMember
+
+    assert cli("topics", "create", "live", "-p", "3")[0] == 0
+    with KafkaClient(kafka.bootstrap, client_id="live-consumer") as client:
+        member = GroupMember(client, "live-group", ["live"])
+        assert member.join() == {"live": [0, 1, 2]}
+        member.commit({("live", 1): 0})
+        try:
+            (group,) = jcli(cli, "groups", "describe", "live-group")
+            assert group["state"] == "Stable" and group["protocol"] == "range"
+            (m,) = group["members"]
+            assert m["member_id"] == member.member_id and m["client_id"] == "live-consumer"
+            assert m["assignment"] == {"live": [0, 1, 2]}
+            owners = {o["partition"]: o["member_id"] for o in group["offsets"]}
+            assert owners == {0: member.member_id, 1: member.member_id, 2: member.member_id}
+            code, out, _ = cli("groups", "describe", "live-group")
+            assert "live:0,1,2" in out and "live-consumer" in out
+
+            code, _, err = cli("groups", "reset-offsets", "live-group", "--all-topics",
+                               "--to-earliest", "--execute")
+            assert code == 1 and "inactive" in err and "Stable" in err
+            code, _, err = cli("groups", "delete", "live-group")
+            assert code == 1 and "NON_EMPTY_GROUP" in err
+        finally:
+            member.leave()
+    (group,) = jcli(cli, "groups", "describe", "live-group")
+    assert group["state"] == "Empty" and group["members"] == []
