@@ -37,6 +37,9 @@ from storage.segment import (
 )
 
 
+DEFAULT_MAX_KEYS = 1_000_000
+
+
 @dataclasses.dataclass
 class CleanerStats:
     segments: int = 0
@@ -91,25 +94,47 @@ def needs_cleaning(log, now_ms: int) -> bool:
     return False
 
 
-def clean(log, now_ms: int | None = None, *, force: bool = False) -> CleanerStats | None:
-    """One cleaning pass; returns stats, or None when nothing was due."""
+def clean(log, now_ms: int | None = None, *, force: bool = False,
+          max_keys: int = DEFAULT_MAX_KEYS) -> CleanerStats | None:
+    """One cleaning pass; returns stats, or None when nothing was due.
+
+    The offset map holds at most `max_keys` keys (Kafka bounds it by
+    log.cleaner.dedupe.buffer.size): when it fills, the pass stops at the end of the
+    segment being read and the rest waits for the next pass."""
     now = log.clock() if now_ms is None else now_ms
     if not force and not needs_cleaning(log, now):
         return None
     first_dirty, end, _clean, dirty_bytes, candidates = dirty_section(log, now)
     if not candidates or not dirty_bytes:
         return None
-    stats = CleanerStats(end_offset=end)
-    aborted = _aborted_ranges(log, candidates[0][0].base_offset, end)
-    offset_map = _build_offset_map(candidates, first_dirty, aborted, stats)
+    try:
+        aborted = _aborted_ranges(log, candidates[0][0].base_offset, end)
+        stats = CleanerStats()
+        offset_map, end = _build_offset_map(candidates, first_dirty, aborted, stats, max_keys)
+    except OSError:
+        if all(_still_live(log, segment) for segment, _ in candidates):
+            raise
+        return None  # retention or truncation removed segments meanwhile: try again later
+    stats.end_offset = end
     horizon = now + log.config.delete_retention_ms
-    last_offsets = {pid: e.last_offset for pid, e in log.producer_state.producers.items()}
-    for segment, _upper in candidates:
-        cleaned = _clean_segment(log, segment, offset_map, aborted, last_offsets, now, horizon, stats)
-        log.swap_cleaned_segment(segment, cleaned)
-        stats.segments += 1
+    last_offsets = log.producer_last_offsets()
+    for segment, upper in candidates:
+        if upper > end:
+            break
+        try:
+            cleaned = _clean_segment(log, segment, offset_map, aborted, last_offsets, now, horizon, stats)
+        except OSError:
+            if _still_live(log, segment):
+                raise
+            continue
+        if log.swap_cleaned_segment(segment, cleaned):
+            stats.segments += 1
     log.cleaner_checkpoint = max(log.cleaner_checkpoint, end)
     return stats
+
+
+def _still_live(log, segment: LogSegment) -> bool:
+    return any(s is segment for s in log.segments)
 
 
 def _aborted_ranges(log, start: int, end: int) -> dict[int, list[tuple[int, int]]]:
@@ -130,11 +155,15 @@ def _batches(segment: LogSegment):
         yield segment.read_batch(pos, header.size)
 
 
-def _build_offset_map(candidates, first_dirty: int, aborted, stats) -> dict[bytes, int]:
+def _build_offset_map(candidates, first_dirty: int, aborted, stats, max_keys: int):
+    """key -> last offset over the dirty segments; returns (map, end offset covered)."""
     offset_map: dict[bytes, int] = {}
+    end = first_dirty
     for segment, upper in candidates:
         if upper <= first_dirty:
             continue
+        if len(offset_map) >= max_keys:
+            break
         for batch in _batches(segment):
             stats.bytes_read += batch.size
             if batch.is_control or _is_aborted(batch, aborted) or batch.last_offset < first_dirty:
@@ -142,7 +171,8 @@ def _build_offset_map(candidates, first_dirty: int, aborted, stats) -> dict[byte
             for record in batch.records():
                 if record.key is not None:
                     offset_map[record.key] = record.offset
-    return offset_map
+        end = upper
+    return offset_map, end
 
 
 def _clean_segment(log, segment: LogSegment, offset_map, aborted, last_offsets, now: int,

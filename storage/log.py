@@ -256,6 +256,10 @@ class Log:
                     break
             return out
 
+    def producer_last_offsets(self) -> dict[int, int]:
+        with self._lock:
+            return {pid: e.last_offset for pid, e in self.producer_state.producers.items()}
+
     def expire_producers(self, now_ms: int | None = None) -> None:
         now = self.clock() if now_ms is None else now_ms
         with self._lock:
@@ -893,10 +897,10 @@ class Log:
             self._segments[idx] = fresh
             return True
 
-    def clean(self, now_ms: int | None = None, *, force: bool = False):
+    def clean(self, now_ms: int | None = None, *, force: bool = False, **options):
         """Run one compaction pass if due (cleanup.policy=compact); returns CleanerStats or None."""
         from storage import cleaner
-        return cleaner.clean(self, now_ms, force=force)
+        return cleaner.clean(self, now_ms, force=force, **options)
 
     # ======================================================================= lifecycle
     def update_config(self, config: LogConfig) -> None:

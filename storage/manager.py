@@ -39,6 +39,8 @@ class LogManager:
         self.had_clean_shutdown: dict[str, bool] = {}
         self.offline_dirs: dict[str, str] = {}  # log dir -> the I/O error that took it offline
         self.offline_partitions: set[tuple[str, int]] = set()
+        self._cleaner_thread: threading.Thread | None = None
+        self._cleaner_stop = threading.Event()
         for log_dir in self.log_dirs:
             try:
                 os.makedirs(log_dir, exist_ok=True)
@@ -195,7 +197,8 @@ class LogManager:
             except Exception:  # one bad log must not stop housekeeping for the others
                 if log.offline is None:
                     raise
-        self.clean_one(now)
+        if self._cleaner_thread is None:
+            self.clean_one(now)
         with self._lock:
             due = [p for t, p in self._pending_dir_deletes if t <= now]
             self._pending_dir_deletes = [(t, p) for t, p in self._pending_dir_deletes if t > now]
@@ -223,6 +226,30 @@ class LogManager:
             best._go_offline(exc)
             return None
 
+    def start_cleaner(self, interval_s: float = 15.0) -> None:
+        """Compact in a background thread of its own (Kafka's log cleaner thread), so a
+        long pass never delays tick(); without it, tick() runs one pass per call."""
+        if self._cleaner_thread is not None:
+            return
+
+        def run():
+            while not self._cleaner_stop.wait(interval_s):
+                try:
+                    while self.clean_one() is not None and not self._cleaner_stop.is_set():
+                        pass
+                except Exception:  # noqa: BLE001 - a failing pass must not kill the thread
+                    pass
+
+        self._cleaner_thread = threading.Thread(target=run, name="log-cleaner", daemon=True)
+        self._cleaner_thread.start()
+
+    def stop_cleaner(self) -> None:
+        thread, self._cleaner_thread = self._cleaner_thread, None
+        if thread is not None:
+            self._cleaner_stop.set()
+            thread.join(timeout=60)
+            self._cleaner_stop.clear()
+
     def checkpoint(self) -> None:
         for log_dir in self.log_dirs:
             if log_dir in self.offline_dirs:
@@ -246,6 +273,7 @@ class LogManager:
 
     def close(self) -> None:
         """Clean shutdown: flush everything, write checkpoints and the clean marker."""
+        self.stop_cleaner()
         with self._lock:
             clean = {d: True for d in self.log_dirs}
             for key, log in self._logs.items():

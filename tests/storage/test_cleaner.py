@@ -179,3 +179,35 @@ def test_manager_cleans_due_logs_in_tick(tmp_path, clock):
     mgr.close()
     again = LogManager(str(tmp_path), clock=clock)
     assert again.get_log("compacted", 0).cleaner_checkpoint == 30
+
+
+def test_a_bounded_offset_map_cleans_a_prefix_per_pass(make_log):
+    log = make_log(COMPACT)
+    for n in range(4):
+        for k in range(40):
+            log.append(kv(b"k%d" % k, b"v%d" % n))
+    log.roll()
+    log.set_high_watermark(log.log_end_offset)
+    first = log.clean(max_keys=10)
+    assert first is not None and first.end_offset < log.log_end_offset
+    passes = 1
+    while log.clean(force=True, max_keys=10) is not None and passes < 50:
+        passes += 1
+    assert passes > 1
+    latest = {rec.key: rec.value for rec in all_records(log)}
+    assert latest == {b"k%d" % k: b"v3" for k in range(40)}
+
+
+def test_background_cleaner_thread(tmp_path, clock):
+    import time as _time
+    from storage.manager import LogManager
+    mgr = LogManager(str(tmp_path), clock=clock)
+    log = mgr.get_or_create_log("bg", 0, COMPACT)
+    fill(log)
+    mgr.start_cleaner(interval_s=0.05)
+    deadline = _time.monotonic() + 10
+    while len(all_records(log)) != 5 and _time.monotonic() < deadline:
+        _time.sleep(0.05)
+    mgr.close()
+    again = LogManager(str(tmp_path), clock=clock)
+    assert len(all_records(again.get_log("bg", 0))) == 5
