@@ -311,12 +311,23 @@ from protocol.wire import (_REFS, read_uvarint as _ruv, read_string as _rstr, re
     write_array_length as _walen, write_tag_section as _wtags, uvarint as _uv,
     absent_field_error as _absent, DecodeError as _DecodeError, EncodeError as _EncodeError)
 from struct import unpack_from as _unpack_from, pack as _pack
+from protocol.wire import Reader as _Reader, Writer as _Writer
 _new = object.__new__
 def _odr_parse(fn, io):
-    obj, io.pos = fn(io.buf, io.pos, io.end)
+    if type(io) is _Reader:
+        obj, io.pos = fn(io.buf, io.pos, io.end)
+        return obj
+    start = io.tell()
+    data = io.read()
+    obj, pos = fn(memoryview(data), 0, len(data))
+    io.seek(start + pos)
     return obj
 def _odr_build(fn, obj, io):
-    return fn(io, bytearray(), obj)
+    if type(io) is _Writer:
+        return io.finish(fn(io, bytearray(), obj))
+    w = _Writer()
+    io.write(b"".join(w.finish(fn(w, bytearray(), obj))))
+    return obj
 """
 
 
@@ -410,7 +421,7 @@ class WireType(construct.Construct):
         name = g.var("_solo_b")
         lines = [f"def {name}(w, out, obj):"] + _indent(self.emit_write(g, "obj") + ["return out"])
         code.append("\n".join(lines))
-        return f"io.finish(_odr_build({name}, obj, io))"
+        return f"_odr_build({name}, obj, io)"
 
 
 class Fixed(WireType):
@@ -752,7 +763,7 @@ class Message(WireType):
         return f"_odr_parse({self.parser_name(Gen.of(code))}, io)"
 
     def _emitbuild(self, code):
-        return f"io.finish(_odr_build({self.builder_name(Gen.of(code))}, obj, io))"
+        return f"_odr_build({self.builder_name(Gen.of(code))}, obj, io)"
 
     def _groups(self):
         """Fields with consecutive fixed-width runs merged (one struct call per run)."""
@@ -853,7 +864,7 @@ class Message(WireType):
             def parseall(io, this):
                 return _odr_parse({parse_name}, io)
             def buildall(obj, io, this):
-                return io.finish(_odr_build({build_name}, obj, io))
+                return _odr_build({build_name}, obj, io)
             compiled = Compiled(parseall, buildall)
         """)
         source = "from construct import Compiled\n" + code.toString()

@@ -49,3 +49,25 @@ def test_empty_and_null_bodies(cls, version):
 def test_random_bodies(cls, version, data):
     schema = cls.SCHEMAS[version]
     _check(schema, data.draw(body_strategy(schema)))
+
+
+@pytest.mark.parametrize("cls, version", CASES[::7], ids=IDS[::7])
+def test_construct_compiled_api_matches(cls, version):
+    """`schema.compile()` is a regular construct Compiled: parse(bytes) / build(obj) work as usual."""
+    schema = cls.SCHEMAS[version]
+    body = empty_body(schema, nulls=False)
+    data = schema.build(body)
+    compiled = schema.compile()
+    assert compiled.build(body) == data
+    assert compiled.parse(data) == body
+    assert compiled.parse(data + b"trailing") == body
+
+
+def test_primitives_compile_on_their_own():
+    from protocol import wire
+
+    for wire_type, value in [(wire.INT32, -5), (wire.String(True, True), None), (wire.String(False, False), "é"),
+                             (wire.Array(wire.INT64, True, False), [1, 2]), (wire.UUID, wire.ZERO_UUID)]:
+        data = wire_type.build(value)
+        assert wire_type.compile().parse(data) == wire_type.parse(data) == value
+        assert wire_type.compile().build(value) == data
