@@ -240,15 +240,23 @@ class BrokerConnection:
 
     def request(self, api_key: int, body: Any | Callable[[int], Any], *,
                 max_version: int | None = None, min_version: int = 0,
-                expect_response: bool = True) -> tuple[int, Any]:
-        """Send one request at the best common version; returns (version, response body)."""
+                expect_response: bool = True, timeout: float | None = None) -> tuple[int, Any]:
+        """Send one request at the best common version; returns (version, response body).
+        ``timeout`` overrides the connection's for this request (e.g. a JoinGroup that waits
+        for a rebalance)."""
         version = self.version_for(api_key, max_version, min_version)
         if callable(body):
             body = body(version)
         cid = self._send(api_key, version, body)
         if not expect_response:
             return version, None
-        return version, self._receive(api_key, version, cid)
+        if timeout is None:
+            return version, self._receive(api_key, version, cid)
+        self._sock.settimeout(timeout)
+        try:
+            return version, self._receive(api_key, version, cid)
+        finally:
+            self._sock.settimeout(self.timeout)
 
 
 def _api_name(api_key: int) -> str:
@@ -327,7 +335,7 @@ class KafkaClient:
         self._bootstrap_conn: BrokerConnection | None = None
         self._nodes: dict[int, BrokerConnection] = {}
         self._coordinators: dict[str, BrokerConnection] = {}
-        self._metadata: ClusterMetadata | None = None
+        self._brokers: dict[int, BrokerInfo] = {}  # from the latest metadata response
 
     def __enter__(self) -> "KafkaClient":
         return self
@@ -367,11 +375,9 @@ class KafkaClient:
         conn = self._nodes.get(node_id)
         if conn is not None:
             return conn
-        meta = self._metadata or self.metadata([])
-        broker = meta.brokers.get(node_id)
+        broker = self._brokers.get(node_id)
         if broker is None:
-            meta = self.metadata([])
-            broker = meta.brokers.get(node_id)
+            broker = self.metadata([]).brokers.get(node_id)
         if broker is None:
             raise KafkaError(8, f"broker {node_id} is not in the cluster metadata")
         boot = self.any_broker()
@@ -416,13 +422,7 @@ class KafkaClient:
             out_topics[t.name] = info
         meta = ClusterMetadata(getattr(resp, "cluster_id", None),
                                getattr(resp, "controller_id", -1), brokers, out_topics)
-        if names is None or not names:
-            self._metadata = meta
-        elif self._metadata is None:
-            self._metadata = ClusterMetadata(meta.cluster_id, meta.controller_id, brokers, {})
-        if self._metadata is not meta:
-            self._metadata.brokers = brokers
-            self._metadata.topics.update(out_topics)
+        self._brokers = brokers
         return meta
 
     def topic(self, name: str, *, retries: int = 20) -> TopicInfo:
@@ -454,7 +454,9 @@ class KafkaClient:
         by_node: dict[int, list[tuple[str, int]]] = {}
         infos: dict[str, TopicInfo] = {}
         for topic, partition in topic_partitions:
-            info = infos.get(topic) or infos.setdefault(topic, self.topic(topic))
+            if topic not in infos:
+                infos[topic] = self.topic(topic)
+            info = infos[topic]
             p = info.partitions.get(partition)
             if p is None:
                 raise KafkaError(3, f"partition {partition} does not exist", f"topic {topic}")

@@ -19,8 +19,8 @@ from protocol import messages
 from protocol.records import ControlType, RecordBatch, RecordBatchError, iter_batches
 
 from broker.admin.client import API, KafkaClient, KafkaError, check
-from broker.admin.consumer_protocol import (decode_assignment, encode_assignment,
-                                            encode_subscription, range_assign)
+from broker.admin.consumer_protocol import (decode_assignment, decode_subscription,
+                                            encode_assignment, encode_subscription, range_assign)
 from broker.admin.groups import commit_offsets, committed_offsets
 from broker.admin.offsets import EARLIEST, LATEST, list_offsets
 
@@ -207,26 +207,20 @@ class GroupMember:
                                                                metadata=subscription)])
 
         conn = self._conn
-        saved_timeout = conn._sock.gettimeout()
-        conn._sock.settimeout(self.rebalance_timeout_ms / 1000 + 5)
-        try:
-            _, resp = conn.request(API.JOIN_GROUP, build, max_version=7)
-            if resp.error_code == 79:  # MEMBER_ID_REQUIRED: rejoin with the id we were given
-                self.member_id = resp.member_id
-                _, resp = conn.request(API.JOIN_GROUP, build, max_version=7)
-            if resp.error_code:
-                return resp.error_code
-            self.member_id, self.generation_id = resp.member_id, resp.generation_id
-            assignments = []
-            if resp.leader == resp.member_id:
-                assignments = self._assign(resp.members)
-            return self._sync(resp.protocol_name or "range", assignments)
-        finally:
-            conn._sock.settimeout(saved_timeout)
+        wait = self.rebalance_timeout_ms / 1000 + 5  # the broker holds JoinGroup during a rebalance
+        _, resp = conn.request(API.JOIN_GROUP, build, max_version=7, timeout=wait)
+        if resp.error_code == 79:  # MEMBER_ID_REQUIRED: rejoin with the id we were given
+            self.member_id = resp.member_id
+            _, resp = conn.request(API.JOIN_GROUP, build, max_version=7, timeout=wait)
+        if resp.error_code:
+            return resp.error_code
+        self.member_id, self.generation_id = resp.member_id, resp.generation_id
+        assignments = []
+        if resp.leader == resp.member_id:
+            assignments = self._assign(resp.members)
+        return self._sync(resp.protocol_name or "range", assignments)
 
     def _assign(self, members) -> list:
-        from broker.admin.consumer_protocol import decode_subscription
-
         subs = {m.member_id: decode_subscription(m.metadata) for m in members}
         topics = sorted({t for ts in subs.values() for t in ts})
         counts = {}
@@ -249,7 +243,8 @@ class GroupMember:
             return req(group_id=self.group_id, generation_id=self.generation_id,
                        member_id=self.member_id, assignments=assignments, **extra)
 
-        _, resp = self._conn.request(API.SYNC_GROUP, build, max_version=5)
+        _, resp = self._conn.request(API.SYNC_GROUP, build, max_version=5,
+                                     timeout=self.rebalance_timeout_ms / 1000 + 5)
         if resp.error_code:
             return resp.error_code
         self.assignment = decode_assignment(resp.assignment)
