@@ -103,7 +103,8 @@ class _Index:
 
     def _append_raw(self, *fields) -> None:
         data = self.ENTRY.pack(*fields)
-        os.pwrite(self._open().fd, data, len(self._mem))
+        f = self._open()  # a local reference keeps the descriptor open
+        os.pwrite(f.fd, data, len(self._mem))
         self._mem += data
         self._count += 1
 
@@ -127,7 +128,8 @@ class _Index:
         if keep >= self._count:
             return
         self.make_writable()
-        os.ftruncate(self._open().fd, keep * self.ENTRY.size)
+        f = self._open()  # a local reference keeps the descriptor open
+        os.ftruncate(f.fd, keep * self.ENTRY.size)
         del self._mem[keep * self.ENTRY.size:]
         self._count = keep
 

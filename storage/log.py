@@ -588,8 +588,10 @@ class Log:
                 raise self._go_offline(exc) from exc
 
     def _read_locked(self, fetch_offset, max_bytes, limit_offset, min_one_batch) -> list[FileSlice]:
+        segments = self._segments
         i = max(0, bisect.bisect_right(self._bases, fetch_offset) - 1)
-        for segment in self._segments[i:]:
+        for j in range(i, len(segments)):
+            segment = segments[j]
             if segment.base_offset >= limit_offset:
                 return []
             found = segment.find_batch(fetch_offset)
@@ -599,7 +601,8 @@ class Log:
             if first.last_offset >= limit_offset:
                 return []
             end = segment.size
-            if limit_offset < (segment.next_offset if segment.next_offset is not None else limit_offset + 1):
+            upper = segments[j + 1].base_offset if j + 1 < len(segments) else self.log_end_offset
+            if limit_offset < upper:  # the high watermark / LSO falls inside this segment
                 bound = segment.find_batch(limit_offset, start)
                 if bound is not None:
                     end = bound[0]

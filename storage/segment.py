@@ -207,14 +207,16 @@ class LogSegment:
         """The header of the batch at a position (None past the end)."""
         if position + HEADER_SIZE > self.size:
             return None
-        data = os.pread(self._open().fd, HEADER_SIZE, position)
+        f = self._open()  # a local reference keeps the descriptor open
+        data = os.pread(f.fd, HEADER_SIZE, position)
         if len(data) < HEADER_SIZE:
             return None
         return RecordBatch(data, 0)
 
     def read_batch(self, position: int, size: int) -> RecordBatch:
         """A whole batch (records included) read into memory."""
-        data = os.pread(self._open().fd, size, position)
+        f = self._open()  # a local reference keeps the descriptor open
+        data = os.pread(f.fd, size, position)
         return RecordBatch(data, 0)
 
     def find_batch(self, offset: int, start: int = 0) -> tuple[int, RecordBatch] | None:
@@ -336,7 +338,8 @@ class LogSegment:
         self.offset_index.truncate_to_position(position)
         self.time_index.truncate_to(batch.base_offset)
         self.txn_index.truncate_to(batch.base_offset)
-        os.ftruncate(self._open().fd, position)
+        f = self._open()  # a local reference keeps the descriptor open
+        os.ftruncate(f.fd, position)
         self.size = position
         self.next_offset = None
         # Recompute timestamps and the exact next offset from what is left.
