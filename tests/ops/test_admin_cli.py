@@ -362,3 +362,30 @@ def test_describe_an_active_group_and_refuse_to_reset_it(cli, kafka):
             member.leave()
     (group,) = jcli(cli, "groups", "describe", "live-group")
     assert group["state"] == "Empty" and group["members"] == []
+
+
+def test_two_members_rebalance_and_split_the_partitions(cli, kafka):
+    import threading
+
+    from broker.admin.client import KafkaClient
+    from broker.admin.consumer import GroupMember
+
+    assert cli("topics", "create", "shared", "-p", "4")[0] == 0
+    with KafkaClient(kafka.bootstrap) as c1, KafkaClient(kafka.bootstrap) as c2:
+        first = GroupMember(c1, "pair", ["shared"], session_timeout_ms=6000)
+        assert first.join() == {"shared": [0, 1, 2, 3]}
+        second = GroupMember(c2, "pair", ["shared"], session_timeout_ms=6000)
+        joined = threading.Thread(target=second.join, daemon=True)
+        joined.start()
+        deadline = time.monotonic() + 20
+        while first.heartbeat_if_due() and time.monotonic() < deadline:
+            time.sleep(0.1)  # the first member learns of the rebalance from its heartbeat
+        first.join()
+        joined.join(20)
+        assert not joined.is_alive()
+        assert sorted(first.assignment["shared"] + second.assignment["shared"]) == [0, 1, 2, 3]
+        assert len(first.assignment["shared"]) == len(second.assignment["shared"]) == 2
+        (group,) = jcli(cli, "groups", "describe", "pair")
+        assert group["state"] == "Stable" and len(group["members"]) == 2
+        second.leave()
+        first.leave()
