@@ -5,9 +5,16 @@ Layout (one directory per partition, as Kafka writes it)::
     <log dir>/<topic>-<partition>/00000000000000000000.log        record batches, offsets assigned
                                  /00000000000000000000.index      relative offset -> position (8 B)
                                  /00000000000000000000.timeindex  max timestamp -> relative offset (12 B)
-                                 /leader-epoch-checkpoint
+                                 /00000000000000000000.txnindex   aborted transactions (34 B)
+                                 /00000000000000000042.snapshot   producer state at offset 42
+                                 /leader-epoch-checkpoint, partition.metadata (topic id)
     <log dir>/recovery-point-offset-checkpoint, log-start-offset-checkpoint,
-              replication-offset-checkpoint (high watermarks), .kafka_cleanshutdown
+              replication-offset-checkpoint (high watermarks), cleaner-offset-checkpoint,
+              .kafka_cleanshutdown
+
+Modules: `config` (LogConfig), `errors`, `files` (shared descriptors, FileSlice, LRU),
+`index` (.index/.timeindex), `txn_index`, `segment`, `producer_state`, `checkpoints`,
+`log` (Log), `cleaner` (compaction), `manager` (LogManager).
 
 Public surface
 --------------
@@ -18,9 +25,14 @@ Public surface
     - ``get_or_create_log(topic, partition, overrides=None) -> Log``; ``get_log(...) -> Log | None``
     - ``set_topic_config(topic, overrides)`` / ``set_defaults(mapping)``: live logs follow at once
     - ``delete_log(topic, partition)``: dir renamed ``*-delete``, removed after file.delete.delay.ms
-    - ``tick(now_ms=None)``: flush.ms, flush of rolled segments, retention, delayed deletes;
-      call every few seconds from a worker thread
+    - ``tick(now_ms=None)``: flush.ms, flush of rolled segments, retention, delayed deletes,
+      producer expiry and (unless ``start_cleaner()`` runs a cleaner thread) one compaction
+      pass; call every few seconds from a worker thread
+    - ``start_cleaner(interval_s=15)`` / ``stop_cleaner()``; ``clean_one()``
     - ``checkpoint()``; ``close()`` (clean shutdown: flush, checkpoints, clean marker)
+    - ``offline_dirs`` / ``offline_partitions``: a dir failing with an I/O error goes offline
+      alone; ``get_or_create_log`` on its partitions raises KafkaStorageError
+    - ``get_or_create_log(..., topic_id=...)`` records/checks Kafka's ``partition.metadata``
 
 ``Log`` (one partition; every method is thread-safe, one lock per partition)
     - ``append(records, *, leader_epoch=-1, origin=AppendOrigin.CLIENT, now_ms=None) -> AppendResult``
@@ -62,6 +74,19 @@ Public surface
       ``.txnindex`` files); markers are appended with ``origin=AppendOrigin.COORDINATOR``
       (build them with ``protocol.records.build_control_batch``)
     - ``expire_producers(now_ms)`` (producer.id.expiration.ms; the manager's tick calls it)
+    - ``clean(now_ms=None, force=False)``: one compaction pass (see ``storage.cleaner``):
+      last record per key, tombstones and markers dropped once delete.retention.ms has
+      passed (delete horizon stamped in the batch header), aborted data dropped, offsets
+      kept, batches re-compressed with their codec, min.cleanable.dirty.ratio and
+      min/max.compaction.lag.ms honoured, swapped in atomically (.cleaned -> .swap)
+    - ``topic_id`` / ``assign_topic_id(id)``
+
+Recovery: the manager passes each log its recovery point and whether the dir had a
+clean-shutdown marker.  After an unclean stop only segments from the one holding the
+recovery point are scanned (length, magic, CRC, offset order); the first bad batch and
+everything after it are cut; indexes, the txn index and producer state are rebuilt
+(producer state from the newest snapshot plus replayed batch headers).  Nothing below
+the recovery point (fsynced) is touched.
 
 Errors: every deliberate failure is a ``StorageError`` subclass carrying ``error_code``
 (the Kafka error code to answer with): ``InvalidBatchError`` (CORRUPT_MESSAGE,
