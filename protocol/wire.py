@@ -30,7 +30,6 @@ LIST = type("ListDefault", (), {"__repr__": lambda self: "LIST"})()
 # Objects referenced by compiled code, by id (schema objects live as long as the process).
 _REFS = {}
 
-_U8 = struct.Struct(">B")
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _UVARINT_SMALL = [bytes([i]) for i in range(128)]
@@ -99,59 +98,6 @@ def varint(value):
     return uvarint((value << 1) ^ (value >> 63))
 
 
-def _length(buf, pos, end, compact, what):
-    """A declared length: -1 for null, else checked against the bytes left."""
-    if compact:
-        n, pos = read_uvarint(buf, pos)
-        n -= 1
-    else:
-        n = _I16.unpack_from(buf, pos)[0] if what == "string" else _I32.unpack_from(buf, pos)[0]
-        pos += 2 if what == "string" else 4
-    if n > end - pos:
-        raise DecodeError(f"{what} length {n} exceeds the {end - pos} bytes left")
-    return (n if n >= 0 else -1), pos
-
-
-def _check_null(n, nullable, what):
-    if n < 0 and not nullable:
-        raise DecodeError(f"non-nullable {what} is null")
-
-
-def read_string(buf, pos, end, compact, nullable):
-    n, pos = _length(buf, pos, end, compact, "string")
-    if n < 0:
-        _check_null(n, nullable, "string")
-        return None, pos
-    try:
-        return str(buf[pos:pos + n], "utf-8"), pos + n
-    except UnicodeDecodeError as exc:
-        raise DecodeError(f"string is not UTF-8: {exc}") from None
-
-
-def read_bytes(buf, pos, end, compact, nullable):
-    n, pos = _length(buf, pos, end, compact, "bytes")
-    if n < 0:
-        _check_null(n, nullable, "bytes")
-        return None, pos
-    return bytes(buf[pos:pos + n]), pos + n
-
-
-def read_records(buf, pos, end, compact, nullable):
-    """Records as a memoryview slice of the frame (zero copy)."""
-    n, pos = _length(buf, pos, end, compact, "records")
-    if n < 0:
-        _check_null(n, nullable, "records")
-        return None, pos
-    return buf[pos:pos + n], pos + n
-
-
-def read_array_length(buf, pos, end, compact, nullable):
-    n, pos = _length(buf, pos, end, compact, "array")
-    if n < 0:
-        _check_null(n, nullable, "array")
-    return n, pos
-
-
 def read_uuid(buf, pos, end):
     if end - pos < 16:
         raise DecodeError("truncated uuid")
@@ -167,27 +113,6 @@ def write_length(out, n, compact, what):
         out += _I16.pack(n)
     else:
         out += _I32.pack(n)
-
-
-def write_string(out, value, compact, nullable):
-    if value is None:
-        if not nullable:
-            raise EncodeError("null for a non-nullable string")
-        write_length(out, -1, compact, "string")
-        return
-    data = value.encode("utf-8")
-    write_length(out, len(data), compact, "string")
-    out += data
-
-
-def write_bytes(out, value, compact, nullable):
-    if value is None:
-        if not nullable:
-            raise EncodeError("null for non-nullable bytes")
-        write_length(out, -1, compact, "bytes")
-        return
-    write_length(out, len(value), compact, "bytes")
-    out += value
 
 
 _INLINE_TYPES = (bytes, bytearray, memoryview)
@@ -209,15 +134,6 @@ def write_records(w, out, value, compact, nullable):
     w.parts.append(out)
     w.parts.append(value)
     return bytearray()
-
-
-def write_array_length(out, value, compact, nullable):
-    if value is None:
-        if not nullable:
-            raise EncodeError("null for a non-nullable array")
-        write_length(out, -1, compact, "array")
-    else:
-        write_length(out, len(value), compact, "array")
 
 
 def write_uuid(out, value):
@@ -304,11 +220,9 @@ def as_view(data):
 # code generation context
 
 _PREAMBLE = """
-from protocol.wire import (_REFS, read_uvarint as _ruv, read_string as _rstr, read_bytes as _rbytes,
-    read_records as _rrec, read_array_length as _ralen, read_uuid as _ruuid, read_tag_header as _rtag,
-    read_unknown_tags as _runknown,
-    write_string as _wstr, write_bytes as _wbytes, write_records as _wrec, write_uuid as _wuuid,
-    write_array_length as _walen, write_tag_section as _wtags, uvarint as _uv,
+from protocol.wire import (_REFS, read_uvarint as _ruv, read_uuid as _ruuid, read_tag_header as _rtag,
+    read_unknown_tags as _runknown, write_records as _wrec, write_uuid as _wuuid,
+    write_tag_section as _wtags, uvarint as _uv,
     absent_field_error as _absent, DecodeError as _DecodeError, EncodeError as _EncodeError)
 from struct import unpack_from as _unpack_from, pack as _pack
 from protocol.wire import Reader as _Reader, Writer as _Writer
