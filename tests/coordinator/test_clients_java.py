@@ -1,0 +1,39 @@
+"""The Java client (kafka-clients 4.x, from compat-tests/setup.sh) through groups, idempotence, transactions."""
+
+import glob
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from broker.testing import running_broker
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+JARS = os.path.join(os.path.dirname(os.path.dirname(HERE)), "compat-tests", ".cache", "java4")
+
+
+def java_available():
+    return shutil.which("javac") and shutil.which("java") and glob.glob(os.path.join(JARS, "kafka-clients-*.jar"))
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.skipif(not java_available(), reason="needs a JDK and compat-tests/.cache/java4 (compat-tests/setup.sh)")
+def test_java_client(tmp_path):
+    classes = tmp_path / "classes"
+    classpath = os.pathsep.join([str(classes), os.path.join(JARS, "*")])
+    subprocess.run(["javac", "-nowarn", "-d", str(classes), "-cp", classpath,
+                    os.path.join(HERE, "clients", "CoordinatorCheck.java")], check=True, capture_output=True, timeout=120)
+    with running_broker(tmp_path / "data") as broker:
+        run = subprocess.run(["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp", classpath,
+                              "CoordinatorCheck", broker.bootstrap], capture_output=True, text=True, timeout=200)
+    facts = dict(line.split("=", 1) for line in run.stdout.splitlines() if "=" in line)
+    assert facts.get("done") == "true", run.stdout + run.stderr[-3000:]
+    for assignor in ("RangeAssignor", "CooperativeStickyAssignor"):
+        assert facts[f"{assignor}.records"] == facts[f"{assignor}.distinct"] == "10000"
+        assert facts[f"{assignor}.assigned"] == "4"
+        assert facts[f"{assignor}.committed"] == "42/java-meta"
+    assert facts["read_committed"] == "c1,c2"
+    assert facts["read_uncommitted"] == "c1,a1,c2"
+    assert facts["txn.offset"] == "77"
+    assert facts["txn.state"] == "CompleteCommit" and facts["group.state"] == "Empty"
