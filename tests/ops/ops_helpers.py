@@ -7,9 +7,11 @@ import socket
 
 
 def http_get(port: int, path: str, host: str = "127.0.0.1", timeout: float = 5.0,
-             method: str = "GET") -> tuple[int, dict[str, str], bytes]:
+             method: str = "GET", headers: dict[str, str] | None = None
+             ) -> tuple[int, dict[str, str], bytes]:
+    extra = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
     with socket.create_connection((host, port), timeout=timeout) as sock:
-        sock.sendall(f"{method} {path} HTTP/1.1\r\nHost: {host}\r\n\r\n".encode())
+        sock.sendall(f"{method} {path} HTTP/1.1\r\nHost: {host}\r\n{extra}\r\n".encode())
         data = b""
         while chunk := sock.recv(65536):
             data += chunk

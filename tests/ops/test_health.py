@@ -49,6 +49,13 @@ async def test_endpoints_follow_readiness_conditions():
         assert sample(s, "kafka_server_brokertopicmetrics_messagesin_total", topic="t") == 4
         assert sample(s, "odradek_build_info", version=metrics.version, node_id="3") == 1
 
+        status, headers, zipped = await trio.to_thread.run_sync(lambda: http_get(
+            port, "/metrics", headers={"Accept-Encoding": "gzip, deflate"}))
+        assert status == 200 and headers["content-encoding"] == "gzip"
+        import gzip
+        s = parse_metrics(gzip.decompress(zipped).decode())
+        assert sample(s, "kafka_server_brokertopicmetrics_messagesin_total", topic="t") == 4
+
         status, headers, body = await get(port, "/metrics", method="HEAD")
         assert status == 200 and body == b"" and int(headers["content-length"]) > 0
         assert (await get(port, "/nope"))[0] == 404
