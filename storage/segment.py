@@ -90,6 +90,8 @@ class LogSegment:
         elif self.size:
             for _, batch in self.iter_headers(0, self.size):
                 self._note_timestamp(batch)
+        # Start-up touches every segment: keep no descriptor or mapping open for it.
+        self.release()
 
     def activate(self) -> None:
         """Become the active segment: writable indexes and an exact next offset,

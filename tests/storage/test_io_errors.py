@@ -77,6 +77,14 @@ def test_open_files_stay_bounded(tmp_path):
     for p in range(40):
         assert [b.base_offset for b in mgr.get_log("many", p).read_batches(0)][0] == 0
     mgr.close()
+    # and after a restart that opens 80 sealed segments
+    after_close = len(os.listdir(fd_dir))
+    again = LogManager(str(tmp_path), {"segment.bytes": 2000}, max_open_files=8)
+    assert len(os.listdir(fd_dir)) - after_close <= 8 * 3 + 4
+    for p in range(40):
+        assert again.get_log("many", p).read_batches(1)[0].base_offset == 1
+    assert len(os.listdir(fd_dir)) - after_close <= 8 * 3 + 4
+    again.close()
 
 
 def test_compacted_topics_refuse_records_without_keys(make_log):
