@@ -31,6 +31,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="override any field of bench.suite.Settings, e.g. consume_records=1000000")
     parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                         help="extra odradek config override (repeatable)")
+    parser.add_argument("--odradek-command", metavar="CMD",
+                        help="launch Odradek with CMD (+ 'serve --override ...') instead of this checkout")
     parser.add_argument("--profile", metavar="DIR", help="record py-spy profiles of Odradek into DIR")
     parser.add_argument("--no-results-md", action="store_true", help="do not rewrite bench/RESULTS.md")
     args = parser.parse_args(argv)
@@ -64,7 +66,8 @@ def main(argv: list[str] | None = None) -> int:
     errors: list[str] = []
     overrides = dict(item.split("=", 1) for item in args.override)
     starters = {
-        "odradek": lambda: targets.start_odradek(log_dir, overrides),
+        "odradek": lambda: targets.start_odradek(
+            log_dir, overrides, shlex.split(args.odradek_command) if args.odradek_command else None),
         "peer": lambda: targets.start_peer(log_dir),
         "sink": lambda: targets.start_sink(log_dir, settings.partitions),
     }

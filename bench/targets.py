@@ -108,11 +108,16 @@ def _spawn(cmd: list[str], log_path: Path, **kwargs) -> subprocess.Popen:
         return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, **kwargs)
 
 
-def start_odradek(log_dir: Path, overrides: dict[str, str] | None = None) -> Target:
-    """`odradek serve` on a fresh data dir with its default durability, on an OS-chosen port."""
+def start_odradek(log_dir: Path, overrides: dict[str, str] | None = None,
+                  command: list[str] | None = None) -> Target:
+    """`odradek serve` on a fresh data dir with its default durability, on an OS-chosen port.
+
+    `command` replaces the launcher (default: this checkout's broker.cli under this interpreter),
+    e.g. to measure an experimental build; ``serve --override ...`` is appended to it.
+    """
     data_dir = Path(tempfile.mkdtemp(prefix="odradek-bench-"))
     settings = {"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(data_dir), **(overrides or {})}
-    cmd = [sys.executable, "-c", ODRADEK_LAUNCHER, "serve"]
+    cmd = list(command or [sys.executable, "-c", ODRADEK_LAUNCHER]) + ["serve"]
     for key, value in settings.items():
         cmd += ["--override", f"{key}={value}"]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
