@@ -49,7 +49,8 @@ and `protocol.generated.metadata`), each with versioned helpers:
 - `protocol.consumer_protocol`: `encode_subscription` / `decode_subscription`,
   `encode_assignment` / `decode_assignment` (newer versions read as our highest, like Kafka).
 - `protocol.api_versions.unsupported_version_response(correlation_id, {api_key: (min, max)})`:
-  KIP-511's v0-format ApiVersions answer with UNSUPPORTED_VERSION.
+  KIP-511's v0-format ApiVersions answer with UNSUPPORTED_VERSION (and `decode_response` reads
+  such an answer to any ApiVersions version, as Kafka's clients do).
 
 Wire semantics: compact lengths in flexible versions (N+1, 0 = null); tagged fields written in tag
 order and only when not at their default; unknown tagged fields kept in `_unknown_tagged_fields`

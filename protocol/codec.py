@@ -196,13 +196,22 @@ def encode_response_parts(api_key, api_version, correlation_id, body):
 
 
 def decode_response(api_key, api_version, frame):
-    """Decode a response frame (without its size prefix): (correlation_id, body)."""
+    """Decode a response frame (without its size prefix): (correlation_id, body).
+
+    Like Kafka's clients, an ApiVersions response that does not parse in the requested version is
+    read as v0 (the KIP-511 UNSUPPORTED_VERSION answer of an older broker)."""
     cls = RESPONSES.get(api_key)
     if cls is None:
         raise UnsupportedVersionError(f"unknown api key {api_key}")
     buf = as_view(frame)
     header, pos = _decode(ResponseHeader, response_header_version(api_key, api_version), buf, 0)
-    body, _ = _decode(cls, api_version, buf, pos)
+    try:
+        body, _ = _decode(cls, api_version, buf, pos)
+    except DecodeError:
+        if api_key != API_VERSIONS_KEY or api_version == 0:
+            raise
+        # KIP-511: a broker that does not know our ApiVersions version answers in v0 format
+        body, _ = _decode(cls, 0, buf, pos)
     return header.correlation_id, body
 
 

@@ -95,3 +95,12 @@ def test_kip511_unsupported_version_response():
     assert data == bytes.fromhex("0000000b 0023 00000002 0003 0000 000c 0012 0000 0003")
     corr, body = protocol.decode_response(18, 0, data)
     assert corr == 11 and body.error_code == protocol.ErrorCode.UNSUPPORTED_VERSION
+
+
+def test_decode_response_falls_back_to_v0_for_api_versions():
+    data = api_versions.unsupported_version_response(5, {18: (0, 2)})
+    corr, body = protocol.decode_response(18, 3, data)
+    assert corr == 5 and body.error_code == protocol.ErrorCode.UNSUPPORTED_VERSION
+    assert [(k.api_key, k.min_version, k.max_version) for k in body.api_keys] == [(18, 0, 2)]
+    with pytest.raises(protocol.DecodeError):
+        protocol.decode_response(3, 12, data)  # no such fallback for other apis
