@@ -150,8 +150,8 @@ class ProducerStateManager:
                     raise OutOfOrderSequenceError(
                         f"invalid sequence {batch.base_sequence} for the new epoch {batch.producer_epoch} "
                         f"of producer {entry.producer_id}")
-            elif entry.epoch != NO_PRODUCER_EPOCH and entry.batches and \
-                    not _in_sequence(entry.last_seq, batch.base_sequence):
+            elif entry.epoch != NO_PRODUCER_EPOCH and not _in_sequence(entry.last_seq, batch.base_sequence):
+                # (no batch kept, e.g. after a marker bumped the epoch: only 0 follows)
                 raise OutOfOrderSequenceError(
                     f"out of order sequence for producer {entry.producer_id}: expected "
                     f"{entry.last_seq + 1}, got {batch.base_sequence}")

@@ -165,3 +165,14 @@ def test_retention_evicts_producers_below_log_start(make_log, clock):
     log.apply_retention()
     assert 7 not in log.producer_state.producers
     log.append(idem(77))  # unknown again: any sequence goes
+
+
+def test_after_a_marker_bumps_the_epoch_sequences_restart_at_zero(make_log):
+    log = make_log()
+    log.append(idem(0, 3, pid=4, epoch=1, txn=True))
+    coord(log, marker(r.ControlType.COMMIT, pid=4, epoch=2))  # transaction protocol v2 bumps the epoch
+    with pytest.raises(OutOfOrderSequenceError):
+        log.append(idem(3, pid=4, epoch=2, txn=True))
+    with pytest.raises(InvalidProducerEpochError):
+        log.append(idem(0, pid=4, epoch=1, txn=True))
+    log.append(idem(0, pid=4, epoch=2, txn=True))
