@@ -711,14 +711,22 @@ def broker_sources(broker) -> dict[str, Callable]:
         if c is None:
             return None
         image = c.image
-        quorum = getattr(c, "quorum", None) or getattr(c, "_quorum", None)
-        end = quorum.end_offset if quorum is not None else image.offset + 1
+        quorum = getattr(c, "_quorum", None)
+        if hasattr(c, "describe_quorum"):  # the Raft controller's public view
+            view = c.describe_quorum()
+            active, leader = bool(c.is_active), view.get("leader_id")
+            epoch, high_watermark = view.get("epoch", 0), view.get("high_watermark", 0)
+        elif quorum is not None:  # the single-voter quorum
+            active, leader = bool(quorum.is_leader), quorum.leader_id
+            epoch, high_watermark = quorum.epoch, quorum.end_offset
+        else:
+            return None
+        end = quorum.end_offset if quorum is not None else high_watermark
         return ControllerSnapshot(
-            is_active=bool(quorum.is_leader) if quorum is not None else False,
-            leader_id=quorum.leader_id if quorum is not None else None,
-            epoch=quorum.epoch if quorum is not None else 0,
-            high_watermark=end, last_committed_offset=end - 1,
-            last_applied_offset=image.offset, topic_count=len(image.topics),
+            is_active=active, leader_id=leader if leader is not None and leader >= 0 else None,
+            epoch=epoch, high_watermark=high_watermark,
+            last_committed_offset=min(high_watermark, end) - 1, last_applied_offset=image.offset,
+            topic_count=len(image.topics),
             partition_count=sum(len(t.partitions) for t in image.topics.values()),
             broker_count=sum(1 for b in image.brokers.values() if not b.fenced))
 
