@@ -13,7 +13,11 @@ Opening (trio; the context manager runs the controller's background tasks until 
         ...
 
 The metadata log lives in `<log_dir>/__cluster_metadata-0/` (entries, `quorum-state`, snapshots), every
-entry fsynced before it counts; a restart replays it, so topics, configs and producer-id blocks survive.
+entry fsynced before it counts; a restart replays the latest snapshot plus the log after it, so topics,
+configs and producer-id blocks survive. The log runs on the sans-IO Raft core (`raft`), by default as a
+quorum of one (`voters=None`); a snapshot of the image is taken every `snapshot_every` entries.
+`controller.is_active` / `controller.describe_quorum()` show the quorum (leader, epoch, high watermark,
+each replica's progress).
 `cluster_id=None` reads `cluster.id` from `<log_dir>/meta.properties`, creating that file if missing.
 `config_validator(resource_type, resource_name, configs)` is the broker's hook: it gets the complete
 resulting dynamic config map of a topic (resource_type 2) or broker (4, name "" = cluster default) and
@@ -71,7 +75,8 @@ DUPLICATE_BROKER_REGISTRATION, NOT_CONTROLLER.
 
 Modules: `image` (MetadataImage, applying records), `records` (metadata record types and framing),
 `controller` (the API above), `topics` (names, placement), `configs` (config changes), `disklog`
-(durable log, quorum state, snapshots), `quorum` (the quorum the controller commits through).
+(durable log, quorum state, snapshots), `quorum` (trio driver running the Raft core on the disk log),
+`raft` (the sans-IO Raft core), `simulate` (deterministic simulator: `python -m broker.controller.simulate`).
 """
 
 from .controller import (

@@ -17,7 +17,8 @@ from . import records as r
 from .disklog import Entry, Snapshot
 from .errors import ApiError, ErrorCode
 from .image import BROKER_RESOURCE, TOPIC_RESOURCE, ImageChange, MetadataImage
-from .quorum import LocalQuorum
+from .quorum import RaftQuorum
+from .raft import RaftConfig
 from .topics import collision_key, place_replicas, validate_assignment, validate_topic_name
 
 log = logging.getLogger(__name__)
@@ -111,25 +112,32 @@ class Controller:
         self._settings = settings
         self._config_validator = config_validator
         self._image = MetadataImage(cluster_id=cluster_id)
+        self._applied_end = 0                   # every log entry below this offset is applied
         self._listeners: list[Callable[[ImageChange], None]] = []
         self._lock = trio.Lock()                # one mutation at a time: each sees the previous one
         self._last_heartbeat: dict[int, float] = {}
         self._placement_start = 0
-        quorum.on_commit = self._apply_entry
-        quorum.load(self._apply_snapshot, self._apply_entry)
+        quorum.snapshot_state = self._snapshot_state
+        quorum.start(self._apply_snapshot, self._apply_entry)
 
     @classmethod
     @asynccontextmanager
     async def open(cls, log_dir: str, *, node_id: int = 1, cluster_id: str | None = None,
                    settings: ControllerSettings | None = None,
-                   config_validator: cfg.ConfigValidator | None = None):
-        """Open (or create) the metadata quorum under `log_dir` and run the controller until exit."""
+                   config_validator: cfg.ConfigValidator | None = None,
+                   voters=None, transport=None, raft_config: RaftConfig | None = None,
+                   snapshot_every: int = 1000):
+        """Open (or create) the metadata quorum under `log_dir` and run the controller until exit.
+
+        `voters` defaults to {node_id} (a quorum of one); more voters need a `transport`."""
         os.makedirs(log_dir, exist_ok=True)
         cluster_id = cluster_id or _load_or_create_cluster_id(log_dir)
-        quorum = LocalQuorum(log_dir, node_id)
+        quorum = RaftQuorum(log_dir, node_id, voters, transport=transport, config=raft_config,
+                            snapshot_every=snapshot_every)
         try:
             controller = cls(quorum, cluster_id, settings or ControllerSettings(), config_validator)
             async with trio.open_nursery() as nursery:
+                nursery.start_soon(quorum.run)
                 nursery.start_soon(controller._fence_expired_brokers)
                 try:
                     yield controller
@@ -159,14 +167,28 @@ class Controller:
     def remove_listener(self, listener) -> None:
         self._listeners.remove(listener)
 
+    @property
+    def is_active(self) -> bool:
+        """Whether this node is the active controller (the quorum leader)."""
+        return self._quorum.is_leader
+
+    def describe_quorum(self) -> dict:
+        """leader_id, epoch, high_watermark, and on the leader each replica's (end offset, last fetch
+        time, last caught-up time)."""
+        return self._quorum.describe()
+
+    def _snapshot_state(self) -> tuple[int, bytes]:
+        return self._applied_end, r.encode_records(self._image.to_records())
+
     def _apply_snapshot(self, snapshot: Snapshot) -> None:
         base = MetadataImage(cluster_id=self._image.cluster_id)
         self._set_image(base.apply(r.decode_records(snapshot.data), snapshot.end_offset - 1))
+        self._applied_end = snapshot.end_offset
 
     def _apply_entry(self, entry: Entry) -> None:
-        if entry.control:
-            return
-        self._set_image(self._image.apply(r.decode_records(entry.data), entry.offset))
+        self._applied_end = entry.offset + 1
+        if not entry.control:
+            self._set_image(self._image.apply(r.decode_records(entry.data), entry.offset))
 
     def _set_image(self, new: MetadataImage) -> None:
         change = ImageChange(self._image, new)
@@ -182,16 +204,15 @@ class Controller:
             return self._image.offset
         return await self._quorum.propose(r.encode_records(batch))
 
-    def _require_leader(self) -> None:
-        if not self._quorum.is_leader:
-            raise ApiError(ErrorCode.NOT_CONTROLLER, "This node is not the active controller.")
+    async def _require_leader(self) -> None:
+        await self._quorum.wait_ready()
 
     # -- topics ----------------------------------------------------------------------------------
 
     async def create_topics(self, specs: Sequence[CreateTopicSpec],
                             validate_only: bool = False) -> list[CreateTopicResult]:
         """Create topics (one result per spec, in order); the valid ones commit as one atomic batch."""
-        self._require_leader()
+        await self._require_leader()
         async with self._lock:
             names = [s.name for s in specs]
             batch, results = [], []
@@ -273,7 +294,7 @@ class Controller:
     async def delete_topics(self, names: Sequence[str] = (),
                             topic_ids: Sequence[uuid.UUID] = ()) -> list[DeleteTopicResult]:
         """Delete by name and/or id; one result per name, then per id, in order."""
-        self._require_leader()
+        await self._require_leader()
         async with self._lock:
             results, batch, doomed = [], [], set()
             wanted = [(n, None) for n in names] + [(None, t) for t in topic_ids]
@@ -310,7 +331,7 @@ class Controller:
 
     async def create_partitions(self, specs: Sequence[CreatePartitionsSpec],
                                 validate_only: bool = False) -> list[CreatePartitionsResult]:
-        self._require_leader()
+        await self._require_leader()
         async with self._lock:
             names = [s.name for s in specs]
             results, batch = [], []
@@ -373,7 +394,7 @@ class Controller:
         return await self._alter(resources, validate_only, cfg.apply_incremental)
 
     async def _alter(self, resources, validate_only, compute) -> list[ConfigResult]:
-        self._require_leader()
+        await self._require_leader()
         async with self._lock:
             keys = [(t, n) for t, n, _ in resources]
             results, batch = [], []
@@ -399,7 +420,7 @@ class Controller:
 
     async def allocate_producer_ids(self, broker_id: int, broker_epoch: int = -1) -> ProducerIdBlock:
         """Reserve the next block of 1000 producer ids; blocks are never handed out twice."""
-        self._require_leader()
+        await self._require_leader()
         async with self._lock:
             if broker_epoch != -1:
                 self._check_broker_epoch(broker_id, broker_epoch)
@@ -418,7 +439,7 @@ class Controller:
         `endpoints` are (listener name, host, port, security protocol id). A new incarnation of a
         registered broker first loses its leaderships, exactly as when it is fenced.
         """
-        self._require_leader()
+        await self._require_leader()
         async with self._lock:
             old = self._image.brokers.get(broker_id)
             if old is not None and old.incarnation_id == incarnation_id:
@@ -433,14 +454,16 @@ class Controller:
                 broker_id=broker_id, incarnation_id=incarnation_id, broker_epoch=epoch,
                 end_points=[r.BrokerEndpoint(n, h, p, s) for n, h, p, s in endpoints],
                 rack=rack, fenced=True))
-            await self._commit(batch)
+            offset = await self._commit(batch)
+            if offset != epoch:
+                raise ApiError(ErrorCode.NOT_CONTROLLER, "The metadata log moved during registration.")
             self._last_heartbeat[broker_id] = trio.current_time()
             return epoch
 
     async def heartbeat(self, broker_id: int, broker_epoch: int, metadata_offset: int,
                         want_fence: bool = False, want_shutdown: bool = False) -> HeartbeatResult:
         """Keep a broker's session alive; the first heartbeat that does not want fencing unfences it."""
-        self._require_leader()
+        await self._require_leader()
         async with self._lock:
             broker = self._check_broker_epoch(broker_id, broker_epoch)
             self._last_heartbeat[broker_id] = trio.current_time()
@@ -509,14 +532,20 @@ class Controller:
         while True:
             await trio.sleep(min(1.0, self._settings.broker_session_timeout_ms / 4000))
             if not self._quorum.is_leader:
+                self._last_heartbeat.clear()     # a new term of leadership starts fresh sessions
                 continue
+            for broker_id in self._image.brokers:
+                self._last_heartbeat.setdefault(broker_id, trio.current_time())
             async with self._lock:
                 batch = []
                 for broker in self._image.unfenced_brokers():
                     if not self._session_alive(broker.broker_id):
                         batch += self._leave_partitions(broker.broker_id)
                         batch.append(r.FenceBrokerRecord(id=broker.broker_id, epoch=broker.epoch))
-                await self._commit(batch)
+                try:
+                    await self._commit(batch)
+                except ApiError:
+                    pass                         # lost leadership meanwhile; the next leader decides
 
 
 def _new_topic_id(image: MetadataImage) -> uuid.UUID:

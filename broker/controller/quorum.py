@@ -1,62 +1,197 @@
-"""The quorum the controller commits through: today a durable single-node log.
+"""The trio driver that runs the sans-IO Raft core against the disk (and, with a transport, the network).
 
-Contract used by the controller (kept when the Raft-backed quorum replaces this one):
-- `load(apply_snapshot, apply_entry)` replays what is committed on disk, in order, at startup;
-- `await propose(data) -> offset` returns once the entry is durable and committed AND has been handed to
-  the `on_commit` callback;
-- `is_leader`, `leader_id`, `epoch` describe this node's role.
+Contract used by the controller:
+- `start(apply_snapshot, apply_entry)` loads the durable state and replays what is committed;
+- `run()` (in a nursery) keeps the core's timers and, with a transport, its messages going;
+- `await propose(data) -> offset` returns once the entry is durable, committed by a voter majority AND
+  handed to `apply_entry`; it raises ApiError(NOT_CONTROLLER) if this node is not (or stops being) the
+  leader before the entry commits;
+- `is_leader`, `leader_id`, `epoch`, `end_offset`, `describe()` describe this node's role.
+
+Effects run strictly in order; consecutive persistence effects are written (and fsynced) together in a
+worker thread before any send or commit that follows them.
 """
 
 from __future__ import annotations
 
+import logging
+import random
 from typing import Callable
 
 import trio
 
-from .disklog import DiskLog, Entry, QuorumState, Snapshot
+from .disklog import DiskLog, Entry, Snapshot
+from .errors import ApiError, ErrorCode
+from .raft import DurableState, NotLeaderError, RaftConfig, RaftNode, Role
+from .raft.messages import (
+    AppendEntries, Commit, LeaderChange, LoadSnapshot, PersistState, SaveSnapshot, Send, TruncateFrom,
+)
+
+log = logging.getLogger(__name__)
+
+_DURABLE = (PersistState, AppendEntries, TruncateFrom, SaveSnapshot)
 
 
-class LocalQuorum:
-    """A quorum of one voter: an entry is committed as soon as it is fsynced."""
-
-    def __init__(self, log_dir: str, node_id: int):
+class RaftQuorum:
+    def __init__(self, log_dir: str, node_id: int, voters=None, *, transport=None,
+                 config: RaftConfig | None = None, snapshot_every: int = 1000,
+                 snapshot_state: Callable[[], tuple[int, bytes]] | None = None):
         self.node_id = node_id
+        self.voters = frozenset(voters or [node_id])
         self.log = DiskLog(log_dir)
-        self.on_commit: Callable[[Entry], None] = lambda entry: None
-        self._write_lock = trio.Lock()
-        state = self.log.quorum_state
-        # Each start is a new leader epoch, as a restarted single-voter KRaft quorum elects itself.
-        self.log.save_quorum_state(QuorumState(state.epoch + 1, node_id, node_id), voters=[node_id])
+        self.transport = transport
+        self.snapshot_every = snapshot_every
+        self.snapshot_state = snapshot_state        # () -> (end offset, state bytes)
+        durable = DurableState(self.log.quorum_state, self.log.snapshot, list(self.log.entries))
+        self.node = RaftNode(node_id, self.voters, config or RaftConfig(), random.Random(), durable)
+        self._apply_entry: Callable[[Entry], None] = lambda entry: None
+        self._apply_snapshot: Callable[[Snapshot], None] = lambda snap: None
+        self._lock = trio.Lock()
+        self._wakeup = trio.Event()
+        self._waiters: dict[int, tuple[int, trio.Event, list]] = {}
+        self._ready = trio.Event()                  # leader whose own epoch marker has committed
 
-    @property
-    def epoch(self) -> int:
-        return self.log.quorum_state.epoch
+    # -- role ------------------------------------------------------------------------------------------
 
     @property
     def is_leader(self) -> bool:
-        return True
+        return self.node.role is Role.LEADER
 
     @property
     def leader_id(self) -> int:
-        return self.node_id
+        return self.node.leader_id
+
+    @property
+    def epoch(self) -> int:
+        return self.node.epoch
 
     @property
     def end_offset(self) -> int:
-        return self.log.end_offset
+        return self.node.end_offset
 
-    def load(self, apply_snapshot: Callable[[Snapshot], None], apply_entry: Callable[[Entry], None]) -> None:
-        if self.log.snapshot is not None:
-            apply_snapshot(self.log.snapshot)
-        for entry in self.log.entries:
-            if not entry.control:
-                apply_entry(entry)
+    def describe(self) -> dict:
+        return self.node.describe()
 
-    async def propose(self, data: bytes) -> int:
-        async with self._write_lock:
-            entry = Entry(self.log.end_offset, self.epoch, data)
-            await trio.to_thread.run_sync(self.log.append, [entry])
-            self.on_commit(entry)
-            return entry.offset
+    # -- lifecycle -------------------------------------------------------------------------------------
+
+    def start(self, apply_snapshot: Callable[[Snapshot], None], apply_entry: Callable[[Entry], None]) -> None:
+        """Load and replay synchronously (startup may block on the disk)."""
+        self._apply_snapshot, self._apply_entry = apply_snapshot, apply_entry
+        effects = self.node.start(trio.current_time())
+        for effect in effects:
+            if isinstance(effect, _DURABLE):
+                self._persist([effect])
+            else:
+                self._act(effect)
+
+    async def run(self) -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._ticker)
+            if self.transport is not None:
+                nursery.start_soon(self._receiver)
 
     def close(self) -> None:
         self.log.close()
+
+    async def resign(self) -> None:
+        """Graceful shutdown of a leader: ask the other voters to elect a successor now."""
+        async with self._lock:
+            await self._execute(self.node.resign(trio.current_time()))
+
+    async def _ticker(self) -> None:
+        while True:
+            with trio.move_on_at(self.node.next_deadline()):
+                await self._wakeup.wait()
+            self._wakeup = trio.Event()
+            async with self._lock:
+                await self._execute(self.node.tick(trio.current_time()))
+
+    async def _receiver(self) -> None:
+        async for src, message in self.transport.incoming():
+            async with self._lock:
+                await self._execute(self.node.handle(src, message, trio.current_time()))
+
+    # -- proposals -------------------------------------------------------------------------------------
+
+    async def wait_ready(self) -> None:
+        """Return once this node leads and has applied everything committed before its epoch."""
+        if not self.is_leader:
+            raise ApiError(ErrorCode.NOT_CONTROLLER, "This node is not the active controller.")
+        await self._ready.wait()
+
+    async def propose(self, data: bytes) -> int:
+        async with self._lock:
+            try:
+                (offset, epoch), effects = self.node.propose(data, trio.current_time())
+            except NotLeaderError:
+                raise ApiError(ErrorCode.NOT_CONTROLLER, "This node is not the active controller.") from None
+            done, result = trio.Event(), []
+            self._waiters[offset] = (epoch, done, result)
+            await self._execute(effects)
+        await done.wait()
+        if not result[0]:
+            raise ApiError(ErrorCode.NOT_CONTROLLER, "Leadership changed before the change committed.")
+        return offset
+
+    # -- effects ---------------------------------------------------------------------------------------
+
+    async def _execute(self, effects: list) -> None:
+        pending: list = []
+        for effect in effects:
+            if isinstance(effect, _DURABLE):
+                pending.append(effect)
+                continue
+            if pending:
+                await trio.to_thread.run_sync(self._persist, pending)
+                pending = []
+            self._act(effect)
+        if pending:
+            await trio.to_thread.run_sync(self._persist, pending)
+        self._wakeup.set()
+        self._maybe_snapshot()
+
+    def _persist(self, effects: list) -> None:
+        for effect in effects:
+            if isinstance(effect, PersistState):
+                self.log.save_quorum_state(effect.state, self.voters)
+            elif isinstance(effect, AppendEntries):
+                self.log.append(effect.entries)
+            elif isinstance(effect, TruncateFrom):
+                self.log.truncate_from(effect.offset)
+            elif isinstance(effect, SaveSnapshot):
+                self.log.save_snapshot(effect.snapshot)
+
+    def _act(self, effect) -> None:
+        if isinstance(effect, Send):
+            if self.transport is not None:
+                self.transport.send(effect.dest, effect.message)
+        elif isinstance(effect, Commit):
+            for entry in effect.entries:
+                self._apply_entry(entry)
+                self._settle(entry.offset, entry.epoch)
+                if entry.control and entry.epoch == self.node.epoch and self.is_leader:
+                    self._ready.set()
+        elif isinstance(effect, LoadSnapshot):
+            self._apply_snapshot(effect.snapshot)
+        elif isinstance(effect, LeaderChange):
+            log.info("metadata quorum: epoch %d, leader %d", effect.epoch, effect.leader_id)
+            if not effect.is_self:
+                self._ready = trio.Event()
+                for offset in list(self._waiters):
+                    self._settle(offset, None)
+
+    def _settle(self, offset: int, epoch: int | None) -> None:
+        waiter = self._waiters.pop(offset, None)
+        if waiter is not None:
+            want, done, result = waiter
+            result.append(epoch == want)
+            done.set()
+
+    def _maybe_snapshot(self) -> None:
+        node = self.node
+        if self.snapshot_state is None or node.applied - node.log_start < self.snapshot_every:
+            return
+        end, data = self.snapshot_state()
+        if node.log_start < end <= node.applied:
+            effects = node.take_snapshot(end, data)
+            self._persist(effects)                   # small and rare: written inline

@@ -220,3 +220,23 @@ async def test_listeners_see_changes_before_return(tmp_path):
         controller.add_listener(listener)
         await controller.create_topics([CreateTopicSpec("t", 2, 1)])
         assert sorted(seen) == [("t", 0), ("t", 1)]
+
+
+async def test_snapshots_compact_the_log_and_restore(tmp_path):
+    async with Controller.open(str(tmp_path), snapshot_every=5) as controller:
+        await _start_broker(controller)
+        for k in range(12):
+            [res] = await controller.create_topics([CreateTopicSpec(f"t{k}", 1, 1, configs={"retention.ms": str(k)})])
+            assert res.error_code == 0
+        await controller.delete_topics(names=["t3"])
+        image = controller.image
+    log_dir = tmp_path / "__cluster_metadata-0"
+    assert list(log_dir.glob("*.checkpoint"))
+    [segment] = list(log_dir.glob("*.log"))
+    assert int(segment.name[:-4]) > 0            # the log starts after the snapshot
+    async with Controller.open(str(tmp_path), snapshot_every=5) as controller:
+        assert controller.image.topics.keys() == image.topics.keys()
+        assert controller.image.topic_configs == image.topic_configs
+        assert controller.image.partition("t7", 0) == image.partition("t7", 0)
+        quorum = controller.describe_quorum()
+        assert quorum["leader_id"] == 1 and quorum["epoch"] == 2 and controller.is_active
