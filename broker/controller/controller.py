@@ -452,7 +452,8 @@ class Controller:
             epoch = self._quorum.end_offset    # Kafka uses the registration record's offset
             batch.append(r.RegisterBrokerRecord(
                 broker_id=broker_id, incarnation_id=incarnation_id, broker_epoch=epoch,
-                end_points=[r.BrokerEndpoint(n, h, p, s) for n, h, p, s in endpoints],
+                end_points=[r.BrokerEndpoint(name=n, host=h, port=p, security_protocol=s)
+                            for n, h, p, s in endpoints],
                 rack=rack, fenced=True))
             offset = await self._commit(batch)
             if offset != epoch:

@@ -1,38 +1,16 @@
-"""Kafka error codes the controller answers with, and the exception that carries one.
-
-TEMPORARY: the codes mirror Kafka's; once `protocol.ErrorCode` lands this module re-exports it.
-"""
+"""The exception that carries a Kafka error code out of the controller (codes: `protocol.ErrorCode`)."""
 
 from __future__ import annotations
 
-import enum
+from protocol import ErrorCode
 
-
-class ErrorCode(enum.IntEnum):
-    UNKNOWN_SERVER_ERROR = -1
-    NONE = 0
-    UNKNOWN_TOPIC_OR_PARTITION = 3
-    REQUEST_TIMED_OUT = 7
-    INVALID_TOPIC_EXCEPTION = 17
-    TOPIC_ALREADY_EXISTS = 36
-    INVALID_PARTITIONS = 37
-    INVALID_REPLICATION_FACTOR = 38
-    INVALID_REPLICA_ASSIGNMENT = 39
-    INVALID_CONFIG = 40
-    NOT_CONTROLLER = 41
-    INVALID_REQUEST = 42
-    POLICY_VIOLATION = 44
-    TOPIC_DELETION_DISABLED = 73
-    STALE_BROKER_EPOCH = 77
-    UNKNOWN_TOPIC_ID = 100
-    DUPLICATE_BROKER_REGISTRATION = 101
-    BROKER_ID_NOT_REGISTERED = 102
+__all__ = ["ApiError", "ErrorCode"]
 
 
 class ApiError(Exception):
     """A request-level failure with the Kafka error code to answer."""
 
     def __init__(self, code: ErrorCode, message: str | None = None):
-        super().__init__(message or code.name)
+        super().__init__(message or ErrorCode(code).name)
         self.code = ErrorCode(code)
         self.message = message

@@ -105,7 +105,8 @@ class MetadataImage:
         for b in (b for _, b in sorted(self.brokers.items())):
             out.append(r.RegisterBrokerRecord(
                 broker_id=b.broker_id, incarnation_id=b.incarnation_id, broker_epoch=b.epoch,
-                end_points=[r.BrokerEndpoint(e.name, e.host, e.port, e.security_protocol)
+                end_points=[r.BrokerEndpoint(name=e.name, host=e.host, port=e.port,
+                                              security_protocol=e.security_protocol)
                             for e in b.endpoints],
                 rack=b.rack, fenced=b.fenced, in_controlled_shutdown=b.in_controlled_shutdown))
         for name, configs in sorted(self.broker_configs.items()):

@@ -13,7 +13,7 @@ T1 = uuid.UUID(int=11)
 def _records():
     return [
         r.RegisterBrokerRecord(broker_id=1, incarnation_id=uuid.UUID(int=5), broker_epoch=3,
-                               end_points=[r.BrokerEndpoint("PLAINTEXT", "h", 9092, 0)], rack="r1"),
+                               end_points=[r.BrokerEndpoint(name="PLAINTEXT", host="h", port=9092, security_protocol=0)], rack="r1"),
         r.UnfenceBrokerRecord(id=1, epoch=3),
         r.TopicRecord(name="t", topic_id=T1),
         r.PartitionRecord(partition_id=0, topic_id=T1, replicas=[1], isr=[1], leader=1,
