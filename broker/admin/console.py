@@ -227,6 +227,7 @@ def _consume(client: KafkaClient, args) -> int:
     stop = {"now": False}
     previous = signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
     consumed = 0
+    progress = Progress("records consumed") if not sys.stdout.isatty() else None
     idle_since = time.monotonic()
     last_commit = time.monotonic()
     try:
@@ -241,6 +242,8 @@ def _consume(client: KafkaClient, args) -> int:
                 print(format_record(record, args), flush=False)
                 consumed += 1
             sys.stdout.flush()
+            if progress is not None:
+                progress.update(consumed)
             if records:
                 idle_since = time.monotonic()
             elif args.timeout_ms is not None and \

@@ -136,14 +136,14 @@ def group_lag(client: KafkaClient, description: GroupDescription,
     tps = sorted(set(committed) | set(owner))
     ends = {}
     if tps:
-        known = []
-        for tp in tps:
+        existing = set()
+        for topic in {t for t, _ in tps}:
             try:
-                client.topic(tp[0], retries=1)
-                known.append(tp)
+                info = client.topic(topic, retries=1)
             except KafkaError:
-                pass  # a deleted topic still listed in the group's commits
-        for r in list_offsets(client, known, LATEST):
+                continue  # a deleted topic still listed in the group's commits
+            existing.update((topic, p) for p in info.partitions)
+        for r in list_offsets(client, [tp for tp in tps if tp in existing], LATEST):
             if not r.error:
                 ends[(r.topic, r.partition)] = r.offset
     rows = []
