@@ -105,11 +105,11 @@ def read_uuid(buf, pos, end):
 
 
 def write_length(out, n, compact, what):
+    if what == "string" and n > 0x7FFF:
+        raise EncodeError(f"string of {n} bytes is too long")
     if compact:
         out += uvarint(n + 1)
     elif what == "string":
-        if n > 0x7FFF:
-            raise EncodeError(f"string of {n} bytes is too long")
         out += _I16.pack(n)
     else:
         out += _I32.pack(n)
@@ -413,7 +413,10 @@ def emit_read_length(g, var, compact, what):
     """Lines reading a declared length into `var` (-1 or below: null), checked against the frame."""
     if compact:
         lines = [f"{var} = buf[pos]", f"if {var} < 128:", "    pos += 1", "else:",
-                 f"    {var}, pos = _ruv(buf, pos)", f"{var} -= 1"]
+                 f"    {var}, pos = _ruv(buf, pos)"]
+        if what == "string":  # Kafka caps strings at 32767 bytes, compact or not
+            lines += [f"    if {var} > 0x8000:", f"        raise _DecodeError('string length %d exceeds 32767' % ({var} - 1))"]
+        lines.append(f"{var} -= 1")
     elif what == "string":
         lines = [f"{var}, = {g.struct('>h')}.unpack_from(buf, pos)", "pos += 2"]
     else:
@@ -425,7 +428,10 @@ def emit_read_length(g, var, compact, what):
 def emit_write_length(g, n, compact, what, out):
     """Lines writing the non-null length `n` (an expression naming a local)."""
     if compact:
-        return [f"if {n} < 127:", f"    {out}.append({n} + 1)", "else:", f"    {out} += _uv({n} + 1)"]
+        lines = [f"if {n} < 127:", f"    {out}.append({n} + 1)", "else:"]
+        if what == "string":
+            lines += [f"    if {n} > 0x7FFF:", f"        raise _EncodeError('string of %d bytes is too long' % {n})"]
+        return lines + [f"    {out} += _uv({n} + 1)"]
     return [f"{out} += {g.struct('>h' if what == 'string' else '>i')}.pack({n})"]
 
 

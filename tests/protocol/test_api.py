@@ -160,3 +160,18 @@ def test_nested_struct_classes_hang_off_message():
     topic = m.MetadataResponse.MetadataResponseTopic(name="t")
     assert topic.partitions == [] and topic.topic_id == uuid.UUID(int=0) and topic.is_internal is False
     assert m.MetadataResponse.MetadataResponseTopic() is not m.MetadataResponse.MetadataResponseTopic()
+
+
+def test_strings_are_capped_at_32767_bytes_like_kafka():
+    long_name = "x" * 32768
+    for version in (1, 12):  # classic and compact strings
+        with pytest.raises(protocol.EncodeError):
+            protocol.encode_request(3, version, 1, "c", m.MetadataRequest(
+                topics=[m.MetadataRequest.MetadataRequestTopic(name=long_name)]))
+        ok = protocol.encode_request(3, version, 1, "c", m.MetadataRequest(
+            topics=[m.MetadataRequest.MetadataRequestTopic(name=long_name[:-1])]))
+        assert protocol.decode_request(ok)[1].topics[0].name == long_name[:-1]
+    # a compact string declaring 32768 bytes (all present) is refused
+    frame = struct.pack(">hhih", 3, 12, 1, -1) + b"\x00" + b"\x02" + bytes(16) + b"\x81\x80\x02" + b"x" * 32768
+    with pytest.raises(protocol.DecodeError, match="32767"):
+        protocol.decode_request(frame)
