@@ -603,8 +603,12 @@ class _Collector:
         lag = _family("kafka_consumergroup_lag",
                       "Latest offset minus committed offset per group and partition.", "gauge")
         lag_sum = _family("kafka_consumergroup_lag_sum", "Lag summed per group and topic.", "gauge")
+        # Every per-group series draws on one budget, so many groups cannot explode cardinality.
         budget = self.m.max_lag_series
         for g in groups:
+            if budget <= 0:
+                break
+            budget -= 1
             members.add_sample(members.name, {"consumergroup": g.group_id}, g.members)
             sums: dict[str, int] = {}
             for (topic, partition), committed in sorted(g.committed.items()):
@@ -620,7 +624,9 @@ class _Collector:
                     offset.add_sample(offset.name, labels, committed)
                     lag.add_sample(lag.name, labels, behind)
             for topic, total in sorted(sums.items()):
-                lag_sum.add_sample(lag_sum.name, {"consumergroup": g.group_id, "topic": topic}, total)
+                budget -= 1
+                lag_sum.add_sample(lag_sum.name, {"consumergroup": g.group_id, "topic": topic},
+                                   total)
         yield from (members, offset, lag, lag_sum)
 
     def _controller_metrics(self) -> Iterable[Metric]:

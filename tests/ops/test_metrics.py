@@ -191,3 +191,17 @@ def test_response_error_counts_walk_generated_bodies():
     assert errors == {("Produce", "NOT_LEADER_OR_FOLLOWER"): 2,
                       ("Produce", "UNKNOWN_TOPIC_OR_PARTITION"): 1,
                       ("Metadata", "UNKNOWN_TOPIC_OR_PARTITION"): 1}
+
+
+def test_group_series_share_a_bounded_budget():
+    m = BrokerMetrics(process_metrics=False, max_lag_series=50)
+    m.set_sources(partitions=lambda: [PartitionSnapshot("t", p, log_end_offset=10)
+                                      for p in range(10)],
+                  groups=lambda: [GroupSnapshot(f"g{i}", "Empty", 0,
+                                                {("t", p): 5 for p in range(10)})
+                                  for i in range(100)])
+    s = scrape(m)
+    group_series = [name for name, _ in s if name.startswith("kafka_consumergroup_")]
+    assert 0 < len(group_series) <= 50 + 50  # lag and current_offset come in pairs
+    assert sample(s, "kafka_consumergroup_lag_sum", consumergroup="g0", topic="t") == 50
+    assert sample(s, "kafka_coordinator_group_groupmetadatamanager_numgroups") == 100
