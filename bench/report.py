@@ -35,7 +35,9 @@ def machine_info() -> dict:
     try:
         import confluent_kafka
 
-        client = f"confluent-kafka {confluent_kafka.version()[0]} / librdkafka {confluent_kafka.libversion()[0]}"
+        version = confluent_kafka.version()
+        version = version[0] if isinstance(version, tuple) else version
+        client = f"confluent-kafka {version} / librdkafka {confluent_kafka.libversion()[0]}"
     except ImportError:
         client = "confluent-kafka not installed"
     return {
@@ -107,7 +109,8 @@ def results_document(run: dict, table: str) -> str:
     return f"""# Benchmark results
 
 Latest run of `{run['command']}` on {run['date']} ({run['settings']['mode']} mode, median of
-{run['settings']['repeats']} run(s) per cell, {run['settings']['duration']} s of load each).
+{run['settings']['repeats']} run(s) per cell, {run['settings']['duration']} s of load each,
+{run['settings'].get('producers', '?')} producer process(es) on {run['settings'].get('partitions', '?')} partitions).
 
 Machine: {run['machine_text']}.
 The machine is shared with other work: absolute figures are noisy, the ratios from one run are what we

@@ -151,7 +151,7 @@ def start_peer(log_dir: Path, attempts: int = 3) -> Target:
             continue
         time.sleep(0.2)  # Tansu prints its address before binding: make sure the bind worked
         if process.poll() is None:
-            label = f"peer: {version} from {peer.PACKAGE} {peer.VERSION}, in-memory storage"
+            label = f"{version} from {peer.PACKAGE} {peer.VERSION}, in-memory storage"
             return Target("peer", label, f"{host}:{port}", process, log_path)
         last_error = TargetError(f"peer exited at startup: {log_path.read_text(errors='replace')[-800:]}")
     raise last_error or TargetError("peer did not start")
