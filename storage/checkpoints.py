@@ -7,6 +7,8 @@
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import os
 
 RECOVERY_POINT = "recovery-point-offset-checkpoint"
@@ -36,6 +38,25 @@ def fsync_dir(directory: str) -> None:
         os.fsync(fd)
     except OSError:
         pass
+    finally:
+        os.close(fd)
+
+
+_libc = None
+
+
+def sync_filesystem(path: str) -> bool:
+    """syncfs(2) on the filesystem holding `path`: one call makes every file there
+    durable (cheaper than an fsync per file at shutdown).  False if unavailable."""
+    global _libc
+    try:
+        if _libc is None:
+            _libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+        fd = os.open(path, os.O_RDONLY)
+    except (OSError, AttributeError):
+        return False
+    try:
+        return getattr(_libc, "syncfs", None) is not None and _libc.syncfs(fd) == 0
     finally:
         os.close(fd)
 

@@ -910,11 +910,18 @@ class Log:
         with self._lock:
             self.config = config
 
-    def close_clean(self) -> None:
-        """Snapshot producer state at the log end so the next start replays nothing."""
+    def close_clean(self, sync: bool = True) -> None:
+        """Snapshot producer state at the log end so the next start replays nothing
+        (sync=False when the caller syncs the whole filesystem afterwards)."""
         with self._lock:
             self.producer_state.map_end_offset = self.log_end_offset
-            self.producer_state.take_snapshot()
+            self.producer_state.take_snapshot(sync)
+
+    def mark_flushed(self) -> None:
+        """The caller made every file durable (syncfs): the recovery point is the log end."""
+        with self._lock:
+            self.recovery_point = self.log_end_offset
+            self._unflushed_messages = 0
 
     def close(self) -> None:
         with self._lock:

@@ -17,20 +17,33 @@ from storage.log import Log, _now_ms, parse_partition_dir
 DELETE_DIR_SUFFIX = "-delete"
 
 
+def _default_open_segments() -> int:
+    """Segments kept open (up to 3 descriptors each: log, .index, .timeindex): at most
+    1024, and within half of the process's descriptor limit."""
+    try:
+        import resource
+        soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    except (ImportError, ValueError, OSError):
+        return 1024
+    if soft == resource.RLIM_INFINITY:
+        return 1024
+    return max(16, min(1024, soft // 2 // 3))
+
+
 class LogManager:
     """Opens every partition log found under `log_dirs` at start-up (recovering
     after an unclean stop), creates new ones in the least loaded dir, and runs
     housekeeping (`tick`): flush.ms, retention, delayed file deletion, checkpoints."""
 
     def __init__(self, log_dirs, defaults: LogConfig | Mapping[str, Any] | None = None, *,
-                 max_open_files: int = 1024, clock: Callable[[], int] = _now_ms):
+                 max_open_files: int | None = None, clock: Callable[[], int] = _now_ms):
         self.log_dirs = [os.path.abspath(d) for d in ([log_dirs] if isinstance(log_dirs, str) else log_dirs)]
         if isinstance(defaults, LogConfig):
             self.defaults = defaults
         else:
             self.defaults = LogConfig.from_mapping(defaults)
         self.clock = clock
-        self.handles = OpenFiles(max_open_files)
+        self.handles = OpenFiles(max_open_files or _default_open_segments())
         self._lock = threading.RLock()
         self._logs: dict[tuple[str, int], Log] = {}
         self._dir_of: dict[tuple[str, int], str] = {}
@@ -276,13 +289,25 @@ class LogManager:
         self.stop_cleaner()
         with self._lock:
             clean = {d: True for d in self.log_dirs}
+            # Snapshots without fsync, then one syncfs per log dir instead of a handful
+            # of fsyncs per partition; logs in a dir where syncfs fails flush one by one.
             for key, log in self._logs.items():
                 try:
                     if log.offline is None:
+                        log.close_clean(sync=False)
+                except (OSError, StorageError):
+                    clean[self._dir_of[key]] = False
+            synced = {d for d in self.log_dirs
+                      if d not in self.offline_dirs and checkpoints.sync_filesystem(d)}
+            for key, log in self._logs.items():
+                try:
+                    if log.offline is not None:
+                        clean[self._dir_of[key]] = False
+                    elif self._dir_of[key] in synced:
+                        log.mark_flushed()
+                    else:
                         log.flush()
                         log.close_clean()
-                    else:
-                        clean[self._dir_of[key]] = False
                 except (OSError, StorageError):
                     clean[self._dir_of[key]] = False
             for log_dir in self.log_dirs:

@@ -221,7 +221,7 @@ class ProducerStateManager:
                 out.append(int(name[:-len(SNAPSHOT_SUFFIX)]))
         return sorted(out)
 
-    def take_snapshot(self) -> None:
+    def take_snapshot(self, sync: bool = True) -> None:
         offset = self.map_end_offset
         body = bytearray()
         for entry in self.producers.values():
@@ -242,7 +242,8 @@ class ProducerStateManager:
             with open(tmp, "wb") as f:
                 f.write(data)
                 f.flush()
-                os.fsync(f.fileno())
+                if sync:
+                    os.fsync(f.fileno())
             os.replace(tmp, path)
         except OSError:
             try:
