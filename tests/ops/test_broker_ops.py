@@ -190,3 +190,35 @@ def test_probes_of_an_odradek_serve_process(tmp_path):
             proc.wait()
         proc.stdout.close()
         proc.stderr.close()
+
+
+def test_grafana_dashboard_queries_only_exported_metrics(tmp_path):
+    import re
+    from pathlib import Path
+
+    dashboard = json.loads((Path(__file__).resolve().parents[2] / "helm" / "odradek" /
+                            "dashboards" / "odradek.json").read_text())
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+    wanted = {m for e in exprs for m in re.findall(r"\b((?:kafka|odradek)_[a-z0-9_]+)", e)}
+    assert len(wanted) >= 15
+
+    with running_broker(tmp_path / "data", {"metrics.port": "0"}) as kafka:
+        kafka.broker.metrics.set_sources(**broker_sources(kafka.broker))
+        with KafkaClient(kafka.bootstrap) as client:
+            assert create_topics(client, ["dash"])[0].ok
+            produce(client, "dash", RECORDS[:2])
+            member = GroupMember(client, "dash-group", ["dash"])
+            member.join()
+            member.commit({("dash", 0): 1})
+            client.metadata(["missing-topic"])  # an error to count
+            text = http_get(kafka.broker.metrics_port, "/metrics")[2].decode()
+            member.leave()
+    from prometheus_client.parser import text_string_to_metric_families
+
+    exported = set()
+    for family in text_string_to_metric_families(text):  # families exist even before a sample
+        exported.update(family.name + suffix for suffix in ("", "_total", "_bucket", "_count",
+                                                             "_sum"))
+        exported.update(s.name for s in family.samples)
+    missing = wanted - exported
+    assert not missing, f"dashboard queries metrics the broker does not export: {missing}"

@@ -136,3 +136,14 @@ def test_rendered_config_runs_a_broker(helm, tmp_path):
             proc.wait()
         proc.stdout.close()
         proc.stderr.close()
+
+
+def test_grafana_dashboard_config_map(helm):
+    import json
+
+    docs = render(helm, "grafanaDashboard.enabled=true")
+    cm = docs[("ConfigMap", "rel-odradek-dashboard")]
+    assert cm["metadata"]["labels"]["grafana_dashboard"] == "1"
+    dashboard = json.loads(cm["data"]["odradek.json"])
+    assert dashboard["uid"] == "odradek-overview" and len(dashboard["panels"]) >= 10
+    assert ("ConfigMap", "rel-odradek-dashboard") not in render(helm)
