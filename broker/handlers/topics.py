@@ -92,8 +92,8 @@ async def handle_create_partitions(ctx, header, body):
     specs = [
         CreatePartitionsSpec(
             name=topic.name, count=topic.count,
-            assignments=None if topic.assignments is None
-            else [list(a.broker_ids) for a in topic.assignments])
+            assignments=[list(a.broker_ids) for a in topic.assignments]
+            if topic.assignments else None)
         for topic in body.topics
     ]
     try:

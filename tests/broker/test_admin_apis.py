@@ -1,0 +1,178 @@
+"""Admin APIs over the raw protocol: topics, partitions, records, configs, cluster views."""
+
+import uuid
+
+from protocol import ErrorCode, messages
+
+from tests.broker.raw_client import batch
+
+TOPIC, BROKER = 2, 4
+
+
+def create(client, *topics, validate_only=False, version=7):
+    T = messages.CreateTopicsRequest
+    return client.request(19, version, T(topics=[
+        T.CreatableTopic(name=name, num_partitions=partitions, replication_factor=factor,
+                         configs=[T.CreatableTopicConfig(name=k, value=v) for k, v in configs.items()])
+        for name, partitions, factor, configs in topics], timeout_ms=5000,
+        validate_only=validate_only)).topics
+
+
+def test_create_topics_results_and_errors(client):
+    results = create(client, ("good", 2, 1, {"cleanup.policy": "compact"}), ("bad/name", 1, 1, {}),
+                     ("cfg", 1, 1, {"retention.ms": "soon"}), ("unknown-cfg", 1, 1, {"no.such": "1"}),
+                     ("zero", 0, 1, {}), ("rf", 1, 3, {}))
+    codes = {r.name: r.error_code for r in results}
+    assert codes == {"good": 0, "bad/name": ErrorCode.INVALID_TOPIC_EXCEPTION,
+                     "cfg": ErrorCode.INVALID_CONFIG, "unknown-cfg": ErrorCode.INVALID_CONFIG,
+                     "zero": ErrorCode.INVALID_PARTITIONS, "rf": ErrorCode.INVALID_REPLICATION_FACTOR}
+    good = results[0]
+    assert good.num_partitions == 2 and good.replication_factor == 1
+    configs = {c.name: c for c in good.configs}
+    assert configs["cleanup.policy"].value == "compact"
+    assert configs["cleanup.policy"].config_source == 1   # DYNAMIC_TOPIC_CONFIG
+    assert configs["retention.ms"].config_source == 5     # DEFAULT_CONFIG
+    assert create(client, ("good", 1, 1, {}))[0].error_code == ErrorCode.TOPIC_ALREADY_EXISTS
+    # defaults (-1) and validate_only
+    [dry] = create(client, ("dry", -1, -1, {}), validate_only=True)
+    assert (dry.error_code, dry.num_partitions) == (0, 1)
+    assert "dry" not in client.request(3, 12, messages.MetadataRequest(topics=None)).topics.__repr__()
+
+
+def test_delete_topics_by_name_and_id(client):
+    [created] = create(client, ("doomed", 1, 1, {}))
+    create(client, ("doomed2", 1, 1, {}))
+    D = messages.DeleteTopicsRequest
+    response = client.request(20, 6, D(topics=[D.DeleteTopicState(name=None, topic_id=created.topic_id),
+                                               D.DeleteTopicState(name="doomed2"),
+                                               D.DeleteTopicState(name="never")], timeout_ms=5000))
+    codes = [(r.name, r.error_code) for r in response.responses]
+    assert codes == [("doomed2", 0), ("never", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), ("doomed", 0)] \
+        or sorted(codes) == sorted([("doomed", 0), ("doomed2", 0),
+                                    ("never", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)])
+    response = client.request(20, 4, D(topic_names=["doomed"], timeout_ms=5000))
+    assert response.responses[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    # the topic can be created again, empty
+    create(client, ("doomed", 1, 1, {}))
+    assert client.list_offset("doomed", 0, -1).offset == 0
+
+
+def test_create_partitions(client):
+    create(client, ("grow", 1, 1, {}))
+    C = messages.CreatePartitionsRequest
+    response = client.request(37, 3, C(topics=[C.CreatePartitionsTopic(name="grow", count=3),
+                                               C.CreatePartitionsTopic(name="missing", count=2)],
+                                       timeout_ms=5000, validate_only=False))
+    assert [(r.name, r.error_code) for r in response.results] == [
+        ("grow", 0), ("missing", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)]
+    assert client.produce("grow", 2, batch([b"x"])).error_code == 0
+    response = client.request(37, 3, C(topics=[C.CreatePartitionsTopic(name="grow", count=2)],
+                                       timeout_ms=5000, validate_only=False))
+    assert response.results[0].error_code == ErrorCode.INVALID_PARTITIONS
+
+
+def test_delete_records_moves_the_log_start(client):
+    create(client, ("trim", 1, 1, {}))
+    client.produce("trim", 0, batch([b"a", b"b", b"c", b"d"]))
+    R = messages.DeleteRecordsRequest
+    response = client.request(21, 2, R(topics=[R.DeleteRecordsTopic(name="trim", partitions=[
+        R.DeleteRecordsPartition(partition_index=0, offset=2)])], timeout_ms=5000))
+    result = response.topics[0].partitions[0]
+    assert (result.error_code, result.low_watermark) == (0, 2)
+    assert client.list_offset("trim", 0, -2).offset == 2
+    assert client.fetch("trim", 0, 0).responses[0].partitions[0].error_code == \
+        ErrorCode.OFFSET_OUT_OF_RANGE
+    response = client.request(21, 2, R(topics=[R.DeleteRecordsTopic(name="trim", partitions=[
+        R.DeleteRecordsPartition(partition_index=0, offset=99)])], timeout_ms=5000))
+    assert response.topics[0].partitions[0].error_code == ErrorCode.OFFSET_OUT_OF_RANGE
+
+
+def describe(client, resource_type, name, keys=None, synonyms=True):
+    D = messages.DescribeConfigsRequest
+    response = client.request(32, 4, D(resources=[D.DescribeConfigsResource(
+        resource_type=resource_type, resource_name=name, configuration_keys=keys)],
+        include_synonyms=synonyms, include_documentation=False))
+    return response.results[0]
+
+
+def test_describe_and_alter_configs(client):
+    create(client, ("conf", 1, 1, {"retention.ms": "1000"}))
+    result = describe(client, TOPIC, "conf", ["retention.ms", "segment.bytes"])
+    entries = {c.name: c for c in result.configs}
+    assert entries["retention.ms"].value == "1000" and entries["retention.ms"].config_source == 1
+    assert [(s.name, s.source) for s in entries["retention.ms"].synonyms][0] == ("retention.ms", 1)
+    assert entries["segment.bytes"].config_type == 3    # INT
+    assert describe(client, TOPIC, "absent").error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert len(describe(client, BROKER, "1").configs) > 100
+    assert describe(client, BROKER, "7").error_code == ErrorCode.INVALID_REQUEST
+
+    I = messages.IncrementalAlterConfigsRequest
+    response = client.request(44, 1, I(resources=[I.AlterConfigsResource(
+        resource_type=TOPIC, resource_name="conf", configs=[
+            I.AlterableConfig(name="retention.ms", config_operation=1, value=None),
+            I.AlterableConfig(name="cleanup.policy", config_operation=0, value="compact")])],
+        validate_only=False))
+    assert response.responses[0].error_code == 0
+    entries = {c.name: c for c in describe(client, TOPIC, "conf").configs}
+    assert entries["retention.ms"].config_source == 5 and entries["retention.ms"].value == "604800000"
+    assert entries["cleanup.policy"].value == "compact"
+    response = client.request(44, 1, I(resources=[I.AlterConfigsResource(
+        resource_type=TOPIC, resource_name="conf", configs=[
+            I.AlterableConfig(name="segment.bytes", config_operation=0, value="12")])],
+        validate_only=False))
+    assert response.responses[0].error_code == ErrorCode.INVALID_CONFIG
+
+    # a cluster-wide dynamic broker default reaches topics that do not override it
+    response = client.request(44, 1, I(resources=[I.AlterConfigsResource(
+        resource_type=BROKER, resource_name="", configs=[
+            I.AlterableConfig(name="log.retention.ms", config_operation=0, value="5000")])],
+        validate_only=False))
+    assert response.responses[0].error_code == 0
+    entries = {c.name: c for c in describe(client, TOPIC, "conf").configs}
+    assert (entries["retention.ms"].value, entries["retention.ms"].config_source) == ("5000", 3)
+
+    A = messages.AlterConfigsRequest
+    response = client.request(33, 2, A(resources=[A.AlterConfigsResource(
+        resource_type=TOPIC, resource_name="conf", configs=[
+            A.AlterableConfig(name="max.message.bytes", value="2000")])], validate_only=False))
+    assert response.responses[0].error_code == 0
+    entries = {c.name: c for c in describe(client, TOPIC, "conf").configs}
+    assert entries["max.message.bytes"].value == "2000"
+    assert entries["cleanup.policy"].value == "delete"     # legacy AlterConfigs replaces the set
+    assert client.produce("conf", 0, batch([b"x" * 3000])).error_code == ErrorCode.MESSAGE_TOO_LARGE
+
+
+def test_cluster_views(client, broker):
+    create(client, ("view-a", 3, 1, {}), ("view-b", 2, 1, {}))
+    cluster = client.request(60, 1, messages.DescribeClusterRequest(
+        include_cluster_authorized_operations=True, endpoint_type=1))
+    assert cluster.error_code == 0 and cluster.controller_id == 1
+    assert [(b.broker_id, b.port) for b in cluster.brokers] == [(1, broker.port)]
+
+    D = messages.DescribeTopicPartitionsRequest
+    page = client.request(75, 0, D(topics=[], response_partition_limit=4, cursor=None))
+    assert [(t.name, [p.partition_index for p in t.partitions]) for t in page.topics] == \
+        [("view-a", [0, 1, 2]), ("view-b", [0])]
+    assert (page.next_cursor.topic_name, page.next_cursor.partition_index) == ("view-b", 1)
+    page = client.request(75, 0, D(topics=[], response_partition_limit=4, cursor=page.next_cursor))
+    assert [(t.name, [p.partition_index for p in t.partitions]) for t in page.topics] == \
+        [("view-b", [1])]
+    assert page.next_cursor is None
+    missing = client.request(75, 0, D(topics=[D.TopicRequest(name="nope")], cursor=None))
+    assert missing.topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+    client.produce("view-a", 0, batch([b"x" * 100]))
+    L = messages.DescribeLogDirsRequest
+    dirs = client.request(35, 4, L(topics=None))
+    [result] = dirs.results
+    sizes = {(t.name, p.partition_index): p.partition_size for t in result.topics for p in t.partitions}
+    assert sizes[("view-a", 0)] > 100 and sizes[("view-b", 0)] == 0
+    assert result.total_bytes > 0
+
+    E = messages.ElectLeadersRequest
+    elect = client.request(43, 2, E(election_type=0, topic_partitions=[
+        E.TopicPartitions(topic="view-a", partitions=[0, 9])], timeout_ms=1000))
+    codes = [p.error_code for p in elect.replica_election_results[0].partition_result]
+    assert codes == [ErrorCode.ELECTION_NOT_NEEDED, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
+    everything = client.request(43, 2, E(election_type=0, topic_partitions=None, timeout_ms=1000))
+    assert everything.replica_election_results == []
