@@ -31,16 +31,18 @@ class ServeProcess:
                "--override", "offsets.topic.num.partitions=3",
                "--override", "transaction.state.log.num.partitions=3"]
         self.proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        deadline = time.time() + 30
+        deadline = time.time() + 90  # a loaded machine starts slowly
+        seen = []
         while time.time() < deadline:
             line = self.proc.stdout.readline()
+            seen.append(line or "")
             match = re.search(r"listening on PLAINTEXT://([\d.]+):(\d+)", line or "")
             if match:
                 self.bootstrap = f"{match.group(1)}:{match.group(2)}"
                 return self
             if self.proc.poll() is not None:
                 break
-        raise RuntimeError("odradek serve did not start")
+        raise RuntimeError("odradek serve did not start:\n" + "".join(seen)[-3000:])
 
     def kill9(self):
         self.proc.send_signal(signal.SIGKILL)
@@ -67,7 +69,7 @@ def serve(tmp_path):
         process.stop()
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(240)
 def test_offsets_and_transactions_survive_kill_9(serve):
     broker = serve()
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
