@@ -425,10 +425,12 @@ class KafkaClient:
         self._brokers = brokers
         return meta
 
-    def topic(self, name: str, *, retries: int = 20) -> TopicInfo:
-        """One topic's metadata, waiting briefly for leaders (fresh topics); raises its error."""
+    def topic(self, name: str, *, retries: int = 20, allow_auto_create: bool = False) -> TopicInfo:
+        """One topic's metadata, waiting briefly for leaders (fresh topics); raises its error.
+        ``allow_auto_create`` lets a broker with auto.create.topics.enable create it, as
+        producers do."""
         for attempt in range(retries):
-            info = self.metadata([name]).topics.get(name)
+            info = self.metadata([name], allow_auto_create=allow_auto_create).topics.get(name)
             if info is None:
                 raise KafkaError(3, context=f"topic {name}")
             if info.error_code == 5 or any(p.leader < 0 for p in info.partitions.values()):

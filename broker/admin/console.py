@@ -44,7 +44,7 @@ def produce(client: KafkaClient, topic: str, records: Iterable[SimpleRecord], *,
             progress: Progress | None = None) -> list[ProducedRange]:
     """Send records in batches of up to ``batch_records`` per partition; keyed records go where
     Kafka's default partitioner puts them, unkeyed ones round-robin batch by batch."""
-    info_ = client.topic(topic)
+    info_ = client.topic(topic, allow_auto_create=True)  # as Kafka's producers do
     count = len(info_.partitions)
     if partition is not None and partition not in info_.partitions:
         raise KafkaError(3, f"partition {partition} does not exist", f"topic {topic}")

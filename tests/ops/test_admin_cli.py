@@ -389,3 +389,11 @@ def test_two_members_rebalance_and_split_the_partitions(cli, kafka):
         assert group["state"] == "Stable" and len(group["members"]) == 2
         second.leave()
         first.leave()
+
+
+def test_produce_auto_creates_topics_like_kafka_producers(cli):
+    code, out, err = cli("produce", "born-on-write", "-v", "hello")
+    assert code == 0 and "Produced 1 record(s) to born-on-write-0 at offsets 0..0." in out, err
+    assert "born-on-write" in jcli(cli, "topics", "list")
+    code, _, err = cli("consume", "never-written", "--count", "1", "--timeout-ms", "200")
+    assert code == 1 and "UNKNOWN_TOPIC_OR_PARTITION" in err  # consumers do not create topics
