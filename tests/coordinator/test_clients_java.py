@@ -33,6 +33,7 @@ def test_java_client(tmp_path):
         assert facts[f"{assignor}.records"] == facts[f"{assignor}.distinct"] == "10000"
         assert facts[f"{assignor}.assigned"] == "4"
         assert facts[f"{assignor}.committed"] == "42/java-meta"
+    assert facts["static.round0"] == facts["static.round1"] == "4/true"
     assert facts["read_committed"] == "c1,c2"
     assert facts["read_uncommitted"] == "c1,a1,c2"
     assert facts["txn.offset"] == "77"

@@ -45,6 +45,22 @@ public class CoordinatorCheck {
                 System.out.println(assignor + ".committed=" + committed.offset() + "/" + committed.metadata());
             }
         }
+        // static membership: a restarted member with the same group.instance.id gets its partitions back
+        // in the same generation (JoinGroup v9's skipAssignment for the leader, KIP-814)
+        int generation = -1;
+        for (int round = 0; round < 2; round++) {
+            Properties p = consumerProps("java-static", "read_uncommitted");
+            p.put("group.instance.id", "static-1");
+            p.put("session.timeout.ms", "30000");
+            try (KafkaConsumer<String, String> consumer = new KafkaConsumer<>(p)) {
+                consumer.subscribe(List.of("idem"));
+                long end = System.currentTimeMillis() + 30_000;
+                while (consumer.assignment().size() < 4 && System.currentTimeMillis() < end) consumer.poll(Duration.ofMillis(100));
+                int now = consumer.groupMetadata().generationId();
+                System.out.println("static.round" + round + "=" + consumer.assignment().size() + "/" + (round == 0 || now == generation));
+                generation = now;
+            }
+        }
         Properties tp = producerProps();
         tp.put("transactional.id", "java-tx");
         try (KafkaProducer<String, String> producer = new KafkaProducer<>(tp)) {
