@@ -540,7 +540,8 @@ class GroupCoordinator:
         """OffsetCommit, or TxnOffsetCommit when a producer id is given (offsets stay pending until the
         transaction's commit marker). Answers (error for every partition, per-partition errors)."""
         transactional = producer_id >= 0
-        if not group_id:
+        # Kafka keeps accepting plain commits for the empty group id (old consumers); not in transactions
+        if group_id is None or (transactional and not group_id):
             return E.INVALID_GROUP_ID, {}
         group = self.groups.get(group_id)
         if group is None:
@@ -614,7 +615,7 @@ class GroupCoordinator:
     def fetch_offsets(self, group_id: str, partitions: Optional[list[tuple[str, int]]],
                       require_stable: bool = False) -> tuple[ErrorCode, list[FetchedOffset]]:
         """OffsetFetch for one group; `partitions=None` means every offset the group has."""
-        if not group_id:
+        if group_id is None:  # the empty group id is valid here, as in Kafka
             return E.INVALID_GROUP_ID, []
         group = self.groups.get(group_id)
         if group is None or group.state is S.DEAD:
@@ -696,7 +697,7 @@ class GroupCoordinator:
                 if g.state is not S.DEAD and (not wanted_states or g.state.value.lower() in wanted_states)]
 
     def describe_group(self, group_id: str) -> GroupDescription:
-        if not group_id:
+        if group_id is None:
             return GroupDescription(group_id, "", "", "", [], E.INVALID_GROUP_ID)
         group = self.groups.get(group_id)
         if group is None or group.state is S.DEAD:
@@ -713,7 +714,7 @@ class GroupCoordinator:
         results = {}
         for group_id in group_ids:
             group = self.groups.get(group_id)
-            if not group_id:
+            if group_id is None:
                 results[group_id] = E.INVALID_GROUP_ID
             elif group is None or group.state is S.DEAD:
                 results[group_id] = E.GROUP_ID_NOT_FOUND

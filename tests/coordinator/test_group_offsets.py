@@ -56,7 +56,11 @@ def test_member_commit_checks_generation_and_member(h):
     # a non-member commit while the group has members
     assert h.coord.commit_offsets("g", "", None, -1, [Item("t", 0, 1)])[0] == E.UNKNOWN_MEMBER_ID
     assert h.coord.commit_offsets("other", a, None, 3, [Item("t", 0, 1)])[0] == E.ILLEGAL_GENERATION
-    assert h.coord.commit_offsets("", a, None, 3, [Item("t", 0, 1)])[0] == E.INVALID_GROUP_ID
+    # the empty group id is a group like any other for commits (Kafka keeps it for old consumers)...
+    assert h.coord.commit_offsets("", "", None, -1, [Item("t", 0, 1)])[0] == E.NONE
+    assert h.coord.fetch_offsets("", [("t", 0)])[1][0].offset == 1
+    # ...but not for transactional ones
+    assert h.coord.commit_offsets("", "", None, -1, [Item("t", 0, 1)], producer_id=1)[0] == E.INVALID_GROUP_ID
 
 
 def test_commit_during_completing_rebalance(h):
@@ -138,7 +142,7 @@ def test_delete_groups(h):
     (a,), gen = stable_group(h)
     h.coord.commit_offsets("s", "", None, -1, [Item("t", 0, 1)])
     assert h.coord.delete_groups(["g", "s", "missing", ""]) == {
-        "g": E.NON_EMPTY_GROUP, "s": E.NONE, "missing": E.GROUP_ID_NOT_FOUND, "": E.INVALID_GROUP_ID}
+        "g": E.NON_EMPTY_GROUP, "s": E.NONE, "missing": E.GROUP_ID_NOT_FOUND, "": E.GROUP_ID_NOT_FOUND}
     assert "s" not in h.coord.groups
     assert h.log.records()[-1] == GroupMetadataRecord("s", None)
 
