@@ -187,10 +187,12 @@ class Broker:
                             self.metrics_port = await nursery.start(functools.partial(
                                 serve_ops_http, config["metrics.port"], health=self.health,
                                 metrics=self.metrics))
-                        await self._open_listeners(nursery)
-                        self.health.set("listeners", True)
+                        bound = await self._bind_listeners()
+                        # Registered (and leading its partitions again) before clients get in.
                         await self._register(nursery)
                         self.health.set("controller", True)
+                        self._start_serving(nursery, bound)
+                        self.health.set("listeners", True)
                         for hook in self.startup_hooks:
                             await hook(self, nursery)
                         self.partitions.start_background(nursery)
@@ -208,44 +210,52 @@ class Broker:
                     await self.run_blocking(self.logs.close)
             log.info("broker %d stopped", self.node_id)
 
-    async def _open_listeners(self, nursery: trio.Nursery) -> None:
-        from broker.connection import Connection
-
+    async def _bind_listeners(self) -> list:
+        """Bind every client listener (port 0 gets a free port); serving starts later."""
+        bound = []
         for listener in self.config.client_listeners:
-            host = listener.host or None
             try:
                 sockets = await trio.open_tcp_listeners(
-                    listener.port, host=host, backlog=self.config["socket.listen.backlog.size"])
+                    listener.port, host=listener.host or None,
+                    backlog=self.config["socket.listen.backlog.size"])
             except OSError as exc:
                 raise OSError(exc.errno, f"cannot listen on {listener}: {exc.strerror}") from None
             port = sockets[0].socket.getsockname()[1]
             self._bound.append((listener, port))
+            bound.append((listener, sockets))
+        return bound
 
-            async def handle(stream, listener=listener):
-                if self._draining:
-                    await stream.aclose()
-                    return
-                connection = Connection(self, stream, listener.name)
-                self._connections.add(connection)
-                self.metrics.connection_opened(listener.name)
-                self._connections_idle = trio.Event() if len(self._connections) == 1 \
-                    else self._connections_idle
-                try:
-                    await connection.serve()
-                finally:
-                    self.metrics.connection_closed(listener.name)
-                    self._connections.discard(connection)
-                    if not self._connections:
-                        self._connections_idle.set()
+    def _start_serving(self, nursery: trio.Nursery, bound: list) -> None:
+        for listener, sockets in bound:
+            nursery.start_soon(self._serve_listener, listener, sockets)
+            log.info("listening on %s (port %d)", listener,
+                     sockets[0].socket.getsockname()[1])
 
-            nursery.start_soon(self._serve_listener, sockets, handle)
-            log.info("listening on %s (port %d)", listener, port)
-
-    async def _serve_listener(self, sockets, handle):
+    async def _serve_listener(self, listener: Listener, sockets) -> None:
         scope = trio.CancelScope()
         self._listener_scopes.append(scope)
         with scope:
-            await trio.serve_listeners(handle, sockets, handler_nursery=self._connection_nursery)
+            await trio.serve_listeners(functools.partial(self._handle_connection, listener),
+                                       sockets, handler_nursery=self._connection_nursery)
+
+    async def _handle_connection(self, listener: Listener, stream: trio.SocketStream) -> None:
+        from broker.connection import Connection
+
+        if self._draining:
+            await stream.aclose()
+            return
+        connection = Connection(self, stream, listener.name)
+        if not self._connections:
+            self._connections_idle = trio.Event()
+        self._connections.add(connection)
+        self.metrics.connection_opened(listener.name)
+        try:
+            await connection.serve()
+        finally:
+            self.metrics.connection_closed(listener.name)
+            self._connections.discard(connection)
+            if not self._connections:
+                self._connections_idle.set()
 
     async def _register(self, nursery: trio.Nursery) -> None:
         endpoints = [(l.name, l.host, l.port, SECURITY_PROTOCOL_IDS[l.security_protocol])
