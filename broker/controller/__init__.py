@@ -76,7 +76,14 @@ DUPLICATE_BROKER_REGISTRATION, NOT_CONTROLLER.
 Modules: `image` (MetadataImage, applying records), `records` (metadata record types and framing),
 `controller` (the API above), `topics` (names, placement), `configs` (config changes), `disklog`
 (durable log, quorum state, snapshots), `quorum` (trio driver running the Raft core on the disk log),
-`raft` (the sans-IO Raft core), `simulate` (deterministic simulator: `python -m broker.controller.simulate`).
+`raft` (the sans-IO Raft core), `simulate` (deterministic simulator: `python -m broker.controller.simulate`),
+`wire` (core messages <-> KRaft wire messages; `describe_quorum_response(view, request)` for a
+DescribeQuorum handler), `transport` (TCP between voters), `node` (a standalone voter process:
+`python -m broker.controller.node --node-id 1 --voters 1@h:p,2@h:p,3@h:p --log-dir DIR`).
+
+Multi-voter quorum: `Controller.open(log_dir, node_id=1, voters={1: (host, port), ...},
+transport=TcpTransport(1, voters, cluster_id), raft_config=RaftConfig(...))`; mutations on a non-leader
+raise ApiError(NOT_CONTROLLER); `await controller.resign()` before a clean shutdown hands leadership over.
 """
 
 from .controller import (

@@ -173,9 +173,15 @@ class Controller:
         return self._quorum.is_leader
 
     def describe_quorum(self) -> dict:
-        """leader_id, epoch, high_watermark, and on the leader each replica's (end offset, last fetch
-        time, last caught-up time)."""
+        """{node_id, leader_id, epoch, high_watermark, voters, replicas}; on the leader `replicas` maps
+        each replica id (itself included) to {log_end_offset, last_fetch_timestamp,
+        last_caught_up_timestamp} (wall-clock ms, -1 = never); elsewhere it is empty.
+        `wire.describe_quorum_response(view, request)` turns it into DescribeQuorum's answer."""
         return self._quorum.describe()
+
+    async def resign(self) -> None:
+        """Before a clean shutdown: if leading, ask the other voters to elect a successor at once."""
+        await self._quorum.resign()
 
     def _snapshot_state(self) -> tuple[int, bytes]:
         return self._applied_end, r.encode_records(self._image.to_records())

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import random
+import time
 from typing import Callable
 
 import trio
@@ -24,12 +25,14 @@ from .disklog import DiskLog, Entry, Snapshot
 from .errors import ApiError, ErrorCode
 from .raft import DurableState, NotLeaderError, RaftConfig, RaftNode, Role
 from .raft.messages import (
-    AppendEntries, Commit, LeaderChange, LoadSnapshot, PersistState, SaveSnapshot, Send, TruncateFrom,
+    AppendEntries, BeginQuorumEpochResponse, Commit, FetchResponse, FetchSnapshotResponse, LeaderChange,
+    LoadSnapshot, PersistState, SaveSnapshot, Send, TruncateFrom, VoteResponse,
 )
 
 log = logging.getLogger(__name__)
 
 _DURABLE = (PersistState, AppendEntries, TruncateFrom, SaveSnapshot)
+_RESPONSES = (VoteResponse, BeginQuorumEpochResponse, FetchResponse, FetchSnapshotResponse)
 
 
 class RaftQuorum:
@@ -50,6 +53,7 @@ class RaftQuorum:
         self._wakeup = trio.Event()
         self._waiters: dict[int, tuple[int, trio.Event, list]] = {}
         self._ready = trio.Event()                  # leader whose own epoch marker has committed
+        self._reply = None                          # (src, reply) of the request being handled
 
     # -- role ------------------------------------------------------------------------------------------
 
@@ -70,7 +74,15 @@ class RaftQuorum:
         return self.node.end_offset
 
     def describe(self) -> dict:
-        return self.node.describe()
+        """The core's view with times as wall-clock milliseconds (-1: never), as DescribeQuorum has them."""
+        now = trio.current_time()
+        view = self.node.describe(now)
+        wall = time.time()
+        for replica in view["replicas"].values():
+            for key in ("last_fetch_timestamp", "last_caught_up_timestamp"):
+                t = replica[key]
+                replica[key] = int((wall - (now - t)) * 1000) if t != float("-inf") else -1
+        return view
 
     # -- lifecycle -------------------------------------------------------------------------------------
 
@@ -86,9 +98,10 @@ class RaftQuorum:
 
     async def run(self) -> None:
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._ticker)
             if self.transport is not None:
+                await nursery.start(self.transport.run)
                 nursery.start_soon(self._receiver)
+            nursery.start_soon(self._ticker)
 
     def close(self) -> None:
         self.log.close()
@@ -107,9 +120,15 @@ class RaftQuorum:
                 await self._execute(self.node.tick(trio.current_time()))
 
     async def _receiver(self) -> None:
-        async for src, message in self.transport.incoming():
+        async for src, message, reply in self.transport.incoming():
             async with self._lock:
-                await self._execute(self.node.handle(src, message, trio.current_time()))
+                self._reply = (src, reply) if reply is not None else None
+                try:
+                    await self._execute(self.node.handle(src, message, trio.current_time()))
+                finally:
+                    self._reply = None
+                    if reply is not None:
+                        reply(None)              # no answer from the core: an empty one
 
     # -- proposals -------------------------------------------------------------------------------------
 
@@ -163,7 +182,11 @@ class RaftQuorum:
 
     def _act(self, effect) -> None:
         if isinstance(effect, Send):
-            if self.transport is not None:
+            if isinstance(effect.message, _RESPONSES):
+                # Answers go back on the connection of the request being handled.
+                if self._reply is not None and self._reply[0] == effect.dest:
+                    self._reply[1](effect.message)
+            elif self.transport is not None:
                 self.transport.send(effect.dest, effect.message)
         elif isinstance(effect, Commit):
             for entry in effect.entries:

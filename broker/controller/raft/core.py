@@ -203,14 +203,18 @@ class RaftNode:
                 self._send(v, EndQuorumEpoch(self.epoch, self.node_id, tuple(successors)))
         return self._drain()
 
-    def describe(self) -> dict:
-        """DescribeQuorum's view: leader, epoch, high watermark and every replica's progress."""
+    def describe(self, now: float) -> dict:
+        """DescribeQuorum's view: leader, epoch, high watermark, and (on the leader) every replica's
+        log end offset and last fetch / caught-up times (core clock; -inf for never)."""
         replicas = {}
         if self.role is Role.LEADER:
-            replicas = {rid: (st.end_offset, st.last_fetch, st.last_caught_up)
+            replicas = {rid: {"log_end_offset": st.end_offset, "last_fetch_timestamp": st.last_fetch,
+                              "last_caught_up_timestamp": st.last_caught_up}
                         for rid, st in self._replicas.items()}
-        return {"leader_id": self.leader_id, "epoch": self.epoch, "high_watermark": self.high_watermark,
-                "replicas": replicas, "voters": sorted(self.voters)}
+            replicas[self.node_id] = {"log_end_offset": self.end_offset, "last_fetch_timestamp": now,
+                                      "last_caught_up_timestamp": now}
+        return {"node_id": self.node_id, "leader_id": self.leader_id, "epoch": self.epoch,
+                "high_watermark": self.high_watermark, "voters": sorted(self.voters), "replicas": replicas}
 
     def handle(self, src: int, message, now: float) -> list:
         handler = _HANDLERS.get(type(message))
