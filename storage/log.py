@@ -15,8 +15,8 @@ import time
 from typing import Callable, NamedTuple
 
 from protocol.records import (
-    NO_PARTITION_LEADER_EPOCH, NO_TIMESTAMP, RecordBatch, RecordBatchError, iter_batches,
-    patched_header,
+    COMPRESSION_MASK, CONTROL_MASK, LOG_OVERHEAD, MIN_BATCH_LENGTH, NO_PARTITION_LEADER_EPOCH,
+    NO_TIMESTAMP, TRANSACTIONAL_MASK, RecordBatch, RecordBatchError, iter_batches, patched_header,
 )
 from storage import checkpoints
 from storage.config import LogConfig
@@ -53,6 +53,18 @@ class AppendResult(NamedTuple):
 
 def _read_control(batch: RecordBatch):
     return batch.control_record()
+
+
+def _split_batches(view: memoryview) -> list[RecordBatch]:
+    """The batches of an append; one header parse when it holds exactly one (Produce)."""
+    if len(view) >= 61:
+        first = RecordBatch(view, 0)
+        if first.batch_length >= MIN_BATCH_LENGTH and first.batch_length + LOG_OVERHEAD == len(view):
+            return [first]
+    batches = list(iter_batches(view))
+    if not batches:
+        raise InvalidBatchError("no record batch in the append", ErrorCode.INVALID_RECORD)
+    return batches
 
 
 class TimestampOffset(NamedTuple):
@@ -397,52 +409,60 @@ class Log:
     def _validate(self, view: memoryview, origin: AppendOrigin, now: int) -> list[RecordBatch]:
         """Kafka's LogValidator checks that need only batch headers (plus the CRC)."""
         config = self.config
-        if len(view) > config.segment_bytes:
+        size = len(view)
+        if size > config.segment_bytes:
             raise InvalidBatchError(
-                f"message batch size is {len(view)} bytes which exceeds the maximum configured "
+                f"message batch size is {size} bytes which exceeds the maximum configured "
                 f"segment size of {config.segment_bytes}", ErrorCode.RECORD_LIST_TOO_LARGE)
-        batches = []
         try:
-            for batch in iter_batches(view):
+            batches = _split_batches(view)
+            for batch in batches:
                 batch.ensure_valid()
-                batches.append(batch)
         except RecordBatchError as exc:
             raise InvalidBatchError(exc.message, exc.error_code) from exc
-        if not batches:
-            raise InvalidBatchError("no record batch in the append", ErrorCode.INVALID_RECORD)
-        check_ts = origin is not AppendOrigin.REPLICATION and not config.log_append_time
+        if origin is AppendOrigin.REPLICATION:
+            for batch in batches:
+                self._check_size_and_codec(batch, config)
+            return batches
+        client = origin is AppendOrigin.CLIENT
+        check_ts = not config.log_append_time
+        low = now - config.message_timestamp_before_max_ms
+        high = now + config.message_timestamp_after_max_ms
         for batch in batches:
-            if batch.size > config.max_message_bytes:
+            self._check_size_and_codec(batch, config)
+            attributes = batch.attributes
+            count = batch.record_count
+            if count != batch.last_offset_delta + 1 or count <= 0:
                 raise InvalidBatchError(
-                    f"the record batch is {batch.size} bytes, larger than max.message.bytes "
-                    f"{config.max_message_bytes}", ErrorCode.MESSAGE_TOO_LARGE)
-            if batch.compression > 4:
-                raise InvalidBatchError(f"unknown compression codec {batch.compression}",
-                                        ErrorCode.CORRUPT_MESSAGE)
-            if origin is AppendOrigin.REPLICATION:
-                continue
-            if batch.record_count != batch.last_offset_delta + 1 or batch.record_count <= 0:
-                raise InvalidBatchError(
-                    f"record batch has {batch.record_count} records but last offset delta "
+                    f"record batch has {count} records but last offset delta "
                     f"{batch.last_offset_delta}", ErrorCode.INVALID_RECORD)
-            if batch.is_control and origin is AppendOrigin.CLIENT:
+            if attributes & CONTROL_MASK and client:
                 raise InvalidBatchError("clients are not allowed to write control records",
                                         ErrorCode.INVALID_RECORD)
-            if batch.is_transactional and batch.producer_id < 0:
+            if attributes & TRANSACTIONAL_MASK and batch.producer_id < 0:
                 raise InvalidBatchError("transactional batch without a producer id",
                                         ErrorCode.INVALID_RECORD)
-            if config.compact and not batch.is_control and origin is AppendOrigin.CLIENT:
+            if client and config.compact and not attributes & CONTROL_MASK:
                 self._require_keys(batch)
             if check_ts:
+                # Header timestamps only (the hot path never parses records): the first
+                # record's and the largest.
                 for ts in (batch.base_timestamp, batch.max_timestamp):
-                    if ts == NO_TIMESTAMP:
-                        continue
-                    if ts < now - config.message_timestamp_before_max_ms or \
-                            ts > now + config.message_timestamp_after_max_ms:
+                    if ts != NO_TIMESTAMP and (ts < low or ts > high):
                         raise InvalidTimestampError(
                             f"timestamp {ts} of the batch is out of the accepted range "
                             f"(message.timestamp.before.max.ms / after.max.ms)")
         return batches
+
+    @staticmethod
+    def _check_size_and_codec(batch: RecordBatch, config: LogConfig) -> None:
+        if batch.batch_length + LOG_OVERHEAD > config.max_message_bytes:
+            raise InvalidBatchError(
+                f"the record batch is {batch.size} bytes, larger than max.message.bytes "
+                f"{config.max_message_bytes}", ErrorCode.MESSAGE_TOO_LARGE)
+        if batch.attributes & COMPRESSION_MASK > 4:
+            raise InvalidBatchError(f"unknown compression codec {batch.attributes & COMPRESSION_MASK}",
+                                    ErrorCode.CORRUPT_MESSAGE)
 
     def _require_keys(self, batch: RecordBatch) -> None:
         """Compacted topics refuse records without keys (Kafka's LogValidator); the only
