@@ -22,7 +22,7 @@ from protocol.records import ControlType, SimpleRecord, build_batch, build_contr
 
 from .clock import SystemClock, Timers
 from .group_coordinator import GroupConfig, GroupCoordinator
-from .log_records import GroupMetadataRecord, OffsetCommitRecord, TransactionRecord
+from .log_records import TransactionRecord
 from .serde import (SerdeError, decode_group_record, decode_txn_record, encode_group_record, encode_txn_record,
                     partition_for)
 from .txn_coordinator import TransactionCoordinator, TxnConfig

@@ -11,7 +11,7 @@ from __future__ import annotations
 from protocol import ErrorCode, messages
 
 from broker.coordinator.group_coordinator import OffsetCommitItem
-from broker.coordinator.service import OFFSETS_TOPIC, CoordinatorError, CoordinatorService
+from broker.coordinator.service import CoordinatorError, CoordinatorService
 
 E = ErrorCode
 

@@ -179,7 +179,7 @@ def test_follower_rejoin_with_same_metadata_in_stable_keeps_generation(h):
 
 
 def test_rejoin_during_completing_rebalance_replays_answer(h):
-    (a, pa), (b, pb) = h.join_new(client_id="a"), h.join_new(client_id="b")
+    _, (b, pb) = h.join_new(client_id="a"), h.join_new(client_id="b")
     h.advance(0)
     again = h.join(member_id=b)
     assert again.result.error == E.NONE and again.result.generation_id == pb.result.generation_id
@@ -187,7 +187,7 @@ def test_rejoin_during_completing_rebalance_replays_answer(h):
 
 
 def test_join_during_completing_rebalance_with_new_metadata_aborts_syncs(h):
-    (a, pa), (b, pb) = h.join_new(client_id="a"), h.join_new(client_id="b")
+    (a, pa), (b, _) = h.join_new(client_id="a"), h.join_new(client_id="b")
     h.advance(0)
     gen = pa.result.generation_id
     waiting = h.sync("g", b, gen)
@@ -209,8 +209,8 @@ def test_sync_errors(h):
 
 
 def test_pending_sync_timeout_removes_members_that_never_sync(h):
-    (a, pa), (b, pb) = (h.join_new(client_id="a", rebalance=20_000, session=30_000),
-                        h.join_new(client_id="b", rebalance=20_000, session=30_000))
+    (a, pa), (b, _) = (h.join_new(client_id="a", rebalance=20_000, session=30_000),
+                       h.join_new(client_id="b", rebalance=20_000, session=30_000))
     h.advance(0)
     gen = pa.result.generation_id
     leader = pa.result.leader

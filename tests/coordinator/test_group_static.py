@@ -71,7 +71,7 @@ def test_static_rejoin_with_changed_protocol_rebalances(h):
 def test_static_rejoin_while_completing_rebalance_restarts_rebalance(h):
     p1, p2 = h.join(instance_id="i1", client_id="a"), h.join(instance_id="i2", client_id="b")
     h.advance(0)
-    assert h.state() == "CompletingRebalance"
+    assert h.state() == "CompletingRebalance" and p2.result.error == E.NONE
     p2b = h.join(instance_id="i2", client_id="b")
     assert h.state() == "PreparingRebalance"
     p1b = h.join(member_id=p1.result.member_id, instance_id="i1")
