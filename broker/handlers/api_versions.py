@@ -6,6 +6,8 @@ A request version we do not know is answered in v0 format with UNSUPPORTED_VERSI
 
 from __future__ import annotations
 
+import re
+
 from protocol import ErrorCode, messages
 
 API_KEY = 18
@@ -28,7 +30,16 @@ def unsupported_version_response(registry):
         error_code=ErrorCode.UNSUPPORTED_VERSION, api_keys=_api_keys(registry))
 
 
+_SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
+
+
 async def handle_api_versions(ctx, header, body):
+    if header.api_version >= 3 and not (
+            _SOFTWARE.fullmatch(body.client_software_name or "")
+            and _SOFTWARE.fullmatch(body.client_software_version or "")):
+        # KIP-511: names must be printable identifiers; Kafka answers INVALID_REQUEST, no ranges.
+        return messages.ApiVersionsResponse(error_code=ErrorCode.INVALID_REQUEST, api_keys=[],
+                                            throttle_time_ms=0)
     response = messages.ApiVersionsResponse(error_code=0, api_keys=_api_keys(ctx.handlers),
                                             throttle_time_ms=0)
     if header.api_version >= 3:

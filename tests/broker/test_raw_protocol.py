@@ -257,3 +257,22 @@ def test_offset_for_leader_epoch(client):
                                                                leader_epoch=0)])]))
     result = response.topics[0].partitions[0]
     assert (result.error_code, result.end_offset) == (0, 3)
+
+
+def test_api_versions_v3_rejects_bad_software_names(client):
+    response = client.request(18, 3, messages.ApiVersionsRequest(
+        client_software_name="bad name", client_software_version="1.0"))
+    assert response.error_code == ErrorCode.INVALID_REQUEST
+
+
+def test_idle_connections_are_closed(tmp_path):
+    from broker.testing import running_broker
+
+    with running_broker(tmp_path / "data", {"connections.max.idle.ms": "300"}) as running:
+        with RawClient("127.0.0.1", running.port) as raw:
+            assert raw.request(18, 3, messages.ApiVersionsRequest(
+                client_software_name="x", client_software_version="1")).error_code == 0
+            raw.sock.settimeout(5)
+            started = time.monotonic()
+            assert raw.sock.recv(1) == b""
+            assert 0.2 < time.monotonic() - started < 3
