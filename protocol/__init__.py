@@ -71,21 +71,41 @@ Errors:
 as the specs define it (the broker advertises the subset it implements).
 """
 
-from protocol import messages
-from protocol.codec import (
-    API_SPECS,
-    ApiSpec,
-    decode_request,
-    decode_request_body,
-    decode_request_header,
-    decode_response,
-    encode_request,
-    encode_response,
-    encode_response_parts,
-    request_header_version,
-    response_header_version,
-)
+import importlib
+
 from protocol.errors import DecodeError, EncodeError, ErrorCode, UnsupportedVersionError
+
+# The codec and the generated classes load on first use, so that `python -m protocol.codegen`
+# works even when protocol/generated/ is missing or broken.
+_LAZY = {
+    "API_SPECS": "protocol.codec",
+    "ApiSpec": "protocol.codec",
+    "decode_request": "protocol.codec",
+    "decode_request_body": "protocol.codec",
+    "decode_request_header": "protocol.codec",
+    "decode_response": "protocol.codec",
+    "encode_request": "protocol.codec",
+    "encode_response": "protocol.codec",
+    "encode_response_parts": "protocol.codec",
+    "request_header_version": "protocol.codec",
+    "response_header_version": "protocol.codec",
+}
+
+
+def __getattr__(name):
+    if name == "messages":
+        return importlib.import_module("protocol.messages")
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'protocol' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY) | {"messages"})
+
 
 __all__ = [
     "API_SPECS",
