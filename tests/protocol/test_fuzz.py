@@ -16,7 +16,7 @@ from .bodies import body_strategy
 
 REQUESTS = [(cls, v) for cls in m.REQUESTS.values() for v in sorted(cls.SCHEMAS)]
 RESPONSES = [(cls, v) for cls in m.RESPONSES.values() for v in sorted(cls.SCHEMAS)]
-FUZZ = settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 
 
 def _decode_request_only_decode_error(frame):

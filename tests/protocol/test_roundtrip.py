@@ -44,7 +44,7 @@ def test_empty_and_null_bodies(cls, version):
 
 
 @pytest.mark.parametrize("cls, version", CASES, ids=IDS)
-@settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+@settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 @given(data=st.data())
 def test_random_bodies(cls, version, data):
     schema = cls.SCHEMAS[version]
