@@ -1,8 +1,8 @@
 """Structured logging for the broker: one setup call, a start-up banner, an optional request log.
 
-* :func:`configure_logging` installs one handler on the ``odradek`` logger (and the root logger's
-  level for libraries): ``fmt="text"`` gives ``2026-01-01T00:00:00.000Z INFO odradek.x msg k=v``
-  lines, ``fmt="json"`` one JSON object per line. Fields passed as ``extra={"fields": {...}}``
+* :func:`configure_logging` installs one handler on the root logger, so every module's lines
+  (``odradek.*`` and libraries') share one format: ``fmt="text"`` gives
+  ``2026-01-01T00:00:00.000Z INFO odradek.x msg k=v`` lines, ``fmt="json"`` one JSON object each. Fields passed as ``extra={"fields": {...}}``
   become ``k=v`` pairs / JSON keys, so log lines stay machine-readable.
 * :func:`log_startup_banner` logs version, node id, listeners, data dirs and config overrides.
 * :class:`RequestLogger` writes one line per request (api, version, client id, latency, error)
@@ -69,8 +69,9 @@ class JsonFormatter(logging.Formatter):
 def configure_logging(level: str | int = "INFO", fmt: str = "text",
                       stream: IO[str] | None = None, *, request_log: bool = False
                       ) -> logging.Logger:
-    """Send the ``odradek`` loggers to ``stream`` (stderr by default); idempotent.
-    ``request_log`` turns on the per-request lines whatever the level."""
+    """Send every logger (ours and libraries') through one handler on ``stream`` (stderr by
+    default) in ``fmt``; idempotent. ``request_log`` turns on the per-request lines whatever the
+    level. Returns the ``odradek`` logger."""
     if fmt not in ("text", "json"):
         raise ValueError(f"unknown log format {fmt!r} (use 'text' or 'json')")
     if isinstance(level, str):
@@ -78,18 +79,17 @@ def configure_logging(level: str | int = "INFO", fmt: str = "text",
         if not isinstance(resolved, int):
             raise ValueError(f"unknown log level {level!r}")
         level = resolved
-    logger = logging.getLogger(ROOT_LOGGER)
-    for handler in list(logger.handlers):
+    root = logging.getLogger()
+    for handler in list(root.handlers):
         if getattr(handler, "_odradek", False):
-            logger.removeHandler(handler)
+            root.removeHandler(handler)
     handler = logging.StreamHandler(stream or sys.stderr)
     handler._odradek = True  # type: ignore[attr-defined]
     handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
-    logger.addHandler(handler)
-    logger.setLevel(level)
-    logger.propagate = False
+    root.addHandler(handler)
+    root.setLevel(level)
     logging.getLogger(REQUEST_LOGGER).setLevel(logging.DEBUG if request_log else logging.NOTSET)
-    return logger
+    return logging.getLogger(ROOT_LOGGER)
 
 
 def log_startup_banner(*, version: str, node_id: int, listeners: Sequence[str],

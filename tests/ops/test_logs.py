@@ -11,10 +11,10 @@ from broker.logs import RequestLogger, configure_logging, log_startup_banner
 
 @pytest.fixture
 def restore_logger():
-    logger = logging.getLogger("odradek")
-    saved = (list(logger.handlers), logger.level, logger.propagate)
+    root = logging.getLogger()
+    saved = (list(root.handlers), root.level)
     yield
-    logger.handlers[:], logger.level, logger.propagate = saved[0], saved[1], saved[2]
+    root.handlers[:], root.level = saved
     logging.getLogger("odradek.request").setLevel(logging.NOTSET)
 
 
@@ -58,7 +58,8 @@ def test_configure_is_idempotent_and_validates(restore_logger):
     configure_logging("INFO", "text", out)
     configure_logging("INFO", "text", out)
     logging.getLogger("odradek").info("once")
-    assert out.getvalue().count("once") == 1
+    logging.getLogger("broker.controller.controller").info("libraries too")
+    assert out.getvalue().count("once") == 1 and "libraries too" in out.getvalue()
     with pytest.raises(ValueError):
         configure_logging("LOUD")
     with pytest.raises(ValueError):
