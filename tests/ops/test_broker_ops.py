@@ -222,3 +222,61 @@ def test_grafana_dashboard_queries_only_exported_metrics(tmp_path):
         exported.update(s.name for s in family.samples)
     missing = wanted - exported
     assert not missing, f"dashboard queries metrics the broker does not export: {missing}"
+
+
+def _hooks_wired(broker) -> bool:
+    """The broker-side ops hooks (request log, queue time, response errors, recovery time)."""
+    return hasattr(broker, "request_log")
+
+
+def test_queue_time_errors_in_flight_and_recovery(tmp_path):
+    with running_broker(tmp_path / "data", {"metrics.port": "0"}) as kafka:
+        if not _hooks_wired(kafka.broker):
+            pytest.skip("the broker-side ops hooks are not wired yet")
+        with KafkaClient(kafka.bootstrap) as client:
+            client.metadata(["no-such-topic"])
+            client.metadata(["no-such-topic", "nor-this-one"])
+        s = scrape(kafka.broker.metrics_port)
+    assert sample(s, "kafka_network_requestmetrics_errors_total", request="Metadata",
+                  error="UNKNOWN_TOPIC_OR_PARTITION") == 3
+    assert sample(s, "kafka_network_requestmetrics_requestqueuetimems_count",
+                  request="Metadata") == 2
+    assert sample(s, "kafka_network_requestchannel_requestqueuesize") == 0  # all answered
+    assert sample(s, "kafka_log_logmanager_recoverytimems") >= 0
+
+
+@pytest.mark.timeout(60)
+def test_serve_logs_a_banner_and_request_lines(tmp_path):
+    help_text = subprocess.run(
+        [sys.executable, "-c", "import sys; from broker.cli import main; sys.exit(main())",
+         "serve", "--help"], capture_output=True, text=True, timeout=30).stdout
+    if "--log-format" not in help_text:
+        pytest.skip("odradek serve has no --log-format yet (ops logging hook not wired)")
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from broker.cli import main; sys.exit(main())",
+         "serve", "--override", "listeners=PLAINTEXT://127.0.0.1:0",
+         "--override", f"log.dirs={tmp_path / 'data'}", "--log-format", "json",
+         "--request-log"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+        port = int(line.split()[3].rsplit(":", 1)[1])
+        with KafkaClient(f"127.0.0.1:{port}", client_id="log-test") as client:
+            client.metadata(["absent"])
+        time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    lines = [json.loads(l) for l in err.splitlines() if l.startswith("{")]
+    banner = next(l for l in lines if l["msg"] == "Odradek broker started")
+    assert banner["node_id"] == 1 and banner["listeners"] == f"PLAINTEXT://127.0.0.1:{port}"
+    assert {"key": "log.dirs", "value": str(tmp_path / "data")}.items() <= next(
+        l for l in lines if l["msg"] == "config override" and l["key"] == "log.dirs").items()
+    requests = [l for l in lines if l["logger"] == "odradek.request"]
+    metadata = next(l for l in requests if l["api"] == "Metadata")
+    assert metadata["client_id"] == "log-test" and metadata["error"] == \
+        "UNKNOWN_TOPIC_OR_PARTITION" and metadata["latency_ms"] >= 0
+    assert {l["api"] for l in requests} >= {"ApiVersions", "Metadata"}
+    assert len(requests) < 10  # one line per request, nothing per record
