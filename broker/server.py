@@ -56,7 +56,7 @@ class Broker:
         # Coordinators (consumer groups, transactions) register themselves here by name so
         # handlers can reach them as ctx.coordinators["group"], etc.
         self.coordinators: dict[str, object] = {}
-        self.startup_hooks: list[Callable] = []
+        self.startup_hooks: list[Callable] = _default_startup_hooks()
 
     # ---------------------------------------------------------------------------- public surface
     @property
@@ -155,47 +155,20 @@ class Broker:
                 nursery.cancel_scope.cancel()  # the signal watcher; serve() already returned
 
     async def serve(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
-        from broker.controller.controller import Controller, ControllerSettings
-        from storage import LogManager
+        from broker.controller.controller import Controller
 
         config = self.config
-        for directory in config.log_dirs:
-            os.makedirs(directory, exist_ok=True)
-        settings = ControllerSettings(
-            num_partitions=config["num.partitions"],
-            default_replication_factor=config["default.replication.factor"],
-            delete_topic_enable=config["delete.topic.enable"],
-            broker_session_timeout_ms=config["broker.session.timeout.ms"],
-        )
-        metadata_dir = _metadata_dir(config)
-        self.logs = await self.run_blocking(
-            lambda: LogManager(config.log_dirs, config.topic_defaults(),
-                               **_storage_options(config)))
+        self.logs = await self.run_blocking(self._open_storage)
         try:
-            async with Controller.open(metadata_dir, node_id=self.node_id, settings=settings,
+            async with Controller.open(_metadata_dir(config), node_id=self.node_id,
+                                       settings=self._controller_settings(),
                                        config_validator=self.validate_config) as controller:
                 self.controller = controller
-                self.config.set_dynamic(self.image.broker_configs.get("", {}))
-                self.partitions = PartitionManager(self)
-                controller.add_listener(self.partitions.on_image_change)
-                await self.partitions.load_image(self.image)
+                await self._follow_metadata()
                 async with trio.open_nursery() as nursery:
                     async with trio.open_nursery() as connections:
                         self._connection_nursery = connections
-                        self.health.set("recovery", True)
-                        if config["metrics.port"] >= 0:
-                            self.metrics_port = await nursery.start(functools.partial(
-                                serve_ops_http, config["metrics.port"], health=self.health,
-                                metrics=self.metrics))
-                        bound = await self._bind_listeners()
-                        # Registered (and leading its partitions again) before clients get in.
-                        await self._register(nursery)
-                        self.health.set("controller", True)
-                        self._start_serving(nursery, bound)
-                        self.health.set("listeners", True)
-                        for hook in self.startup_hooks:
-                            await hook(self, nursery)
-                        self.partitions.start_background(nursery)
+                        await self._start(nursery)
                         task_status.started(self)
                         await self._shutdown.wait()
                         self.health.begin_shutdown()
@@ -207,8 +180,50 @@ class Broker:
                 if self.partitions is not None:
                     await self.run_blocking(self.partitions.close)
                 if self.logs is not None:
-                    await self.run_blocking(self.logs.close)
+                    await self.run_blocking(self.logs.close)   # flush, checkpoints, clean marker
             log.info("broker %d stopped", self.node_id)
+
+    def _open_storage(self):
+        from storage import LogManager
+
+        for directory in self.config.log_dirs:
+            os.makedirs(directory, exist_ok=True)
+        return LogManager(self.config.log_dirs, self.config.topic_defaults())
+
+    def _controller_settings(self):
+        from broker.controller.controller import ControllerSettings
+
+        config = self.config
+        return ControllerSettings(
+            num_partitions=config["num.partitions"],
+            default_replication_factor=config["default.replication.factor"],
+            delete_topic_enable=config["delete.topic.enable"],
+            broker_session_timeout_ms=config["broker.session.timeout.ms"])
+
+    async def _follow_metadata(self) -> None:
+        """Dynamic configs from the metadata log, then the partition logs the image places here."""
+        image = self.image
+        self.config.set_dynamic(image.broker_configs.get("", {}),
+                                image.broker_configs.get(str(self.node_id), {}))
+        self.logs.set_defaults(self.config.topic_defaults())
+        self.partitions = PartitionManager(self)
+        self.controller.add_listener(self.partitions.on_image_change)
+        await self.partitions.load_image(image)
+
+    async def _start(self, nursery: trio.Nursery) -> None:
+        self.health.set("recovery", True)
+        if self.config["metrics.port"] >= 0:
+            self.metrics_port = await nursery.start(functools.partial(
+                serve_ops_http, self.config["metrics.port"], health=self.health,
+                metrics=self.metrics))
+        bound = await self._bind_listeners()
+        await self._register(nursery)   # leading its partitions again before clients get in
+        self.health.set("controller", True)
+        self._start_serving(nursery, bound)
+        self.health.set("listeners", True)
+        for hook in self.startup_hooks:
+            await hook(self, nursery)
+        self.partitions.start_background(nursery)
 
     async def _bind_listeners(self) -> list:
         """Bind every client listener (port 0 gets a free port); serving starts later."""
@@ -287,8 +302,15 @@ class Broker:
         self._connection_nursery.cancel_scope.cancel()
 
 
-def _storage_options(config: BrokerConfig) -> dict:
-    return {}
+def _default_startup_hooks() -> list[Callable]:
+    """The coordinators load their internal topics at start-up (decided transactions complete)."""
+    try:
+        from broker.coordinator.service import CoordinatorService
+    except ModuleNotFoundError as exc:
+        if exc.name and exc.name.startswith("broker.coordinator"):
+            return []
+        raise
+    return [CoordinatorService.startup_hook]
 
 
 def _metadata_dir(config: BrokerConfig) -> str:
