@@ -12,8 +12,8 @@ from broker.admin.client import API, KafkaClient, KafkaError, check
 from broker.admin.common import parse_pairs, runs
 from broker.admin.output import emit_json, info, table
 
-TOPIC, BROKER = 2, 4
-RESOURCE_NAMES = {TOPIC: "topic", BROKER: "broker"}
+TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
+RESOURCE_NAMES = {TOPIC: "topic", BROKER: "broker", BROKER_LOGGER: "broker-logger"}
 SOURCES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG",
            3: "DYNAMIC_DEFAULT_BROKER_CONFIG", 4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG",
            6: "DYNAMIC_BROKER_LOGGER_CONFIG", 7: "CLIENT_METRICS_CONFIG", 8: "GROUP_CONFIG"}
@@ -32,8 +32,10 @@ class ConfigEntry:
 
 def describe_configs(client: KafkaClient, resource_type: int, name: str,
                      keys: list[str] | None = None) -> list[ConfigEntry]:
-    """One resource's configs; broker resources go to that broker ("" = cluster default)."""
-    conn = client.node(int(name)) if resource_type == BROKER and name else client.any_broker()
+    """One resource's configs; broker (and broker-logger) resources go to that broker
+    ("" = the cluster-wide broker defaults)."""
+    per_broker = resource_type in (BROKER, BROKER_LOGGER) and name
+    conn = client.node(int(name)) if per_broker else client.any_broker()
 
     def build(version: int):
         resource = messages.DescribeConfigsRequest.DescribeConfigsResource(
@@ -61,7 +63,8 @@ def alter_configs(client: KafkaClient, resource_type: int, name: str, *,
     ops = [(k, SET, v) for k, v in (set_ or {}).items()] + [(k, DELETE, None) for k in delete or []]
     if not ops:
         raise ValueError("nothing to alter: give --set KEY=VALUE and/or --delete KEY")
-    conn = client.node(int(name)) if resource_type == BROKER and name else client.any_broker()
+    per_broker = resource_type in (BROKER, BROKER_LOGGER) and name
+    conn = client.node(int(name)) if per_broker else client.any_broker()
     req = messages.IncrementalAlterConfigsRequest
     resource = req.AlterConfigsResource(
         resource_type=resource_type, resource_name=name,
@@ -76,6 +79,8 @@ def alter_configs(client: KafkaClient, resource_type: int, name: str, *,
 def _resource(args: argparse.Namespace) -> tuple[int, str]:
     if args.topic:
         return TOPIC, args.topic
+    if args.broker_logger is not None:
+        return BROKER_LOGGER, str(args.broker_logger)
     if args.broker_defaults:
         return BROKER, ""
     return BROKER, str(args.broker)
@@ -84,7 +89,7 @@ def _resource(args: argparse.Namespace) -> tuple[int, str]:
 def _describe(client: KafkaClient, args: argparse.Namespace) -> int:
     rtype, name = _resource(args)
     entries = describe_configs(client, rtype, name, args.key or None)
-    if not args.all and not args.key:
+    if not args.all and not args.key and rtype != BROKER_LOGGER:  # logger levels: all of them
         entries = [e for e in entries if e.source in DYNAMIC_SOURCES]
     if args.json:
         emit_json({"resource_type": RESOURCE_NAMES[rtype], "resource_name": name,
@@ -123,6 +128,8 @@ def _target(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--broker", type=int, metavar="ID", help="a broker by node id")
     group.add_argument("--broker-defaults", action="store_true",
                        help="the cluster-wide dynamic broker defaults")
+    group.add_argument("--broker-logger", type=int, metavar="ID",
+                       help="a broker's log levels (Kafka's broker-loggers)")
 
 
 def add_commands(subparsers, common: argparse.ArgumentParser) -> None:

@@ -269,6 +269,9 @@ def test_configs_describe_and_alter(cli):
     assert broker["message.max.bytes"]["source"] == "DYNAMIC_BROKER_CONFIG"
     assert cli("configs", "alter", "--broker", "1", "--delete", "message.max.bytes")[0] == 0
     assert jcli(cli, "configs", "describe", "--broker", "1")["configs"] == []
+    loggers = {e["name"]: e for e in jcli(cli, "configs", "describe", "--broker-logger", "1")
+               ["configs"]}
+    assert "root" in loggers and loggers["root"]["source"] == "DYNAMIC_BROKER_LOGGER_CONFIG"
     code, _, err = cli("configs", "describe", "--topic", "missing-topic")
     assert code == 1 and "UNKNOWN_TOPIC_OR_PARTITION" in err
 
