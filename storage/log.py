@@ -33,6 +33,7 @@ from storage.segment import (
 from storage.txn_index import AbortedTxn
 
 INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 PARTITION_METADATA = "partition.metadata"
 
@@ -345,7 +346,7 @@ class Log:
             has_producers = False
             for batch in batches:
                 if replication:
-                    if batch.base_offset < next_offset:
+                    if batch.base_offset < next_offset or batch.last_offset >= INT64_MAX:
                         raise InvalidBatchError(
                             f"out of order offsets: batch at {batch.base_offset} below log end {next_offset}",
                             ErrorCode.INVALID_RECORD)
@@ -369,9 +370,12 @@ class Log:
             last_offset = next_offset - 1
             pending = None
             if has_producers:
-                pending = self.producer_state.prepare(
-                    [(b, base, base + b.last_offset_delta, ts) for b, base, ts in placed],
-                    validate=not replication, read_control=_read_control)
+                try:
+                    pending = self.producer_state.prepare(
+                        [(b, base, base + b.last_offset_delta, ts) for b, base, ts in placed],
+                        validate=not replication, read_control=_read_control)
+                except RecordBatchError as exc:  # an unreadable control record
+                    raise InvalidBatchError(exc.message, exc.error_code) from exc
                 if pending.duplicate is not None:
                     dup = pending.duplicate
                     return AppendResult(dup.first_offset, dup.last_offset, -1, self.log_start_offset, True)
