@@ -5,7 +5,7 @@ against Apache Kafka and other Kafka-compatible brokers as well as Odradek.
 
     odradek topics create|list|describe|delete|alter-configs|add-partitions
     odradek groups list|describe|reset-offsets|delete
-    odradek configs describe|alter          (--topic T | --broker ID | --broker-defaults)
+    odradek configs describe|alter   (--topic T | --broker ID | --broker-defaults | --broker-logger ID)
     odradek offsets TOPIC [--time earliest|latest|max-timestamp|MS|ISO]
     odradek delete-records TOPIC --before-offset N
     odradek produce TOPIC / odradek consume TOPIC   (console tools)
