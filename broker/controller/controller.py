@@ -16,7 +16,7 @@ from . import configs as cfg
 from . import records as r
 from .disklog import Entry, Snapshot
 from .errors import ApiError, ErrorCode
-from .image import BROKER_RESOURCE, TOPIC_RESOURCE, ImageChange, MetadataImage
+from .image import TOPIC_RESOURCE, ImageChange, MetadataImage
 from .quorum import RaftQuorum
 from .raft import RaftConfig
 from .topics import collision_key, place_replicas, validate_assignment, validate_topic_name

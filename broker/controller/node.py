@@ -17,7 +17,7 @@ import sys
 
 import trio
 
-from protocol import ErrorCode, messages as m
+from protocol import messages as m
 
 from .controller import Controller, ControllerSettings
 from .errors import ApiError

@@ -121,6 +121,7 @@ class Simulation:
         self.digests: dict[int, int] = {0: 0}            # applied end offset -> state digest
         self.proposed = 0
         self.calm_until = 0.0
+        self.final_calm = duration - CALM_BOUND - 4.0     # then heal all and check convergence
         self.calm_checks = 0
         self.steps = 0
         self.commit_times: dict[int, float] = {}         # offset -> when it was first committed
@@ -142,7 +143,6 @@ class Simulation:
         self._push(0.5, "chaos")
         self._push(0.2, "client")
         self._push(1.0, "snapshot")
-        self.final_calm = self.duration - CALM_BOUND - 4.0
         self._push(self.final_calm, "final_calm")
         while self._queue:
             at, _, kind, data = heapq.heappop(self._queue)
@@ -160,7 +160,7 @@ class Simulation:
 
     def _boot(self, node: SimNode) -> None:
         node.raft = self.node_class(node.node_id, self.voters, SIM_CONFIG,
-                             random.Random(self.rng.getrandbits(32)), node.disk.durable_state())
+                                    random.Random(self.rng.getrandbits(32)), node.disk.durable_state())
         node.sm = StateMachine()
         self.log(f"boot {node.node_id}")
         self._execute(node, node.raft.start(self.now))
@@ -171,16 +171,20 @@ class Simulation:
         node.raft = None
         node.tick_at = float("inf")
 
-    def _execute(self, node: SimNode, effects: list, may_crash: bool = True) -> None:
+    def _execute(self, node: SimNode, effects: list) -> None:
         """Carry out effects in order; a crash may cut the list anywhere (the rest never happens)."""
+        chaos = self.now >= self.calm_until
         cut = len(effects)
-        if may_crash and effects and self.now >= self.calm_until and self.rng.random() < 0.02:
+        if chaos and effects and self.rng.random() < 0.02:
             cut = self.rng.randrange(len(effects))
         for effect in effects[:cut]:
             self._apply_effect(node, effect)
-        if cut == len(effects) and may_crash and self.now >= self.calm_until and _grants_vote(effects) \
-                and self.rng.random() < 0.3:
+        if cut == len(effects) and chaos and _grants_vote(effects) and self.rng.random() < 0.3:
             cut = -1                     # a crash right after voting: the vote must have been durable
+        if 0 <= cut < len(effects) and isinstance(effects[cut], AppendEntries) and len(effects[cut].entries) > 1:
+            # A torn append: the disk keeps a prefix of the entries being written.
+            torn = effects[cut].entries[:self.rng.randrange(len(effects[cut].entries))]
+            self._apply_effect(node, AppendEntries(torn))
         if cut < len(effects):
             self._crash(node)
             pause = self.rng.choice((self.rng.uniform(0.001, 0.3), self.rng.uniform(0.5, 3.0)))

@@ -78,12 +78,15 @@ class TcpTransport:
             yield item
 
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
-        """Listen on our voter address and keep one connection per peer."""
-        host, port = self.voters[self.node_id]
-        listeners = await trio.open_tcp_listeners(port, host=host)
+        """Listen on our voter address (voters only) and keep one connection per voter."""
         async with trio.open_nursery() as nursery:
             for peer in self._outbound:
                 nursery.start_soon(self._peer_loop, peer)
+            if self.node_id not in self.voters:          # an observer only fetches
+                task_status.started()
+                return
+            host, port = self.voters[self.node_id]
+            listeners = await trio.open_tcp_listeners(port, host=host)
             task_status.started()
             await trio.serve_listeners(self._serve_connection, listeners, handler_nursery=nursery)
 

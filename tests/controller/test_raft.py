@@ -7,7 +7,7 @@ import pytest
 from broker.controller.disklog import Entry, QuorumState, Snapshot
 from broker.controller.raft import DurableState, NotLeaderError, RaftConfig, RaftNode, Role
 from broker.controller.raft.messages import (
-    AppendEntries, BeginQuorumEpoch, Commit, FetchRequest, FetchResponse, LoadSnapshot, PersistState,
+    AppendEntries, Commit, FetchRequest, LoadSnapshot, PersistState,
     SaveSnapshot, Send, TruncateFrom, VoteRequest, VoteResponse,
 )
 

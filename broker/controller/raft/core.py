@@ -85,7 +85,6 @@ class RaftNode:
         self.applied = self.log_start             # offsets < applied were handed out in Commit
         self.role = Role.UNATTACHED
         self._out: list = []
-        self._started = False
         # timers
         self._election_deadline = 0.0
         self._fetch_deadline = 0.0
@@ -100,7 +99,6 @@ class RaftNode:
         self._epoch_start = 0
         # follower snapshot download
         self._download: tuple[tuple[int, int], bytearray] | None = None
-        self._observer_target: int | None = None
 
     # -- public API --------------------------------------------------------------------------------
 
@@ -124,7 +122,6 @@ class RaftNode:
 
     def start(self, now: float) -> list:
         """First call after construction: loads the snapshot, then starts the timers."""
-        self._started = True
         if self.snapshot is not None:
             self._out.append(LoadSnapshot(self.snapshot))
         if self.is_voter and self.voters == {self.node_id}:
