@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("odradek.connection")
 
 MAX_IN_FLIGHT = 64
+READ_AHEAD = 65536
 _SIZE = struct.Struct(">i")
 API_VERSIONS_KEY = 18
 
@@ -142,37 +143,63 @@ class Connection:
             await trio.sleep(remaining)
 
     # -------------------------------------------------------------------------------- reading
-    async def _receive_exactly(self, size: int) -> bytearray | None:
+    async def _read_frame(self) -> bytes | bytearray | None:
+        """The next request frame (without its size), or None at end of stream.
+
+        Small frames are cut out of a read-ahead buffer; a large one (a big Produce) gets its own
+        buffer, filled straight from the socket, so its record batches are copied exactly once.
+        """
         buffer = self._buffer
-        while len(buffer) < size:
-            chunk = await self.stream.receive_some(max(65536, size - len(buffer)))
-            if not chunk:
+        while len(buffer) < 4:
+            if not await self._receive_more():
                 return None
-            buffer += chunk
-            self.last_activity = time.monotonic()
-        data = buffer[:size]
-        del buffer[:size]
-        return data
+        (size,) = _SIZE.unpack_from(buffer)
+        if size < 0 or size > self.max_frame:
+            raise CloseConnection(f"frame of {size} bytes exceeds socket.request.max.bytes")
+        end = 4 + size
+        if size <= READ_AHEAD:
+            while len(buffer) < end:
+                if not await self._receive_more():
+                    return None
+            with memoryview(buffer) as view:
+                frame = bytes(view[4:end])
+            del buffer[:end]
+            return frame
+        frame = bytearray(size)
+        have = len(buffer) - 4
+        with memoryview(buffer) as view:
+            frame[:have] = view[4:]
+        buffer.clear()
+        with memoryview(frame) as view:
+            while have < size:
+                received = await self.stream.socket.recv_into(view[have:])
+                if not received:
+                    return None
+                have += received
+        self.last_activity = time.monotonic()
+        return frame
+
+    async def _receive_more(self) -> bool:
+        chunk = await self.stream.receive_some(READ_AHEAD)
+        if not chunk:
+            return False
+        self._buffer += chunk
+        self.last_activity = time.monotonic()
+        return True
 
     async def _read_loop(self, nursery: trio.Nursery):
         while True:
-            size_bytes = await self._receive_exactly(4)
-            if size_bytes is None:
-                return
-            (size,) = _SIZE.unpack(size_bytes)
-            if size < 0 or size > self.max_frame:
-                raise CloseConnection(f"frame of {size} bytes exceeds socket.request.max.bytes")
-            frame = await self._receive_exactly(size)
+            frame = await self._read_frame()
             if frame is None:
                 return
             slot = _Slot()
             previous = self._previous_started
             self._previous_started = slot.started
             await self._send_slots.send(slot)   # blocks when MAX_IN_FLIGHT are pending
-            nursery.start_soon(self._handle, bytes(frame), slot, previous)
+            nursery.start_soon(self._handle, frame, slot, previous)
 
     # ----------------------------------------------------------------------------- processing
-    async def _handle(self, frame: bytes, slot: _Slot, previous: trio.Event | None):
+    async def _handle(self, frame, slot: _Slot, previous: trio.Event | None):
         try:
             if previous is not None:
                 await previous.wait()
@@ -187,7 +214,7 @@ class Connection:
             slot.started.set()
             slot.done.set()
 
-    async def _process(self, frame: bytes, slot: _Slot):
+    async def _process(self, frame, slot: _Slot):
         try:
             header, body_offset = protocol.decode_request_header(frame)
         except protocol.DecodeError as exc:

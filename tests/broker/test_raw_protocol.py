@@ -276,3 +276,13 @@ def test_idle_connections_are_closed(tmp_path):
             started = time.monotonic()
             assert raw.sock.recv(1) == b""
             assert 0.2 < time.monotonic() - started < 3
+
+
+def test_large_produce_round_trips_byte_exact(client):
+    client.create_topic("large")
+    value = bytes(range(256)) * 3500            # ~900 KB, read into its own frame buffer
+    records = batch([value])
+    assert client.produce("large", 0, records).error_code == 0
+    data = client.fetch("large", 0, 0).responses[0].partitions[0]
+    [stored] = list(iter_batches(bytes(data.records)))
+    assert [r.value for r in stored.records()] == [value]
