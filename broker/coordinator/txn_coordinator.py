@@ -315,8 +315,8 @@ class TransactionCoordinator:
                 continue
             if ids and txn.producer_id not in ids:
                 continue
-            if min_duration_ms >= 0 and (txn.state is not T.ONGOING or now - txn.start_timestamp < min_duration_ms):
-                continue
+            if min_duration_ms >= 0 and now - txn.start_timestamp <= min_duration_ms:
+                continue  # Kafka's filter: running strictly longer than the duration
             out.append((txn.transactional_id, txn.producer_id, txn.state.display_name))
         return out, unknown
 

@@ -238,8 +238,8 @@ def test_list_and_describe(t):
     assert rows == [("a", pid, "Ongoing")] and unknown == ["Bogus"]
     assert len(t.coord.list()[0]) == 2
     assert t.coord.list(producer_ids=[pid])[0] == [("a", pid, "Ongoing")]
-    assert t.coord.list(min_duration_ms=100)[0] == [("a", pid, "Ongoing")]
-    assert t.coord.list(min_duration_ms=101)[0] == []
+    assert t.coord.list(states=["Ongoing"], min_duration_ms=99)[0] == [("a", pid, "Ongoing")]
+    assert t.coord.list(states=["Ongoing"], min_duration_ms=100)[0] == []
     assert t.coord.describe("zzz").error == E.TRANSACTIONAL_ID_NOT_FOUND
 
 
