@@ -78,7 +78,8 @@ async def handle_describe_configs(ctx, header, body):
     Response = messages.DescribeConfigsResponse
     results = []
     for resource in body.resources:
-        keys = None if resource.configuration_keys is None else list(resource.configuration_keys)
+        # null or empty: every config (as Kafka; an empty answer breaks clients)
+        keys = list(resource.configuration_keys) if resource.configuration_keys else None
         error, message, entries = _described_entries(
             ctx, resource.resource_type, resource.resource_name, keys, body.include_synonyms,
             header.api_version)
