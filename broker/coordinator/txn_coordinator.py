@@ -179,7 +179,7 @@ class TransactionCoordinator:
         txn, error = self._check_client(transactional_id, producer_id, producer_epoch)
         if error is not E.NONE:
             return {tp: error for tp in partitions}
-        return {tp: (E.NONE if tp in txn.partitions else E.INVALID_TXN_STATE) for tp in partitions}
+        return {tp: (E.NONE if tp in txn.partitions else E.TRANSACTION_ABORTABLE) for tp in partitions}
 
     def add_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int,
                     group_id: str) -> ErrorCode:

@@ -86,7 +86,9 @@ async def _add_partitions(ctx, service, version, transactional_id, producer_id, 
                 for tp in requested}
     if verify_only:
         per = service.txns.verify_partitions(transactional_id, producer_id, producer_epoch, requested)
-        return {tp: _fenced(err, version, 2) for tp, err in per.items()}
+        # TRANSACTION_ABORTABLE is new in v5 (KIP-890); v4 callers know the case as INVALID_TXN_STATE
+        return {tp: E.INVALID_TXN_STATE if err is E.TRANSACTION_ABORTABLE and version < 5 else err
+                for tp, err in per.items()}
     code = service.txns.add_partitions(transactional_id, producer_id, producer_epoch, requested)
     await service.settle()
     return {tp: _fenced(code, version, 2) for tp in requested}

@@ -135,6 +135,7 @@ def test_init_producer_id_v0_for_idempotent_producers(client):
 
 
 def test_transaction_apis(client):
+    client.create_topic("other", 1)
     init = client.request(22, 4, m.InitProducerIdRequest(transactional_id="tx", transaction_timeout_ms=60_000))
     assert init.error_code == 0 and init.producer_epoch == 0
     pid, epoch = init.producer_id, init.producer_epoch
@@ -159,6 +160,12 @@ def test_transaction_apis(client):
         transactional_id="tx", producer_id=pid, producer_epoch=epoch, verify_only=True,
         topics=[A.AddPartitionsToTxnTopic(name="t", partitions=[1])])]))
     assert verify.results_by_transaction[0].topic_results[0].results_by_partition[0].partition_error_code == 0
+    for version, missing_error in ((4, E.INVALID_TXN_STATE), (5, E.TRANSACTION_ABORTABLE)):
+        verify = client.request(24, version, A(transactions=[A.AddPartitionsToTxnTransaction(
+            transactional_id="tx", producer_id=pid, producer_epoch=epoch, verify_only=True,
+            topics=[A.AddPartitionsToTxnTopic(name="other", partitions=[0])])]))
+        assert verify.results_by_transaction[0].topic_results[0].results_by_partition[0].partition_error_code == \
+            missing_error
     lt = client.request(66, 1, m.ListTransactionsRequest(state_filters=["Ongoing"], duration_filter=-1))
     assert [(s.transactional_id, s.producer_id, s.transaction_state) for s in lt.transaction_states] == [
         ("tx", pid, "Ongoing")]

@@ -215,7 +215,7 @@ def test_verify_only(t):
     pid, e0 = init(t)
     t.coord.add_partitions("tx", pid, e0, [("a", 0)])
     assert t.coord.verify_partitions("tx", pid, e0, [("a", 0), ("a", 1)]) == {
-        ("a", 0): E.NONE, ("a", 1): E.INVALID_TXN_STATE}
+        ("a", 0): E.NONE, ("a", 1): E.TRANSACTION_ABORTABLE}
     assert t.coord.verify_partitions("tx", pid, e0 + 1, [("a", 0)]) == {("a", 0): E.PRODUCER_FENCED}
     assert t.coord.describe("tx").partitions == [("a", 0)]  # verifying adds nothing
 
