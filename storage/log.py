@@ -111,6 +111,7 @@ class Log:
         self.recovered_bytes_truncated = 0
         self._load(recovery_point, log_start_offset, clean_shutdown)
         self.high_watermark = min(max(high_watermark, self.log_start_offset), self.log_end_offset)
+        self.producer_state.on_high_watermark(self.high_watermark)
         self.cleaner_checkpoint = min(cleaner_checkpoint, self.log_end_offset)  # first dirty offset
 
     # ======================================================================= loading
@@ -298,7 +299,8 @@ class Log:
 
     @property
     def last_stable_offset(self) -> int:
-        """The first offset of the oldest open transaction, capped by the high watermark."""
+        """The first offset of the oldest transaction that is open, or decided with its
+        marker not yet below the high watermark; capped by the high watermark."""
         first_unstable = self.producer_state.first_unstable_offset
         if first_unstable is None:
             return self.high_watermark
@@ -312,6 +314,7 @@ class Log:
         """The caller (replica manager) owns the high watermark; it is clamped to the log."""
         with self._lock:
             self.high_watermark = min(max(offset, self.log_start_offset), self.log_end_offset)
+            self.producer_state.on_high_watermark(self.high_watermark)
 
     def _check_online(self) -> None:
         if self.offline is not None:
@@ -524,6 +527,7 @@ class Log:
         if len(self._segments) == 1:
             self.log_start_offset = max(self.log_start_offset, base_offset)
             self.high_watermark = max(self.high_watermark, self.log_start_offset)
+            self.producer_state.on_high_watermark(self.high_watermark)
         return segment
 
     def roll(self) -> None:
@@ -784,6 +788,7 @@ class Log:
         self._bases = self._bases[count:]
         self.log_start_offset = max(self.log_start_offset, self._segments[0].base_offset)
         self.high_watermark = max(self.high_watermark, self.log_start_offset)
+        self.producer_state.on_high_watermark(self.high_watermark)
         self.recovery_point = max(self.recovery_point, self.log_start_offset)
         due = now + self.config.file_delete_delay_ms
         for segment in doomed:
@@ -888,10 +893,11 @@ class Log:
     def _after_truncation(self) -> None:
         end = self.log_end_offset
         self.log_start_offset = min(self.log_start_offset, end)
-        self.high_watermark = min(self.high_watermark, end)
+        self.high_watermark = min(max(self.high_watermark, self.log_start_offset), end)
         self.recovery_point = min(self.recovery_point, end)
         self._truncate_epochs_after(end)
         self.on_truncated(end)
+        self.producer_state.on_high_watermark(self.high_watermark)
 
     def on_truncated(self, end_offset: int) -> None:
         """Producer state is rebuilt from the last snapshot below the new end."""

@@ -94,12 +94,24 @@ class ProducerStateManager:
         self.producers: dict[int, ProducerEntry] = {}
         # first offset -> producer id, in offset order (transactions begin in log order)
         self.ongoing: dict[int, int] = {}
+        # completed transactions whose marker is not yet below the high watermark:
+        # first offset -> marker offset (still unstable for read_committed, as in Kafka)
+        self.unreplicated: dict[int, int] = {}
         self.map_end_offset = 0  # the offset up to which the state reflects the log
 
     # -- queries ------------------------------------------------------------------------
     @property
     def first_unstable_offset(self) -> int | None:
-        return next(iter(self.ongoing), None)
+        first = next(iter(self.ongoing), None)
+        if self.unreplicated:
+            done = min(self.unreplicated)
+            first = done if first is None else min(first, done)
+        return first
+
+    def on_high_watermark(self, high_watermark: int) -> None:
+        """Transactions whose marker is below the high watermark become stable."""
+        if self.unreplicated:
+            self.unreplicated = {f: m for f, m in self.unreplicated.items() if m >= high_watermark}
 
     def lso_after(self, completed: CompletedTxn) -> int:
         """The first unstable offset once `completed` is gone, else the marker + 1."""
@@ -189,6 +201,7 @@ class ProducerStateManager:
             self.ongoing[first] = pid
         for txn in pending.completed:
             self.ongoing.pop(txn.first_offset, None)
+            self.unreplicated[txn.first_offset] = txn.last_offset
         self.map_end_offset = end_offset
         return pending.completed
 
@@ -208,6 +221,7 @@ class ProducerStateManager:
     def reset(self, offset: int) -> None:
         self.producers.clear()
         self.ongoing.clear()
+        self.unreplicated.clear()
         self.map_end_offset = offset
 
     # -- snapshots ---------------------------------------------------------------------------

@@ -176,3 +176,13 @@ def test_after_a_marker_bumps_the_epoch_sequences_restart_at_zero(make_log):
     with pytest.raises(InvalidProducerEpochError):
         log.append(idem(0, pid=4, epoch=1, txn=True))
     log.append(idem(0, pid=4, epoch=2, txn=True))
+
+
+def test_a_decided_transaction_stays_unstable_until_its_marker_is_below_the_high_watermark(make_log):
+    log = make_log()
+    log.append(idem(0, 2, pid=8, txn=True))          # 0-1
+    log.set_high_watermark(2)
+    coord(log, marker(r.ControlType.COMMIT, pid=8))  # 2, not yet replicated
+    assert log.last_stable_offset == 0
+    log.set_high_watermark(3)
+    assert log.last_stable_offset == 3
