@@ -211,7 +211,7 @@ async def describe_transactions(ctx, header, body):
     service = await CoordinatorService.of(ctx.broker)
     out = []
     for transactional_id in body.transactional_ids:
-        code = await service.txn_coordinator_error(transactional_id)
+        code = await service.txn_coordinator_error(transactional_id) if transactional_id else E.INVALID_REQUEST
         if code is not E.NONE:
             out.append(Response.TransactionState(error_code=code, transactional_id=transactional_id))
             continue

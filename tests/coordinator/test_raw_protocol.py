@@ -169,8 +169,9 @@ def test_transaction_apis(client):
     lt = client.request(66, 1, m.ListTransactionsRequest(state_filters=["Ongoing"], duration_filter=-1))
     assert [(s.transactional_id, s.producer_id, s.transaction_state) for s in lt.transaction_states] == [
         ("tx", pid, "Ongoing")]
-    dt = client.request(65, 0, m.DescribeTransactionsRequest(transactional_ids=["tx", "nope"]))
-    tx, nope = dt.transaction_states
+    dt = client.request(65, 0, m.DescribeTransactionsRequest(transactional_ids=["tx", "nope", ""]))
+    tx, nope, empty = dt.transaction_states
+    assert empty.error_code == E.INVALID_REQUEST
     assert tx.transaction_state == "Ongoing" and [(t.topic, t.partitions) for t in tx.topics] == [("t", [0, 1])]
     assert nope.error_code == E.TRANSACTIONAL_ID_NOT_FOUND
     end = client.request(26, 3, m.EndTxnRequest(transactional_id="tx", producer_id=pid, producer_epoch=epoch,
