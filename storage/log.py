@@ -888,6 +888,8 @@ class Log:
             self._segments = [segment]
             self._bases = [offset]
             self.log_start_offset = offset
+            self.producer_state.delete_snapshots(above=-1)  # nothing of the old log survives
+            self.producer_state.reset(offset)
             self._after_truncation()
 
     def _after_truncation(self) -> None:

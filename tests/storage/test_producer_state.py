@@ -186,3 +186,15 @@ def test_a_decided_transaction_stays_unstable_until_its_marker_is_below_the_high
     assert log.last_stable_offset == 0
     log.set_high_watermark(3)
     assert log.last_stable_offset == 3
+
+
+def test_truncate_fully_forgets_producers(make_log):
+    log = make_log({"segment.bytes": 1000})
+    for seq in range(5):
+        log.append(idem(seq))
+        log.append(batch(1, value_size=300))
+    log.truncate_fully_and_start_at(100)
+    assert log.log_start_offset == log.log_end_offset == 100
+    assert not log.producer_state.producers
+    log.append(idem(77))  # unknown producer again
+    assert not [n for n in os.listdir(log.directory) if n.endswith(".snapshot") and int(n[:20]) < 100]
