@@ -7,6 +7,7 @@ import org.apache.kafka.clients.admin.*;
 import org.apache.kafka.clients.consumer.*;
 import org.apache.kafka.clients.producer.*;
 import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.config.ConfigResource;
 import org.apache.kafka.common.serialization.*;
 
 public class GoldenJava {
@@ -38,6 +39,26 @@ public class GoldenJava {
             long deadline = System.currentTimeMillis() + 30000;
             while (got < 5 && System.currentTimeMillis() < deadline) got += consumer.poll(Duration.ofMillis(500)).count();
             if (got > 0) consumer.commitSync();
+        }
+        // Transactions and more admin calls: whatever the broker supports gets recorded.
+        Properties t = (Properties) p.clone();
+        t.put("transactional.id", "golden-java-tx");
+        t.put("max.block.ms", "10000");
+        try (Producer<String, String> producer = new KafkaProducer<>(t)) {
+            producer.initTransactions();
+            producer.beginTransaction();
+            producer.send(new ProducerRecord<>(topic, "tx", "in-transaction")).get();
+            producer.commitTransaction();
+        } catch (Exception e) {
+            System.err.println("transactions: " + e);
+        }
+        try (Admin admin = Admin.create(common)) {
+            admin.describeConfigs(List.of(new ConfigResource(ConfigResource.Type.TOPIC, topic))).all().get();
+            admin.listConsumerGroups().all().get();
+            admin.describeConsumerGroups(List.of("golden-java-group")).all().get();
+            admin.deleteTopics(List.of(topic)).all().get();
+        } catch (Exception e) {
+            System.err.println("admin: " + e);
         }
         System.out.println("consumed " + got);
     }
