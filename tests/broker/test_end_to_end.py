@@ -129,3 +129,28 @@ def test_kill_9_loses_no_acknowledged_record_with_fsync_before_ack(tmp_path):
         stored = {offset: value for _, offset, _, value in got}
         missing = [(o, v) for o, v in acknowledged if stored.get(o) != v]
         assert missing == []
+
+
+def test_read_committed_hides_aborted_records(tmp_path):
+    with ServeProcess(tmp_path / "data") as broker:
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "tx-e2e"})
+        producer.init_transactions(30)
+        producer.begin_transaction()
+        for i in range(5):
+            producer.produce("txn", value=b"committed %d" % i)
+        producer.commit_transaction(30)
+        producer.begin_transaction()
+        for i in range(5):
+            producer.produce("txn", value=b"aborted %d" % i)
+        producer.flush(30)                 # in the log, so the abort has something to hide
+        producer.abort_transaction(30)
+        producer.begin_transaction()
+        producer.produce("txn", value=b"last")
+        producer.commit_transaction(30)
+
+        committed = consume_all(broker.bootstrap, "txn", 1, 6, timeout=10,
+                                **{"isolation.level": "read_committed"})
+        assert [v for *_, v in committed] == [b"committed %d" % i for i in range(5)] + [b"last"]
+        everything = consume_all(broker.bootstrap, "txn", 1, 11, timeout=10,
+                                 **{"isolation.level": "read_uncommitted"})
+        assert len(everything) == 11
