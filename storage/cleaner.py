@@ -118,11 +118,13 @@ def clean(log, now_ms: int | None = None, *, force: bool = False,
     stats.end_offset = end
     horizon = now + log.config.delete_retention_ms
     last_offsets = log.producer_last_offsets()
+    open_txns: dict[int, bool] = {}  # producer id -> its current transaction kept some data
     for segment, upper in candidates:
         if upper > end:
             break
         try:
-            cleaned = _clean_segment(log, segment, offset_map, aborted, last_offsets, now, horizon, stats)
+            cleaned = _clean_segment(log, segment, offset_map, aborted, last_offsets, now, horizon, stats,
+                                     open_txns)
         except OSError:
             if _still_live(log, segment):
                 raise
@@ -176,7 +178,7 @@ def _build_offset_map(candidates, first_dirty: int, aborted, stats, max_keys: in
 
 
 def _clean_segment(log, segment: LogSegment, offset_map, aborted, last_offsets, now: int,
-                   horizon: int, stats: CleanerStats) -> LogSegment:
+                   horizon: int, stats: CleanerStats, open_txns: dict[int, bool]) -> LogSegment:
     directory = segment.directory
     prefix = os.path.join(directory, filename_prefix(segment.base_offset))
     for stem in SEGMENT_SUFFIXES:
@@ -187,7 +189,7 @@ def _clean_segment(log, segment: LogSegment, offset_map, aborted, last_offsets, 
     cleaned.activate()
     interval = log.config.index_interval_bytes
     for batch in _batches(segment):
-        data = _retained(batch, offset_map, aborted, last_offsets, now, horizon, stats)
+        data = _retained(batch, offset_map, aborted, last_offsets, now, horizon, stats, open_txns)
         if data is None:
             continue
         out = RecordBatch(data, 0)
@@ -204,12 +206,24 @@ def _clean_segment(log, segment: LogSegment, offset_map, aborted, last_offsets, 
 
 
 def _retained(batch: RecordBatch, offset_map, aborted, last_offsets, now: int, horizon: int,
-              stats: CleanerStats):
+              stats: CleanerStats, open_txns: dict[int, bool]):
     """The bytes to keep for one batch (the original view, a rebuilt batch) or None."""
     if batch.is_control:
+        # A marker stays while any batch of its transaction stays (else a replay of the
+        # log would see that transaction as open), and until its delete horizon.
+        if open_txns.pop(batch.producer_id, False):
+            return batch.view()
         if batch.has_delete_horizon:
             return None if now >= batch.delete_horizon_ms else batch.view()
         return _rebuild(batch, list(batch.records()), horizon, stats)
+    data = _retained_data(batch, offset_map, aborted, last_offsets, now, horizon, stats)
+    if data is not None and batch.is_transactional:
+        open_txns[batch.producer_id] = True
+    return data
+
+
+def _retained_data(batch: RecordBatch, offset_map, aborted, last_offsets, now: int, horizon: int,
+                   stats: CleanerStats):
     records = list(batch.records())
     if _is_aborted(batch, aborted):
         kept = []

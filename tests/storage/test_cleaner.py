@@ -97,7 +97,8 @@ def test_aborted_transactions_and_old_markers_are_removed(make_log, clock):
     log.append(kv(b"t", b"aborted", producer_id=5, producer_epoch=0, base_sequence=0, transactional=True))
     log.append(r.build_control_batch(r.ControlType.ABORT, 5, 0, 0, timestamp=clock.now),
                origin=AppendOrigin.COORDINATOR)
-    log.append(kv(b"b", b"2"))
+    # the producer writes on, so its aborted batch is not the one holding its last sequence
+    log.append(kv(b"b", b"2", producer_id=5, producer_epoch=0, base_sequence=1))
     log.roll()
     log.set_high_watermark(log.log_end_offset)
     log.clean()
@@ -211,3 +212,40 @@ def test_background_cleaner_thread(tmp_path, clock):
     mgr.close()
     again = LogManager(str(tmp_path), clock=clock)
     assert len(all_records(again.get_log("bg", 0))) == 5
+
+
+def test_commit_markers_stay_while_their_transaction_has_data(make_log, clock):
+    log = make_log(COMPACT, name="m-0")
+    log.append(kv(b"t", b"committed", producer_id=6, producer_epoch=0, base_sequence=0, transactional=True))
+    log.append(r.build_control_batch(r.ControlType.COMMIT, 6, 0, 0, timestamp=clock.now),
+               origin=AppendOrigin.COORDINATOR)
+    log.append(kv(b"x", b"1"))
+    log.roll()
+    log.set_high_watermark(log.log_end_offset)
+    log.clean(force=True)
+    clock.now += 5000
+    log.append(kv(b"y", b"2", ts=clock.now))
+    log.roll()
+    log.set_high_watermark(log.log_end_offset)
+    log.clean(force=True)
+    markers = [b for seg in log.segments for b in _segment_batches(log, seg) if b.is_control]
+    assert len(markers) == 1  # the transaction still has its record
+    # a replay of the compacted log from scratch sees the transaction closed
+    log.close()
+    for name in os.listdir(log.directory):
+        if name.endswith(".snapshot"):
+            os.remove(os.path.join(log.directory, name))
+    again = make_log(COMPACT, name="m-0", clean_shutdown=False, high_watermark=10**6)
+    assert again.last_stable_offset == again.log_end_offset
+    # once the key is superseded (and the producer wrote on, so the batch does not hold
+    # its last sequence), the data and then, after the horizon, the marker go
+    again.append(kv(b"t", b"newer", ts=clock.now, producer_id=6, producer_epoch=0, base_sequence=1))
+    again.roll()
+    again.set_high_watermark(again.log_end_offset)
+    again.clean(force=True)
+    clock.now += 5000
+    again.append(kv(b"z", b"3", ts=clock.now))
+    again.roll()
+    again.set_high_watermark(again.log_end_offset)
+    again.clean(force=True)
+    assert not [b for seg in again.segments for b in _segment_batches(again, seg) if b.is_control]
