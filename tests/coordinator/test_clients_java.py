@@ -29,7 +29,7 @@ def test_java_client(tmp_path):
                               "CoordinatorCheck", broker.bootstrap], capture_output=True, text=True, timeout=200)
     facts = dict(line.split("=", 1) for line in run.stdout.splitlines() if "=" in line)
     assert facts.get("done") == "true", run.stdout + run.stderr[-3000:]
-    for assignor in ("RangeAssignor", "CooperativeStickyAssignor"):
+    for assignor in ("RangeAssignor", "RoundRobinAssignor", "StickyAssignor", "CooperativeStickyAssignor"):
         assert facts[f"{assignor}.records"] == facts[f"{assignor}.distinct"] == "10000"
         assert facts[f"{assignor}.assigned"] == "4"
         assert facts[f"{assignor}.committed"] == "42/java-meta"

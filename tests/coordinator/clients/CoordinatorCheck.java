@@ -28,7 +28,7 @@ public class CoordinatorCheck {
             for (int i = 0; i < 10_000; i++) producer.send(new ProducerRecord<>("idem", i % 4, null, "r" + i));
             producer.flush();
         }
-        for (String assignor : List.of("RangeAssignor", "CooperativeStickyAssignor")) {
+        for (String assignor : List.of("RangeAssignor", "RoundRobinAssignor", "StickyAssignor", "CooperativeStickyAssignor")) {
             Properties p = consumerProps("group-" + assignor, "read_uncommitted");
             p.put("partition.assignment.strategy", "org.apache.kafka.clients.consumer." + assignor);
             List<String> values = new ArrayList<>();
