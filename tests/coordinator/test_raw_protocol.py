@@ -207,3 +207,18 @@ def test_deleting_a_topic_deletes_its_committed_offsets(client):
     F = m.OffsetFetchRequest
     f = client.request(9, 7, F(group_id="d", topics=None))
     assert [(t.name, p.committed_offset) for t in f.topics for p in t.partitions] == [("keep", 2)]
+
+
+def test_default_bodies_get_answers_not_closed_connections(client):
+    """Every version of every group/transaction API, with all fields at their defaults (empty ids,
+    zero timeouts, no members): Kafka answers with error codes, so must we."""
+    from broker.handlers.groups import HANDLERS as GROUPS
+    from broker.handlers.transactions import HANDLERS as TRANSACTIONS
+
+    for api_key, (low, high, _) in sorted({**GROUPS, **TRANSACTIONS}.items()):
+        request = m.REQUESTS[api_key]
+        for version in range(low, high + 1):
+            body = request()
+            if api_key == 22:
+                body.transactional_id = None
+            client.request(api_key, version, body)  # raises if the broker closed the connection
