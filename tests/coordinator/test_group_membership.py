@@ -278,3 +278,16 @@ def test_expired_member_with_pending_join_is_told(h):
     pb = h.join(member_id=b, session=10_000, rebalance=40_000, protocols=[("range", b"v2")])
     h.advance(40_000)
     assert pb.result.error == E.NONE and pb.result.leader == b
+
+
+def test_nobody_syncs_so_everyone_is_dropped_and_the_group_empties(h):
+    (a, pa), (b, pb) = (h.join_new(client_id="a", rebalance=20_000, session=30_000),
+                        h.join_new(client_id="b", rebalance=20_000, session=30_000))
+    h.advance(0)
+    assert h.state() == "CompletingRebalance"
+    h.advance(19_999)
+    assert h.state() == "CompletingRebalance"
+    h.advance(1)
+    group = h.coord.groups["g"]
+    assert h.state() == "Empty" and not group.members and group.generation_id == pa.result.generation_id + 1
+    assert h.coord.heartbeat("g", a, None, pa.result.generation_id) == E.UNKNOWN_MEMBER_ID
