@@ -238,7 +238,12 @@ class Connection:
                                   f"v{header.api_version}): {exc}") from None
         ctx = RequestContext(self.broker, self, header, slot)
         started = time.monotonic()
-        response = await handler(ctx, header, body)
+        metrics = self.broker.metrics
+        metrics.request_received()
+        try:
+            response = await handler(ctx, header, body)
+        finally:
+            metrics.request_done()
         self.broker.observe_request(header, time.monotonic() - started)
         if response is None:   # acks=0 produce: the client expects no response at all
             return None

@@ -183,6 +183,17 @@ class Broker:
                     await self.run_blocking(self.logs.close)   # flush, checkpoints, clean marker
             log.info("broker %d stopped", self.node_id)
 
+    def _controller_snapshot(self):
+        from broker.metrics import ControllerSnapshot
+
+        image = self.image
+        return ControllerSnapshot(
+            is_active=True, leader_id=self.node_id, epoch=self.broker_epoch,
+            high_watermark=image.offset + 1, last_committed_offset=image.offset,
+            last_applied_offset=image.offset, topic_count=len(image.topics),
+            partition_count=sum(len(t.partitions) for t in image.topics.values()),
+            broker_count=sum(1 for b in image.brokers.values() if not b.fenced))
+
     def _open_storage(self):
         from storage import LogManager
 
@@ -211,6 +222,8 @@ class Broker:
         await self.partitions.load_image(image)
 
     async def _start(self, nursery: trio.Nursery) -> None:
+        self.metrics.set_sources(partitions=self.partitions.snapshots,
+                                 controller=self._controller_snapshot)
         self.health.set("recovery", True)
         if self.config["metrics.port"] >= 0:
             self.metrics_port = await nursery.start(functools.partial(

@@ -286,3 +286,19 @@ def test_large_produce_round_trips_byte_exact(client):
     data = client.fetch("large", 0, 0).responses[0].partitions[0]
     [stored] = list(iter_batches(bytes(data.records)))
     assert [r.value for r in stored.records()] == [value]
+
+
+def test_metrics_endpoint_reports_partitions_and_requests(tmp_path):
+    import urllib.request
+
+    from broker.testing import running_broker
+
+    with running_broker(tmp_path / "data", {"metrics.port": "0"}) as running:
+        with RawClient("127.0.0.1", running.port) as raw:
+            raw.create_topic("metered")
+            raw.produce("metered", 0, batch([b"a", b"b", b"c"]))
+        port = running.broker.metrics_port
+        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+        assert 'kafka_log_log_logendoffset{partition="0",topic="metered"} 3.0' in text
+        ready = urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5)
+        assert ready.status == 200
