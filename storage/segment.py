@@ -116,6 +116,12 @@ class LogSegment:
                 self.first_batch_timestamp = first.max_timestamp
         if position and next_offset == self.base_offset:
             next_offset = self.offset_index.last_entry()[0] + 1
+        if end < self.size:
+            # Bytes after the last whole batch (a torn write): appends must not land
+            # behind them, so they go.
+            f = self._open()
+            os.ftruncate(f.fd, end)
+            self.size = end
         self.next_offset = next_offset
         self.bytes_since_last_index = end - position
         self.active = True

@@ -341,3 +341,14 @@ def test_delete_records_is_refused_on_compact_only_topics(make_log):
         log.delete_records(1)
     assert info.value.error_code == 44
     assert make_log({"cleanup.policy": "compact,delete"}).delete_records(0) == 0
+
+
+def test_a_torn_tail_is_cut_even_after_a_clean_stop(make_log):
+    log = make_log(name="torn-0")
+    log.append(batch(2))
+    log.close()
+    with open(log.active_segment.log_path, "ab") as f:
+        f.write(b"\x00\x00\x00\x00\x00\x00\x00\x02\x00\x00\x01\x00")  # a header promising more
+    again = make_log(name="torn-0")
+    assert again.append(batch(1)).first_offset == 2
+    assert offsets_of(again.read_batches(0)) == [(0, 1), (2, 2)]
