@@ -702,12 +702,14 @@ class Log:
                     > self.recovery_point]
             self._unflushed_messages = 0
             self._last_flush_ms = self.clock()
-        try:
-            for segment in todo:
+        for segment in todo:
+            try:
                 segment.flush()
-        except OSError as exc:
-            with self._lock:
-                raise self._go_offline(exc) from exc
+            except OSError as exc:
+                with self._lock:
+                    if any(s is segment for s in self._segments):
+                        raise self._go_offline(exc) from exc
+                    # deleted by retention meanwhile: nothing left to make durable
         with self._lock:
             self.recovery_point = max(self.recovery_point, target)
 
