@@ -33,6 +33,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="extra odradek config override (repeatable)")
     parser.add_argument("--odradek-command", metavar="CMD",
                         help="launch Odradek with CMD (+ 'serve --override ...') instead of this checkout")
+    parser.add_argument("--candidate-command", metavar="CMD",
+                        help="A/B: also run a second Odradek launched with CMD, wherever Odradek runs, "
+                             "and print candidate/Odradek ratios")
     parser.add_argument("--profile", metavar="DIR", help="record py-spy profiles of Odradek into DIR")
     parser.add_argument("--no-results-md", action="store_true", help="do not rewrite bench/RESULTS.md")
     args = parser.parse_args(argv)
@@ -70,10 +73,13 @@ def main(argv: list[str] | None = None) -> int:
             log_dir, overrides, shlex.split(args.odradek_command) if args.odradek_command else None),
         "peer": lambda: targets.start_peer(log_dir),
         "sink": lambda: targets.start_sink(log_dir, settings.partitions),
+        "candidate": lambda: targets.start_odradek(
+            log_dir, overrides, shlex.split(args.candidate_command), name="candidate"),
     }
+    wanted = args.targets + (["candidate"] if args.candidate_command else [])
     profiler = None
     try:
-        for name in args.targets:
+        for name in wanted:
             try:
                 target = starters[name]()
             except Exception as error:  # noqa: BLE001 - the rest of the run still means something
@@ -121,7 +127,8 @@ def main(argv: list[str] | None = None) -> int:
         "elapsed_s": elapsed,
         "server_logs": str(log_dir),
     }
-    complete = not args.only and set(args.targets) == set(ALL_TARGETS) and not args.no_results_md
+    complete = (not args.only and set(args.targets) == set(ALL_TARGETS) and not args.no_results_md
+                and not args.candidate_command and not args.odradek_command)
     path = report.write_results(run, table, results_md=report.RESULTS_MD if complete else None)
     print()
     print(table)

@@ -14,7 +14,7 @@ BENCH_DIR = Path(__file__).resolve().parent
 RESULTS_DIR = BENCH_DIR / "results"
 RESULTS_MD = BENCH_DIR / "RESULTS.md"
 
-COLUMNS = (("odradek", "Odradek"), ("peer", "peer"), ("sink", "null sink"))
+COLUMNS = (("odradek", "Odradek"), ("candidate", "candidate"), ("peer", "peer"), ("sink", "null sink"))
 
 
 def machine_info() -> dict:
@@ -81,7 +81,8 @@ def format_table(rows: list[Row], columns=COLUMNS, extra_rows: list[tuple[str, s
     present = [(key, title) for key, title in columns if any(row.samples.get(key) for row in rows)]
     present_keys = {key for key, _ in present}
     header = ["workload", "metric"] + [title for _, title in present]
-    ratios = [("odradek", "peer", "Odradek/peer"), ("odradek", "sink", "Odradek/sink")]
+    ratios = [("odradek", "peer", "Odradek/peer"), ("odradek", "sink", "Odradek/sink"),
+              ("candidate", "odradek", "candidate/Odradek")]
     ratios = [r for r in ratios if {r[0], r[1]} <= present_keys]
     header += [title for _, _, title in ratios]
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join(["---"] * 2 + ["---:"] * (len(header) - 2)) + "|"]

@@ -24,6 +24,7 @@ from bench.targets import Target
 KIB = 1024
 MB = 1_000_000
 START_MARGIN_S = 0.5  # workers build their clients and connect before the common start
+MAX_STRIKES = 2  # a server that fails this many cases in a row (hung, crashed) is left out
 
 
 @dataclass(frozen=True)
@@ -101,6 +102,7 @@ class Suite:
         self.rss_timeline: list[dict] = []
         self._admins: dict[str, object] = {}
         self._pool = None
+        self._strikes: dict[str, int] = {}  # consecutive failed cases per server
 
     # -- plumbing ---------------------------------------------------------------------------------
 
@@ -184,7 +186,12 @@ class Suite:
     def run_case(self, case: Case) -> None:
         rows = {metric: Row(case.name, metric, better) for metric, better in case.metrics}
         self.rows.extend(rows.values())
-        active = [self.targets[name] for name in case.targets if name in self.targets]
+        names = list(case.targets)
+        if "odradek" in names:  # an A/B candidate runs wherever Odradek runs, right after it
+            names.insert(names.index("odradek") + 1, "candidate")
+        active = [self.targets[name] for name in names
+                  if name in self.targets and self._strikes.get(name, 0) < MAX_STRIKES]
+        failed: set[str] = set()
         self.log(f"{case.name}")
         case_began = time.monotonic()
         ready = []
@@ -197,10 +204,12 @@ class Suite:
                 ready.append(target)
             except Exception as error:  # noqa: BLE001 - one server failing must not stop the run
                 self._record_error(case, target, error)
+                failed.add(target.name)
         for repeat in range(case.repeats or self.settings.repeats):
             for target in list(ready):
                 if not target.alive():
                     self._record_error(case, target, RuntimeError("server process has exited"))
+                    failed.add(target.name)
                     ready.remove(target)
                     continue
                 profile = self.profiler.record(target, case.name) if self.profiler else nullcontext()
@@ -209,6 +218,7 @@ class Suite:
                         values = case.run(target)
                 except Exception as error:  # noqa: BLE001
                     self._record_error(case, target, error)
+                    failed.add(target.name)
                     ready.remove(target)
                     continue
                 for metric, value in values.items():
@@ -223,12 +233,16 @@ class Suite:
                     self._record_error(case, target, error)
         self.log(f"  ({time.monotonic() - case_began:.1f} s)")
         for target in active:
+            self._strikes[target.name] = self._strikes.get(target.name, 0) + 1 if target.name in failed else 0
+            if self._strikes[target.name] == MAX_STRIKES:
+                self.log(f"  {target.name} failed {MAX_STRIKES} cases in a row: left out from now on")
+        for target in active:
             self.rss_timeline.append({"after": case.name, "target": target.name, "rss_bytes": target.rss_bytes()})
 
     def _record_error(self, case: Case, target: Target, error: Exception) -> None:
-        message = f"{case.name} / {target.name}: {type(error).__name__}: {error}".strip()
-        self.errors.append(message)
-        self.log(f"  {target.name:8} FAILED: {error}")
+        reason = f"{type(error).__name__}: {error}".strip().rstrip(":")
+        self.errors.append(f"{case.name} / {target.name}: {reason}")
+        self.log(f"  {target.name:8} FAILED: {reason}")
 
     # -- workload building blocks -----------------------------------------------------------------
 

@@ -109,11 +109,12 @@ def _spawn(cmd: list[str], log_path: Path, **kwargs) -> subprocess.Popen:
 
 
 def start_odradek(log_dir: Path, overrides: dict[str, str] | None = None,
-                  command: list[str] | None = None) -> Target:
+                  command: list[str] | None = None, name: str = "odradek") -> Target:
     """`odradek serve` on a fresh data dir with its default durability, on an OS-chosen port.
 
     `command` replaces the launcher (default: this checkout's broker.cli under this interpreter),
-    e.g. to measure an experimental build; ``serve --override ...`` is appended to it.
+    e.g. to measure an experimental build; ``serve --override ...`` is appended to it. With
+    name="candidate" it is the second Odradek of an A/B run.
     """
     data_dir = Path(tempfile.mkdtemp(prefix="odradek-bench-"))
     settings = {"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(data_dir), **(overrides or {})}
@@ -121,15 +122,17 @@ def start_odradek(log_dir: Path, overrides: dict[str, str] | None = None,
     for key, value in settings.items():
         cmd += ["--override", f"{key}={value}"]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
-    log_path = log_dir / "odradek.log"
+    log_path = log_dir / f"{name}.log"
     process = _spawn(cmd, log_path, cwd=REPO_ROOT, env=env)
     try:
         host, port = _wait_for_listener(process, log_path, "odradek", ODRADEK_LISTENING)
     except TargetError:
         shutil.rmtree(data_dir, ignore_errors=True)
         raise
-    return Target("odradek", "Odradek (fresh data dir, default durability)", f"{host}:{port}",
-                  process, log_path, cleanup=[data_dir])
+    label = "Odradek (fresh data dir, default durability)"
+    if command:
+        label += f", launched as `{' '.join(command)}`"
+    return Target(name, label, f"{host}:{port}", process, log_path, cleanup=[data_dir])
 
 
 def start_peer(log_dir: Path, attempts: int = 3) -> Target:

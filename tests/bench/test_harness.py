@@ -143,6 +143,13 @@ def test_table_shows_medians_ratios_and_missing_cells():
     assert lines[4] == "| loopback | GB/s |  |  | 3.00 |  |  |"
 
 
+def test_table_adds_a_candidate_column_for_ab_runs():
+    row = suite.Row("produce", "records/s", True, {"odradek": [100.0], "candidate": [150.0], "peer": [50.0]})
+    lines = report.format_table([row]).splitlines()
+    assert lines[0] == "| workload | metric | Odradek | candidate | peer | Odradek/peer | candidate/Odradek |"
+    assert lines[2] == "| produce | records/s | 100 | 150 | 50 | 2.00× | 1.50× |"
+
+
 def test_results_files(tmp_path):
     run = {"date": "2026-01-02T03:04:05+00:00", "command": "python -m bench --quick",
            "settings": {"mode": "quick", "repeats": 1, "duration": 1.0}, "machine_text": "2 cores",
