@@ -958,7 +958,11 @@ class Log:
             self._unflushed_messages = 0
 
     def close(self) -> None:
+        """Release files; later calls answer KAFKA_STORAGE_ERROR instead of reopening
+        files of a log that may be gone (deleted topic, shutdown)."""
         with self._lock:
+            if self.offline is None:
+                self.offline = "closed"
             for segment in self._segments:
                 segment.close()
 
