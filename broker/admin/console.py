@@ -8,6 +8,7 @@ import itertools
 import json
 import signal
 import sys
+import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -225,7 +226,9 @@ def _consume(client: KafkaClient, args) -> int:
         fetcher.assign(start)
 
     stop = {"now": False}
-    previous = signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
+    in_main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True)) \
+        if in_main_thread else None  # SIGTERM ends a console consumer cleanly (commit, leave)
     consumed = 0
     progress = Progress("records consumed") if not sys.stdout.isatty() else None
     idle_since = time.monotonic()
@@ -258,7 +261,8 @@ def _consume(client: KafkaClient, args) -> int:
     except KeyboardInterrupt:
         pass
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        if in_main_thread:
+            signal.signal(signal.SIGTERM, previous)
         if member is not None:
             try:
                 member.commit(fetcher.positions)

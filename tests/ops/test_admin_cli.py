@@ -378,14 +378,22 @@ def test_two_members_rebalance_and_split_the_partitions(cli, kafka):
         first = GroupMember(c1, "pair", ["shared"], session_timeout_ms=6000)
         assert first.join() == {"shared": [0, 1, 2, 3]}
         second = GroupMember(c2, "pair", ["shared"], session_timeout_ms=6000)
-        joined = threading.Thread(target=second.join, daemon=True)
+        failures = []
+
+        def join_second():
+            try:
+                second.join()
+            except Exception as exc:  # reported below, not lost with the thread
+                failures.append(exc)
+
+        joined = threading.Thread(target=join_second, daemon=True)
         joined.start()
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 30
         while first.heartbeat_if_due() and time.monotonic() < deadline:
             time.sleep(0.1)  # the first member learns of the rebalance from its heartbeat
         first.join()
-        joined.join(20)
-        assert not joined.is_alive()
+        joined.join(30)
+        assert not joined.is_alive() and not failures, failures
         assert sorted(first.assignment["shared"] + second.assignment["shared"]) == [0, 1, 2, 3]
         assert len(first.assignment["shared"]) == len(second.assignment["shared"]) == 2
         (group,) = jcli(cli, "groups", "describe", "pair")
@@ -400,3 +408,15 @@ def test_produce_auto_creates_topics_like_kafka_producers(cli):
     assert "born-on-write" in jcli(cli, "topics", "list")
     code, _, err = cli("consume", "never-written", "--count", "1", "--timeout-ms", "200")
     assert code == 1 and "UNKNOWN_TOPIC_OR_PARTITION" in err  # consumers do not create topics
+
+
+def test_console_tools_run_outside_the_main_thread(cli):
+    import threading
+
+    assert cli("produce", "threaded", "-v", "c")[0] == 0
+    results = []
+    worker = threading.Thread(target=lambda: results.append(
+        cli("consume", "threaded", "-o", "earliest", "--count", "1")))
+    worker.start()
+    worker.join(30)
+    assert results and results[0][0] == 0 and results[0][1] == "c\n"
