@@ -180,21 +180,51 @@ class PartitionManager:
 
     # -------------------------------------------------------------------------------- writing
     async def append(self, partition: Partition, records, *, origin=None):
+        """Append one partition's batches (off the event loop); raises StorageError."""
+        [outcome] = await self.append_many([(partition, records)], origin=origin)
+        if isinstance(outcome, StorageError):
+            raise outcome
+        return outcome
+
+    async def append_many(self, items, *, origin=None) -> list:
+        """Append to several partitions in one trip to a worker thread, in order.
+
+        Returns, per (partition, records) item, the storage AppendResult or the StorageError.
+        """
         from storage.log import AppendOrigin
 
         origin = origin or AppendOrigin.CLIENT
-        return await self.broker.run_blocking(
-            lambda: partition.log.append(records, leader_epoch=partition.leader_epoch,
-                                         origin=origin))
+
+        def append_all():
+            outcomes = []
+            for partition, records in items:
+                try:
+                    outcomes.append(partition.log.append(
+                        records, leader_epoch=partition.leader_epoch, origin=origin))
+                except StorageError as exc:
+                    outcomes.append(exc)
+            return outcomes
+
+        return await self.broker.run_blocking(append_all)
 
     async def acknowledge(self, partition: Partition, result) -> None:
         """Make an append visible (and, if configured, durable) before it is acknowledged."""
+        await self.acknowledge_many([(partition, result)])
+
+    async def acknowledge_many(self, appended) -> None:
+        """acknowledge() for several (partition, AppendResult) pairs: one fsync trip for all."""
         if self.durable_acks:
-            await self.broker.run_blocking(partition.log.wait_flushed, result.last_offset + 1)
-            self._advance(partition, min(partition.log.recovery_point,
-                                         partition.log.log_end_offset))
+            def wait_all():
+                for partition, result in appended:
+                    partition.log.wait_flushed(result.last_offset + 1)
+
+            await self.broker.run_blocking(wait_all)
+            for partition, _ in appended:
+                self._advance(partition, min(partition.log.recovery_point,
+                                             partition.log.log_end_offset))
         else:
-            self._advance(partition, partition.log.log_end_offset)
+            for partition, _ in appended:
+                self._advance(partition, partition.log.log_end_offset)
 
     def _advance(self, partition: Partition, offset: int) -> None:
         if offset > partition.log.high_watermark:

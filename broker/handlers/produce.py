@@ -40,56 +40,67 @@ async def handle_produce(ctx, header, body):
     acks = body.acks
     partitions = ctx.partitions
     results: list[tuple[str, list]] = []
-    appended = []
+    to_append = []      # (partition, records, answer)
 
     for topic in body.topic_data:
         answers = []
         results.append((topic.name, answers))
         for data in topic.partition_data:
-            index = data.index
-            if acks not in (-1, 0, 1):
-                answers.append(_partition_response(index, ErrorCode.INVALID_REQUIRED_ACKS))
-                continue
-            if common.is_internal(topic.name):
-                answers.append(_partition_response(
-                    index, ErrorCode.INVALID_TOPIC_EXCEPTION,
-                    f"Cannot append to internal topic {topic.name}"))
-                continue
-            try:
-                partition = partitions.leader(topic.name, index)
-                if acks == -1 and len(partition.isr) < partition.min_insync_replicas:
-                    raise PartitionError(
-                        ErrorCode.NOT_ENOUGH_REPLICAS,
-                        f"The size of the current ISR {len(partition.isr)} is insufficient to "
-                        f"satisfy the min.isr requirement of {partition.min_insync_replicas}")
-                validate_produce_records(data.records, header.api_version)
-                result = await partitions.append(partition, data.records)
-            except PartitionError as exc:
-                answers.append(_partition_response(index, exc.code, exc.message))
-                continue
-            except (StorageError, RecordBatchError) as exc:
-                answers.append(_partition_response(index, exc.error_code, str(exc)))
-                continue
-            answer = _partition_response(index, ErrorCode.NONE, None, result.first_offset,
-                                         result.log_append_time, result.log_start_offset)
+            answer = _partition_response(data.index, ErrorCode.NONE)
             answers.append(answer)
-            appended.append((partition, result, answer, len(data.records)))
+            try:
+                partition = _check(ctx, acks, topic.name, data, header.api_version)
+            except PartitionError as exc:
+                answer.error_code, answer.error_message = exc.code, exc.message
+                continue
+            except RecordBatchError as exc:
+                answer.error_code, answer.error_message = exc.error_code, str(exc)
+                continue
+            to_append.append((partition, data.records, answer))
 
-    # The appends are in the log in request order: the connection's next request may go ahead
-    # (its appends queue behind these), while these wait for durability.
+    outcomes = await partitions.append_many([(p, records) for p, records, _ in to_append])
+    appended = []
+    for (partition, records, answer), outcome in zip(to_append, outcomes):
+        if isinstance(outcome, StorageError):
+            answer.error_code, answer.error_message = outcome.error_code, outcome.message
+            continue
+        answer.base_offset = outcome.first_offset
+        answer.log_append_time_ms = outcome.log_append_time
+        answer.log_start_offset = outcome.log_start_offset
+        appended.append((partition, outcome, answer, len(records)))
+
+    # The batches are in the log in request order: the connection's next request may go ahead
+    # (its appends queue behind these) while these wait for durability.
     ctx.release_order()
-    for partition, result, answer, _ in appended:
-        try:
-            await partitions.acknowledge(partition, result)
-        except StorageError as exc:
-            answer.error_code, answer.error_message = exc.error_code, exc.message
-            answer.base_offset = -1
+    try:
+        await partitions.acknowledge_many([(p, result) for p, result, _, _ in appended])
+    except StorageError as exc:
+        for _, _, answer, _ in appended:
+            answer.error_code, answer.error_message, answer.base_offset = \
+                exc.error_code, exc.message, -1
 
     ctx.broker.record_produce(body, appended)
     if acks == 0:
         return None
     return Response(responses=[Response.TopicProduceResponse(name=name, partition_responses=answers)
                                for name, answers in results], throttle_time_ms=0)
+
+
+def _check(ctx, acks: int, topic: str, data, api_version: int):
+    """The partition to append to, or the PartitionError / RecordBatchError Kafka answers."""
+    if acks not in (-1, 0, 1):
+        raise PartitionError(ErrorCode.INVALID_REQUIRED_ACKS)
+    if common.is_internal(topic):
+        raise PartitionError(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                             f"Cannot append to internal topic {topic}")
+    partition = ctx.partitions.leader(topic, data.index)
+    if acks == -1 and len(partition.isr) < partition.min_insync_replicas:
+        raise PartitionError(
+            ErrorCode.NOT_ENOUGH_REPLICAS,
+            f"The size of the current ISR {len(partition.isr)} is insufficient to satisfy the "
+            f"min.isr requirement of {partition.min_insync_replicas}")
+    validate_produce_records(data.records, api_version)
+    return partition
 
 
 HANDLERS = {API_KEY: (0, 11, handle_produce)}
