@@ -13,8 +13,9 @@ Layout (one directory per partition, as Kafka writes it)::
               .kafka_cleanshutdown
 
 Modules: `config` (LogConfig), `errors`, `files` (shared descriptors, FileSlice, LRU),
-`index` (.index/.timeindex), `txn_index`, `segment`, `producer_state`, `checkpoints`,
-`log` (Log), `cleaner` (compaction), `manager` (LogManager).
+`index` (.index/.timeindex), `txn_index`, `segment`, `validation` (append checks),
+`producer_state`, `epochs` (leader epoch cache), `checkpoints`, `log` (Log), `cleaner`
+(compaction), `manager` (LogManager).
 
 Public surface
 --------------

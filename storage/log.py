@@ -8,20 +8,19 @@ so a slow disk never stalls appends to the page cache.
 from __future__ import annotations
 
 import bisect
-import enum
 import os
 import threading
 import time
 from typing import Callable, NamedTuple
 
 from protocol.records import (
-    COMPRESSION_MASK, CONTROL_MASK, LOG_OVERHEAD, MIN_BATCH_LENGTH, NO_PARTITION_LEADER_EPOCH,
-    NO_TIMESTAMP, TRANSACTIONAL_MASK, RecordBatch, RecordBatchError, iter_batches, patched_header,
+    NO_PARTITION_LEADER_EPOCH, NO_TIMESTAMP, RecordBatch, RecordBatchError, iter_batches, patched_header,
 )
 from storage import checkpoints
 from storage.config import LogConfig
+from storage.epochs import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
 from storage.errors import (
-    ErrorCode, InvalidBatchError, InvalidTimestampError, KafkaStorageError, OffsetOutOfRangeError,
+    ErrorCode, InvalidBatchError, KafkaStorageError, OffsetOutOfRangeError,
     StorageError,
 )
 from storage.files import FileSlice, OpenFiles
@@ -31,17 +30,11 @@ from storage.segment import (
     finish_swap,
 )
 from storage.txn_index import AbortedTxn
+from storage.validation import AppendOrigin, validate_append
 
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
-LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 PARTITION_METADATA = "partition.metadata"
-
-
-class AppendOrigin(enum.Enum):
-    CLIENT = "client"            # Produce: validate everything, assign offsets
-    COORDINATOR = "coordinator"  # transaction markers and internal topics: control batches allowed
-    REPLICATION = "replication"  # follower fetch: offsets already assigned, kept as they are
 
 
 class AppendResult(NamedTuple):
@@ -54,18 +47,6 @@ class AppendResult(NamedTuple):
 
 def _read_control(batch: RecordBatch):
     return batch.control_record()
-
-
-def _split_batches(view: memoryview) -> list[RecordBatch]:
-    """The batches of an append; one header parse when it holds exactly one (Produce)."""
-    if len(view) >= 61:
-        first = RecordBatch(view, 0)
-        if first.batch_length >= MIN_BATCH_LENGTH and first.batch_length + LOG_OVERHEAD == len(view):
-            return [first]
-    batches = list(iter_batches(view))
-    if not batches:
-        raise InvalidBatchError("no record batch in the append", ErrorCode.INVALID_RECORD)
-    return batches
 
 
 class TimestampOffset(NamedTuple):
@@ -105,7 +86,6 @@ class Log:
         self._pending_deletes: list[tuple[int, list[str]]] = []  # (due ms, paths)
         self._unflushed_messages = 0
         self._last_flush_ms = clock()
-        self._epochs: list[tuple[int, int]] = []  # (leader epoch, start offset)
         os.makedirs(directory, exist_ok=True)
         self.producer_state = ProducerStateManager(directory)
         self.recovered_bytes_truncated = 0
@@ -140,7 +120,7 @@ class Log:
         if not self._segments:
             self._segments.append(LogSegment(self.directory, log_start_offset, self.handles, created_ms=now))
         self._bases = [s.base_offset for s in self._segments]
-        self._epochs = checkpoints.read_leader_epochs(os.path.join(self.directory, LEADER_EPOCH_CHECKPOINT))
+        self.epochs = LeaderEpochCache(os.path.join(self.directory, LEADER_EPOCH_CHECKPOINT))
 
         if clean_shutdown:
             for segment in self._segments[:-1]:
@@ -158,7 +138,7 @@ class Log:
             self._recover(recovery_point)
         self.log_start_offset = max(log_start_offset, self._segments[0].base_offset)
         self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
-        self._truncate_epochs_after(self.log_end_offset)
+        self.epochs.truncate_from(self.log_end_offset)
 
     @staticmethod
     def _index_sane(segment: LogSegment) -> bool:
@@ -337,7 +317,7 @@ class Log:
         if view.format != "B" or view.ndim != 1:
             view = view.cast("B")
         now = self.clock() if now_ms is None else now_ms
-        batches = self._validate(view, origin, now)
+        batches = validate_append(view, origin, self.config, now, f"{self.topic}-{self.partition}")
         log_append_time = now if self.config.log_append_time and origin is not AppendOrigin.REPLICATION else None
         with self._lock:
             self._check_online()
@@ -395,7 +375,7 @@ class Log:
                     position += batch.size
                     epoch = batch.partition_leader_epoch if replication else leader_epoch
                     if epoch >= 0:
-                        self._note_epoch(epoch, base)
+                        self.epochs.assign(epoch, base)
                     self._unflushed_messages += batch.record_count
             except OSError as exc:
                 # Disk full or failing: the log goes offline; what is on disk stays a
@@ -412,76 +392,6 @@ class Log:
         completed = self.producer_state.commit(pending, end_offset)
         if completed:
             self._index_aborted(segment, completed)
-
-    def _validate(self, view: memoryview, origin: AppendOrigin, now: int) -> list[RecordBatch]:
-        """Kafka's LogValidator checks that need only batch headers (plus the CRC)."""
-        config = self.config
-        size = len(view)
-        if size > config.segment_bytes:
-            raise InvalidBatchError(
-                f"message batch size is {size} bytes which exceeds the maximum configured "
-                f"segment size of {config.segment_bytes}", ErrorCode.RECORD_LIST_TOO_LARGE)
-        try:
-            batches = _split_batches(view)
-            for batch in batches:
-                batch.ensure_valid()
-        except RecordBatchError as exc:
-            raise InvalidBatchError(exc.message, exc.error_code) from exc
-        if origin is AppendOrigin.REPLICATION:
-            for batch in batches:
-                self._check_size_and_codec(batch, config)
-            return batches
-        client = origin is AppendOrigin.CLIENT
-        check_ts = not config.log_append_time
-        low = now - config.message_timestamp_before_max_ms
-        high = now + config.message_timestamp_after_max_ms
-        for batch in batches:
-            self._check_size_and_codec(batch, config)
-            attributes = batch.attributes
-            count = batch.record_count
-            if count != batch.last_offset_delta + 1 or count <= 0:
-                raise InvalidBatchError(
-                    f"record batch has {count} records but last offset delta "
-                    f"{batch.last_offset_delta}", ErrorCode.INVALID_RECORD)
-            if attributes & CONTROL_MASK and client:
-                raise InvalidBatchError("clients are not allowed to write control records",
-                                        ErrorCode.INVALID_RECORD)
-            if attributes & TRANSACTIONAL_MASK and batch.producer_id < 0:
-                raise InvalidBatchError("transactional batch without a producer id",
-                                        ErrorCode.INVALID_RECORD)
-            if client and config.compact and not attributes & CONTROL_MASK:
-                self._require_keys(batch)
-            if check_ts:
-                # Header timestamps only (the hot path never parses records): the first
-                # record's and the largest.
-                for ts in (batch.base_timestamp, batch.max_timestamp):
-                    if ts != NO_TIMESTAMP and (ts < low or ts > high):
-                        raise InvalidTimestampError(
-                            f"timestamp {ts} of the batch is out of the accepted range "
-                            f"(message.timestamp.before.max.ms / after.max.ms)")
-        return batches
-
-    @staticmethod
-    def _check_size_and_codec(batch: RecordBatch, config: LogConfig) -> None:
-        if batch.batch_length + LOG_OVERHEAD > config.max_message_bytes:
-            raise InvalidBatchError(
-                f"the record batch is {batch.size} bytes, larger than max.message.bytes "
-                f"{config.max_message_bytes}", ErrorCode.MESSAGE_TOO_LARGE)
-        if batch.attributes & COMPRESSION_MASK > 4:
-            raise InvalidBatchError(f"unknown compression codec {batch.attributes & COMPRESSION_MASK}",
-                                    ErrorCode.CORRUPT_MESSAGE)
-
-    def _require_keys(self, batch: RecordBatch) -> None:
-        """Compacted topics refuse records without keys (Kafka's LogValidator); the only
-        append check that reads records, and only for compacted topics."""
-        try:
-            for record in batch.records():
-                if record.key is None:
-                    raise InvalidBatchError(
-                        f"Compacted topic cannot accept message without key in topic partition "
-                        f"{self.topic}-{self.partition}.", ErrorCode.INVALID_RECORD)
-        except RecordBatchError as exc:
-            raise InvalidBatchError(exc.message, exc.error_code) from exc
 
     def _maybe_roll(self, first_offset: int, last_offset: int, size: int, now: int,
                     max_timestamp: int = NO_TIMESTAMP) -> LogSegment:
@@ -561,36 +471,14 @@ class Log:
                                      f"version: 0\ntopic_id: {topic_id}\n")
 
     # ======================================================================= leader epochs
-    def _note_epoch(self, epoch: int, start_offset: int) -> None:
-        if self._epochs and epoch <= self._epochs[-1][0]:
-            return
-        self._epochs.append((epoch, start_offset))
-        self._write_epochs()
-
-    def _write_epochs(self) -> None:
-        checkpoints.write_leader_epochs(os.path.join(self.directory, LEADER_EPOCH_CHECKPOINT), self._epochs)
-
-    def _truncate_epochs_after(self, end_offset: int) -> None:
-        kept = [(e, s) for e, s in self._epochs if s < end_offset]
-        if kept != self._epochs:
-            self._epochs = kept
-            self._write_epochs()
-
     @property
     def latest_epoch(self) -> int:
-        return self._epochs[-1][0] if self._epochs else -1
+        return self.epochs.latest
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         """OffsetForLeaderEpoch: (largest known epoch <= epoch, its end offset), or (-1, -1)."""
         with self._lock:
-            if not self._epochs or epoch < self._epochs[0][0]:
-                return -1, -1
-            for i in range(len(self._epochs) - 1, -1, -1):
-                e, _start = self._epochs[i]
-                if e <= epoch:
-                    end = self._epochs[i + 1][1] if i + 1 < len(self._epochs) else self.log_end_offset
-                    return e, end
-            return -1, -1
+            return self.epochs.end_offset_for(epoch, self.log_end_offset)
 
     # ======================================================================= reads
     def read(self, fetch_offset: int, max_bytes: int, max_offset: int | None = None,
@@ -899,7 +787,7 @@ class Log:
         self.log_start_offset = min(self.log_start_offset, end)
         self.high_watermark = min(max(self.high_watermark, self.log_start_offset), end)
         self.recovery_point = min(self.recovery_point, end)
-        self._truncate_epochs_after(end)
+        self.epochs.truncate_from(end)
         self.on_truncated(end)
         self.producer_state.on_high_watermark(self.high_watermark)
 

@@ -7,7 +7,7 @@ import pytest
 from protocol import records as r
 from protocol.records import RecordBatch
 from storage.errors import InvalidBatchError, InvalidTimestampError, OffsetOutOfRangeError
-from storage.log import AppendOrigin, Log
+from storage.log import AppendOrigin
 
 from .conftest import NOW, batch
 
