@@ -324,18 +324,18 @@ def validate_produce_records(buf, api_version: int) -> RecordBatch:
     Returns the batch.  Raises InvalidRecordError (INVALID_RECORD) or
     UnsupportedCompressionError (zstd before Produce v7).
     """
-    if buf is None or len(buf) < LOG_OVERHEAD:
-        raise InvalidRecordError(
-            f"Produce requests with version {api_version} must have at least one record batch per partition")
-    batches = iter_batches(buf)
-    try:
-        first = next(batches)
-    except CorruptRecordError:
-        if len(buf) > MAGIC_OFFSET and buf[MAGIC_OFFSET] != CURRENT_MAGIC:
-            raise _old_magic(api_version)
-        raise
-    except InvalidRecordError:
+    # As Kafka's batch iterator: fewer bytes than a header up to the magic, or a first
+    # batch cut short, means "no batch"; a tiny length is corrupt; then the magic.
+    if buf is None or len(buf) < LOG_OVERHEAD + 5:
+        raise _no_batch(api_version)
+    (batch_length,) = _I32.unpack_from(buf, 8)
+    if batch_length + LOG_OVERHEAD > len(buf):
+        raise _no_batch(api_version)
+    if batch_length < 14:
+        raise CorruptRecordError(f"record size {batch_length} is less than the minimum record overhead (14)")
+    if buf[MAGIC_OFFSET] != CURRENT_MAGIC:
         raise _old_magic(api_version)
+    first = RecordBatch(buf, 0)
     if api_version < 7 and first.compression == Compression.ZSTD:
         raise UnsupportedCompressionError(
             f"Produce requests with version {api_version} are not allowed to use ZStandard compression")
@@ -343,6 +343,11 @@ def validate_produce_records(buf, api_version: int) -> RecordBatch:
         raise InvalidRecordError(
             f"Produce requests with version {api_version} are only allowed to contain exactly one record batch per partition")
     return first
+
+
+def _no_batch(api_version: int) -> InvalidRecordError:
+    return InvalidRecordError(
+        f"Produce requests with version {api_version} must have at least one record batch per partition")
 
 
 def _old_magic(api_version: int) -> InvalidRecordError:

@@ -166,11 +166,15 @@ def test_delete_horizon_flag():
 @given(st.binary(min_size=0, max_size=300), st.integers(0, 4))
 def test_fuzz_only_typed_errors(blob, codec):
     base = bytearray(r.build_batch(simple(3), compression_type=codec))
-    for buf in (bytes(blob), bytes(base[:61]) + blob):
+    for buf in (bytes(blob), bytes(base[:61]) + blob, bytes(base[:17]) + blob):
         try:
             for batch in r.iter_batches(buf, allow_partial=True):
                 batch.is_valid()
                 list(batch.records())
+        except RecordBatchError:
+            pass
+        try:
+            r.validate_produce_records(buf, 9)
         except RecordBatchError:
             pass
 
@@ -186,3 +190,19 @@ def test_property_roundtrip(items, codec):
     got = list(b.records())
     assert [(x.key, x.value, x.timestamp) for x in got] == [(k, v, t) for k, v, t in items]
     assert b.max_timestamp == max(t for _, _, t in items)
+
+
+def test_validate_produce_records_follows_kafkas_iterator():
+    one = r.build_batch(simple(2))
+    with pytest.raises(InvalidRecordError, match="at least one"):
+        r.validate_produce_records(one[:-1], 9)  # a first batch cut short is "no batch"
+    with pytest.raises(InvalidRecordError, match="at least one"):
+        r.validate_produce_records(one[:16], 9)
+    tiny = bytearray(one[:40])
+    struct.pack_into(">i", tiny, 8, 10)
+    with pytest.raises(CorruptRecordError):
+        r.validate_produce_records(bytes(tiny), 9)
+    short_v2 = bytearray(one[:50])
+    struct.pack_into(">i", short_v2, 8, 38)  # whole, but shorter than a v2 header
+    with pytest.raises(CorruptRecordError):
+        r.validate_produce_records(bytes(short_v2), 9)
