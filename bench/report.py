@@ -110,7 +110,7 @@ def results_document(run: dict, table: str) -> str:
     return f"""# Benchmark results
 
 Latest run of `{run['command']}` on {run['date']} ({run['settings']['mode']} mode, median of
-{run['settings']['repeats']} run(s) per cell, {run['settings']['duration']} s of load each,
+{run['settings']['repeats']} run(s) per cell ({run['settings'].get('scaling_repeats') or run['settings']['repeats']} for scaling rows), {run['settings']['duration']} s of load each,
 {run['settings'].get('producers', '?')} producer process(es) on {run['settings'].get('partitions', '?')} partitions).
 
 Machine: {run['machine_text']}.

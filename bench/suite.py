@@ -41,6 +41,7 @@ class Settings:
     connection_counts: tuple[int, ...] = (1, 50, 500)
     loopback_duration: float = 1.0
     rss_growth_step: int = 0  # bytes per step of the RSS-flatness case (0: skip it)
+    scaling_repeats: int | None = None  # the scaling cases are many: fewer repetitions keep runs short
 
 
 # Producer processes: one per two cores. Each librdkafka client is a Python loop plus C threads, and
@@ -49,8 +50,8 @@ PRODUCERS = max(1, min(4, (os.cpu_count() or 2) // 2))
 
 QUICK = Settings("quick", duration=1.0, repeats=1, producers=PRODUCERS, partitions=2, consume_records=60_000,
                  latency_rate=5000, latency_duration=3.0, loopback_duration=0.5)
-FULL = Settings("full", duration=4.0, repeats=3, producers=PRODUCERS, partitions=2, consume_records=300_000,
-                latency_rate=5000, latency_duration=8.0, rss_growth_step=1 << 30)
+FULL = Settings("full", duration=3.0, repeats=3, producers=PRODUCERS, partitions=2, consume_records=300_000,
+                latency_rate=5000, latency_duration=6.0, scaling_repeats=2, rss_growth_step=1 << 30)
 
 
 @dataclass
@@ -304,7 +305,7 @@ def build_cases(suite: Suite) -> list[Case]:
             return values
 
         metrics = THROUGHPUT + ([("RSS MiB", False)] if with_rss else [])
-        return Case(name, run, metrics, targets=targets)
+        return Case(name, run, metrics, targets=targets, repeats=s.scaling_repeats if with_rss else None)
 
     for size, label in ((100, "100 B"), (KIB, "1 KiB")):
         for acks in ("1", "all"):
@@ -399,7 +400,8 @@ def _connections_case(suite: Suite, count: int) -> Case:
         return values
 
     name = f"scaling: {count} connection{'s' * (count > 1)} (1 producer{f' + {count - 1} idle' if count > 1 else ''})"
-    return Case(name, run, THROUGHPUT + [("RSS MiB", False)], targets=("odradek", "peer"))
+    return Case(name, run, THROUGHPUT + [("RSS MiB", False)], targets=("odradek", "peer"),
+                repeats=suite.settings.scaling_repeats)
 
 
 def _rss_growth_case(suite: Suite) -> Case:
