@@ -63,6 +63,7 @@ async def run(args) -> None:
         with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
             async for _ in signals:
                 await controller.resign()
+                await trio.sleep(0.2)           # let EndQuorumEpoch reach the other voters
                 return
 
 

@@ -5,8 +5,8 @@
 
 N voters (3 or 5) and maybe an observer exchange messages over a simulated network that drops,
 delays (and so reorders), duplicates and partitions; nodes crash in the middle of executing their effects
-(losing everything not yet durable) and restart from what their simulated disk holds; clients propose
-and nodes take snapshots at random. Chaos alternates with calm periods (network healed, every node up).
+(losing everything not yet durable, appends torn midway) and restart from what their simulated disk
+holds; leaders resign (EndQuorumEpoch); clients propose and nodes take snapshots at random. Chaos alternates with calm periods (network healed, every node up).
 
 Checked after every step: at most one leader per epoch; log matching (an (offset, epoch) pair always
 names the same entry with the same predecessor); committed entries never change and every new leader
@@ -287,7 +287,7 @@ class Simulation:
         if self.now < self.calm_until:
             self._push(self.calm_until, "chaos")
             return
-        action = rng.choice(("crash", "restart", "partition", "heal", "lossy", "crash_leader"))
+        action = rng.choice(("crash", "restart", "partition", "heal", "lossy", "crash_leader", "resign"))
         ids = list(self.nodes)
         if action == "crash":
             node = self.nodes[rng.choice(ids)]
@@ -297,6 +297,10 @@ class Simulation:
             for node in self.nodes.values():
                 if node.raft is not None and node.raft.role is Role.LEADER:
                     self._crash(node)
+        elif action == "resign":
+            for node in self.nodes.values():
+                if node.raft is not None and node.raft.role is Role.LEADER:
+                    self._execute(node, node.raft.resign(self.now))
         elif action == "restart":
             for node in self.nodes.values():
                 if node.raft is None and rng.random() < 0.5:

@@ -201,3 +201,16 @@ def test_fetch_validation_reports_divergence_and_snapshot():
     assert send.message.snapshot_id == (4, 1)
     [send] = node.handle(9, FetchRequest(0, 9, 2, 1), 0.1)
     assert send.message.error == "FENCED_LEADER_EPOCH"
+
+
+def test_resigning_leader_hands_over_quickly():
+    c = Cluster()
+    c.run(5)
+    leader = c.leader()
+    c._take(leader.node_id, leader.resign(c.now))
+    c.run(c.now + 0.01)
+    c.down.add(leader.node_id)
+    resigned_at = c.now
+    while c.leader() is None and c.now < resigned_at + 10:
+        c.run(c.now + 0.05)
+    assert c.leader() is not None and c.now - resigned_at < CONFIG.fetch_timeout

@@ -192,10 +192,11 @@ class RaftNode:
         return self._drain()
 
     def resign(self, now: float) -> list:
-        """Graceful leader shutdown: tell voters to elect someone else now (EndQuorumEpoch)."""
+        """Graceful leader shutdown: step down and tell voters to elect someone else now."""
         if self.role is Role.LEADER:
             successors = sorted((v for v in self.voters if v != self.node_id),
                                 key=lambda v: -self._replicas[v].end_offset)
+            self._become_unattached(self.epoch, now)
             for v in successors:
                 self._send(v, EndQuorumEpoch(self.epoch, self.node_id, tuple(successors)))
         return self._drain()
@@ -621,9 +622,11 @@ class RaftNode:
     def _on_end_quorum_epoch(self, src: int, req: EndQuorumEpoch, now: float) -> None:
         if req.epoch != self.epoch or self.leader_id != req.leader_id or self.role is not Role.FOLLOWER:
             return
-        # The leader is going away: the most caught-up successors try first.
+        # The leader is going away: stop following (so pre-votes are granted at once) and let the
+        # most caught-up successors try first.
         rank = req.preferred_successors.index(self.node_id) if self.node_id in req.preferred_successors else 0
-        self._fetch_deadline = now + rank * self.config.election_timeout * self.rng.random() / 2
+        self._become_unattached(self.epoch, now)
+        self._election_deadline = now + rank * self.config.election_timeout * (1 + self.rng.random()) / 2
 
 
 _HANDLERS = {
