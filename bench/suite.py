@@ -412,7 +412,7 @@ def _rss_growth_case(suite: Suite) -> Case:
     s = suite.settings
     size = KIB
     per_partition = s.rss_growth_step // size // s.partitions
-    step_gib = s.rss_growth_step / (1 << 30)
+    first, second = _size_label(s.rss_growth_step), _size_label(2 * s.rss_growth_step)
 
     def run(target: Target) -> dict[str, float]:
         config = {**BATCHED, "acks": "1"}
@@ -426,9 +426,13 @@ def _rss_growth_case(suite: Suite) -> Case:
                 if bad:
                     raise RuntimeError(f"write failed: {bad[0]['first_error']}")
                 rss.append((target.rss_bytes() or 0) / (1 << 20))
-        return {f"RSS MiB after {step_gib:g} GiB": rss[0], f"RSS MiB after {2 * step_gib:g} GiB": rss[1],
+        return {f"RSS MiB after {first}": rss[0], f"RSS MiB after {second}": rss[1],
                 "growth %": 100.0 * (rss[1] - rss[0]) / rss[0]}
 
-    return Case(f"RSS while writing {2 * step_gib:g} GiB (1 KiB batched, acks=1)", run,
-                [(f"RSS MiB after {step_gib:g} GiB", False), (f"RSS MiB after {2 * step_gib:g} GiB", False),
-                 ("growth %", False)], targets=("odradek",), repeats=1)
+    return Case(f"RSS while writing {second} (1 KiB batched, acks=1)", run,
+                [(f"RSS MiB after {first}", False), (f"RSS MiB after {second}", False), ("growth %", False)],
+                targets=("odradek",), repeats=1)
+
+
+def _size_label(nbytes: int) -> str:
+    return f"{nbytes / (1 << 30):g} GiB" if nbytes % (1 << 30) == 0 else f"{nbytes / (1 << 20):.0f} MiB"
