@@ -374,6 +374,11 @@ class Controller:
             placements = validate_assignment(
                 {current + i: a for i, a in enumerate(spec.assignments)}, self._image.brokers,
                 first_partition=current)
+            factor = len(topic.partitions[0].replicas)
+            if len(placements[0]) != factor:
+                raise ApiError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                               f"Inconsistent replication factor between partitions, partition 0 has "
+                               f"{factor} while the new partitions have {len(placements[0])}.")
             for p, replicas in enumerate(placements, start=current):
                 if not any(b in usable for b in replicas):
                     raise ApiError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,

@@ -132,6 +132,10 @@ async def test_create_partitions(tmp_path):
         assert out[0].error_code == ErrorCode.INVALID_PARTITIONS
         out = await controller.create_partitions([CreatePartitionsSpec("t", 7, [[1]])])
         assert out[0].error_code == ErrorCode.INVALID_REPLICA_ASSIGNMENT
+        await _start_broker(controller, 2, uuid.UUID(int=2))
+        out = await controller.create_partitions([CreatePartitionsSpec("t", 6, [[1, 2]])])
+        assert out[0].error_code == ErrorCode.INVALID_REPLICA_ASSIGNMENT
+        assert "Inconsistent replication factor" in out[0].error_message
         out = await controller.create_partitions([CreatePartitionsSpec("t", 6, [[1]])])
         assert out[0].error_code == 0 and controller.image.partition("t", 5).replicas == (1,)
 
