@@ -647,6 +647,9 @@ class Log:
                 return segments[i + 1].base_offset if i + 1 < len(segments) else self.log_end_offset
 
             def deletable(i):
+                # never the empty active segment (Kafka's rule; there is nothing to roll)
+                if i == len(segments) - 1 and segments[i].size == 0:
+                    return False
                 return upper(i) <= self.high_watermark
 
             while doomed < len(segments) and upper(doomed) <= self.log_start_offset and \
@@ -672,8 +675,11 @@ class Log:
     def _delete_segments(self, count: int, now: int) -> None:
         """Remove the first `count` segments (rolling first if that includes the active one)."""
         if count >= len(self._segments):
-            self._roll(self.log_end_offset, now)
+            if self.active_segment.size:
+                self._roll(self.log_end_offset, now)
             count = len(self._segments) - 1
+            if not count:
+                return
         doomed, self._segments = self._segments[:count], self._segments[count:]
         self._bases = self._bases[count:]
         self.log_start_offset = max(self.log_start_offset, self._segments[0].base_offset)

@@ -352,3 +352,13 @@ def test_a_torn_tail_is_cut_even_after_a_clean_stop(make_log):
     again = make_log(name="torn-0")
     assert again.append(batch(1)).first_offset == 2
     assert offsets_of(again.read_batches(0)) == [(0, 1), (2, 2)]
+
+
+def test_retention_never_deletes_the_empty_active_segment(make_log):
+    # found by the model test: deleting it rolled a new segment onto the same file name
+    log = make_log({"retention.bytes": 0, "file.delete.delay.ms": 0}, name="empty-0")
+    assert log.apply_retention() == 0
+    log.append(batch(1))
+    log.close()
+    again = make_log(name="empty-0", clean_shutdown=False)
+    assert again.log_end_offset == 1

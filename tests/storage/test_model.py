@@ -1,5 +1,6 @@
 """Random append/read/roll/retention/truncate/reopen sequences against an in-memory model."""
 
+import dataclasses
 import shutil
 import tempfile
 
@@ -54,6 +55,22 @@ class LogModel(RuleBasedStateMachine):
         offset = data.draw(st.integers(self.start_offset, self.end))
         assert self.log.delete_records(offset) == offset
         self.start_offset = offset
+
+    @rule(limit=st.integers(0, 6000))
+    def retention_by_size(self, limit):
+        self.log.update_config(dataclasses.replace(CONFIG, retention_bytes=limit))
+        try:
+            self.log.apply_retention()
+        finally:
+            self.log.update_config(CONFIG)
+        segments = self.log.segments
+        new_start = self.log.log_start_offset
+        assert new_start >= self.start_offset
+        assert new_start == self.start_offset or new_start == segments[0].base_offset
+        # Kafka's rule: whole segments go while what is left stays above the limit
+        if new_start > self.start_offset:
+            assert self.log.size_bytes >= limit
+        self.start_offset = new_start
 
     @precondition(lambda self: self.end > self.start_offset)
     @rule(data=st.data())
