@@ -38,13 +38,21 @@ class SkipsConsistencyCheck(RaftNode):
         return (epoch, 10**9) if self.is_leader else found
 
 
+class ForgetsVotes(RaftNode):
+    """Grants votes without making them durable: after a crash it may vote twice in one epoch."""
+
+    def _on_vote(self, src, req, now):
+        super()._on_vote(src, req, now)
+        self._out = [e for e in self._out if type(e).__name__ != "PersistState"]
+
+
 class NeverPersistsState(RaftNode):
     def _persist(self):
         pass
 
 
 @pytest.mark.parametrize("broken", [VotesForStaleLogs, CommitsWithoutMajority, SkipsConsistencyCheck,
-                                    NeverPersistsState])
+                                    ForgetsVotes, NeverPersistsState])
 def test_broken_cores_are_caught(broken):
     assert any(check_seed(seed, node_class=broken) for seed in range(300))
 

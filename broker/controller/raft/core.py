@@ -215,9 +215,9 @@ class RaftNode:
                 "high_watermark": self.high_watermark, "voters": sorted(self.voters), "replicas": replicas}
 
     def handle(self, src: int, message, now: float) -> list:
-        handler = _HANDLERS.get(type(message))
-        if handler is not None:
-            handler(self, src, message, now)
+        name = _HANDLERS.get(type(message))
+        if name is not None:
+            getattr(self, name)(src, message, now)
         return self._drain()
 
     # -- log helpers -------------------------------------------------------------------------------
@@ -629,14 +629,14 @@ class RaftNode:
         self._election_deadline = now + rank * self.config.election_timeout * (1 + self.rng.random()) / 2
 
 
-_HANDLERS = {
-    VoteRequest: RaftNode._on_vote,
-    VoteResponse: RaftNode._on_vote_response,
-    BeginQuorumEpoch: RaftNode._on_begin_quorum_epoch,
-    BeginQuorumEpochResponse: RaftNode._on_begin_quorum_epoch_response,
-    EndQuorumEpoch: RaftNode._on_end_quorum_epoch,
-    FetchRequest: RaftNode._on_fetch,
-    FetchResponse: RaftNode._on_fetch_response,
-    FetchSnapshotRequest: RaftNode._on_fetch_snapshot,
-    FetchSnapshotResponse: RaftNode._on_fetch_snapshot_response,
+_HANDLERS = {           # message type -> handler method name (looked up on the instance)
+    VoteRequest: "_on_vote",
+    VoteResponse: "_on_vote_response",
+    BeginQuorumEpoch: "_on_begin_quorum_epoch",
+    BeginQuorumEpochResponse: "_on_begin_quorum_epoch_response",
+    EndQuorumEpoch: "_on_end_quorum_epoch",
+    FetchRequest: "_on_fetch",
+    FetchResponse: "_on_fetch_response",
+    FetchSnapshotRequest: "_on_fetch_snapshot",
+    FetchSnapshotResponse: "_on_fetch_snapshot_response",
 }
