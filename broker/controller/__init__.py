@@ -77,8 +77,10 @@ Modules: `image` (MetadataImage, applying records), `records` (metadata record t
 `controller` (the API above), `topics` (names, placement), `configs` (config changes), `disklog`
 (durable log, quorum state, snapshots), `quorum` (trio driver running the Raft core on the disk log),
 `raft` (the sans-IO Raft core), `simulate` (deterministic simulator: `python -m broker.controller.simulate`),
-`wire` (core messages <-> KRaft wire messages; `describe_quorum_response(view, request)` for a
-DescribeQuorum handler), `transport` (TCP between voters), `node` (a standalone voter process:
+`wire` (core messages <-> KRaft wire messages; `describe_quorum_response(view, request)`), `admin`
+(controller-side handlers: `admin.HANDLERS[api_key](controller, body) -> response body` for
+DescribeQuorum 55, AllocateProducerIds 67, BrokerRegistration 62, BrokerHeartbeat 63 — a broker
+handler for DescribeQuorum can call `admin.describe_quorum(controller, body)`), `transport` (TCP between voters), `node` (a standalone voter process:
 `python -m broker.controller.node --node-id 1 --voters 1@h:p,2@h:p,3@h:p --log-dir DIR`).
 
 Multi-voter quorum: `Controller.open(log_dir, node_id=1, voters={1: (host, port), ...},

@@ -3,9 +3,10 @@
     python -m broker.controller.node --node-id 1 --log-dir /tmp/c1 \\
         --voters 1@127.0.0.1:19091,2@127.0.0.1:19092,3@127.0.0.1:19093
 
-Its listener speaks the KRaft RPCs to the other voters and, for clients, DescribeQuorum (55) and
-AllocateProducerIds (67) — the latter commits a ProducerIdsRecord through the quorum, which makes it the
-simplest way to prove that a leader can commit.
+Its listener speaks the KRaft RPCs to the other voters and, for brokers and clients, DescribeQuorum (55),
+AllocateProducerIds (67), BrokerRegistration (62) and BrokerHeartbeat (63) (`admin.HANDLERS`).
+AllocateProducerIds commits a ProducerIdsRecord through the quorum: the simplest proof that a leader
+can commit.
 """
 
 from __future__ import annotations
@@ -17,13 +18,10 @@ import sys
 
 import trio
 
-from protocol import messages as m
-
+from .admin import HANDLERS
 from .controller import Controller, ControllerSettings
-from .errors import ApiError
 from .raft import RaftConfig
 from .transport import TcpTransport
-from .wire import describe_quorum_response
 
 
 def parse_voters(text: str) -> dict[int, tuple[str, int]]:
@@ -37,16 +35,10 @@ def parse_voters(text: str) -> dict[int, tuple[str, int]]:
 
 
 async def admin_handler(controller: Controller, header, body):
-    if header.api_key == 55:
-        return describe_quorum_response(controller.describe_quorum(), body)
-    if header.api_key == 67:
-        try:
-            block = await controller.allocate_producer_ids(body.broker_id, body.broker_epoch)
-        except ApiError as exc:
-            return m.AllocateProducerIdsResponse(error_code=int(exc.code))
-        return m.AllocateProducerIdsResponse(producer_id_start=block.first_producer_id,
-                                             producer_id_len=block.size)
-    raise ValueError(f"unsupported api {header.api_key}")
+    handler = HANDLERS.get(header.api_key)
+    if handler is None:
+        raise ValueError(f"unsupported api {header.api_key}")
+    return await handler(controller, body)
 
 
 async def run(args) -> None:

@@ -6,6 +6,7 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 
 import pytest
 
@@ -145,5 +146,17 @@ def test_three_processes_survive_leader_loss_and_catch_up(tmp_path):
             raise AssertionError(f"restarted node did not catch up: {states} hw={part.high_watermark}")
         assert sorted(states) == [1, 2, 3]
         assert q.allocate(new_leader) == third + 1000
+
+        # A broker registers with the quorum over Kafka's broker-to-controller RPCs.
+        port = q.ports[new_leader]
+        listener = m.BrokerRegistrationRequest.Listener(name="PLAINTEXT", host="h", port=9092, security_protocol=0)
+        reg = _request(port, 62, 0, m.BrokerRegistrationRequest(
+            broker_id=7, cluster_id="odradek-quorum", incarnation_id=uuid.uuid4(), listeners=[listener]))
+        assert reg.error_code == 0 and reg.broker_epoch > 0
+        beat = _request(port, 63, 0, m.BrokerHeartbeatRequest(broker_id=7, broker_epoch=reg.broker_epoch,
+                                                              current_metadata_offset=reg.broker_epoch))
+        assert beat.error_code == 0 and not beat.is_fenced and beat.is_caught_up
+        wrong = _request(port, 62, 0, m.BrokerRegistrationRequest(broker_id=8, cluster_id="other"))
+        assert wrong.error_code == protocol.ErrorCode.INCONSISTENT_CLUSTER_ID
     finally:
         q.stop_all()
