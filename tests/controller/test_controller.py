@@ -244,3 +244,29 @@ async def test_snapshots_compact_the_log_and_restore(tmp_path):
         assert controller.image.partition("t7", 0) == image.partition("t7", 0)
         quorum = controller.describe_quorum()
         assert quorum["leader_id"] == 1 and quorum["epoch"] == 2 and controller.is_active
+
+
+async def test_admin_handlers_on_a_single_node(tmp_path):
+    from protocol import messages as m
+
+    from broker.controller import admin
+    from broker.controller.wire import METADATA_TOPIC
+
+    async with Controller.open(str(tmp_path), cluster_id="cid") as controller:
+        req = m.DescribeQuorumRequest
+        body = req(topics=[req.TopicData(topic_name=METADATA_TOPIC, partitions=[req.PartitionData(partition_index=0)])])
+        resp = await admin.describe_quorum(controller, body)
+        part = resp.topics[0].partitions[0]
+        assert resp.error_code == 0 and part.error_code == 0 and part.leader_id == 1
+        assert [r.replica_id for r in part.current_voters] == [1] and part.high_watermark > 0
+        bad = req(topics=[req.TopicData(topic_name="other", partitions=[req.PartitionData(partition_index=0)])])
+        assert (await admin.describe_quorum(controller, bad)).error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        reg = await admin.broker_registration(controller, m.BrokerRegistrationRequest(
+            broker_id=1, cluster_id="cid", incarnation_id=INCARNATION))
+        beat = await admin.broker_heartbeat(controller, m.BrokerHeartbeatRequest(
+            broker_id=1, broker_epoch=reg.broker_epoch, current_metadata_offset=reg.broker_epoch))
+        assert beat.error_code == 0 and not beat.is_fenced
+        stale = await admin.broker_heartbeat(controller, m.BrokerHeartbeatRequest(broker_id=1, broker_epoch=999))
+        assert stale.error_code == ErrorCode.STALE_BROKER_EPOCH
+        ids = await admin.allocate_producer_ids(controller, m.AllocateProducerIdsRequest(broker_id=1, broker_epoch=-1))
+        assert ids.error_code == 0 and ids.producer_id_len == 1000
