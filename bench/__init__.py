@@ -1,6 +1,11 @@
 """Odradek's benchmark harness: Odradek next to a peer broker and a ceiling, in one run, as ratios.
 
 Run ``python -m bench`` (full, about ten minutes) or ``python -m bench --quick`` (about a minute).
+Useful options: ``--targets odradek,peer`` and ``--only TEXT`` to narrow a run; ``--profile DIR`` to
+record py-spy profiles of Odradek per case (summarize with ``python -m bench.profile FILE``);
+``--candidate-command CMD`` for an A/B run, a second Odradek launched by CMD measured right after the
+first in every repetition, with candidate/Odradek ratios; ``--setting FIELD=N`` to change any
+`suite.Settings` field (e.g. ``consume_records=1000000``).
 Modules, each with one job:
 
 - `targets`: start/stop the servers on free loopback ports (Odradek, the peer, the null sink), RSS;

@@ -174,3 +174,42 @@ def test_profile_summary_ranks_self_and_total_time(tmp_path):
     assert summary.samples == 10  # epoll waits and parked worker threads are idle, left out
     assert summary.self_time[0] == ("decode (protocol/codec.py)", 60.0)
     assert dict(summary.total_time)["serve (broker/server.py)"] == 100.0
+
+
+class _FakeTarget:
+    def __init__(self, name: str):
+        self.name, self.pid = name, 0
+
+    def alive(self) -> bool:
+        return True
+
+    def rss_bytes(self) -> int:
+        return 1 << 20
+
+
+def test_suite_alternates_servers_takes_medians_and_drops_a_server_that_keeps_failing():
+    odradek, candidate, peer = _FakeTarget("odradek"), _FakeTarget("candidate"), _FakeTarget("peer")
+    order = []
+    values = {"odradek": iter([3.0, 1.0, 2.0]), "candidate": iter([4.0, 5.0, 6.0])}
+
+    def run(target):
+        order.append(target.name)
+        if target.name == "peer":
+            raise RuntimeError("peer is down")
+        return {"records/s": next(values[target.name])}
+
+    settings = suite.Settings("test", duration=0.1, repeats=3, producers=1, partitions=1, consume_records=1,
+                              latency_rate=1, latency_duration=0.1)
+    logged = []
+    with suite.Suite(settings, [odradek, candidate, peer], log=logged.append) as bench_suite:
+        bench_suite.run_case(suite.Case("first", run, [("records/s", True)], targets=("odradek", "peer")))
+        bench_suite.run_case(suite.Case("second", run, [("records/s", True)], targets=("peer",)))
+        bench_suite.run_case(suite.Case("third", run, [("records/s", True)], targets=("peer",)))
+    first = bench_suite.rows[0]
+    assert order == ["odradek", "candidate", "peer", "odradek", "candidate", "odradek", "candidate", "peer"]
+    assert first.median("odradek") == 2.0 and first.median("candidate") == 5.0
+    assert first.ratio("candidate", "odradek") == 2.5
+    assert first.median("peer") is None
+    assert bench_suite.errors == ["first / peer: RuntimeError: peer is down",
+                                  "second / peer: RuntimeError: peer is down"]
+    assert any("left out" in line for line in logged)
