@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import logging
 import sys
 
 COMMAND_MODULES = ("broker.admin",)
@@ -33,12 +32,19 @@ def _serve(args) -> int:
     except ConfigError as exc:
         print(f"odradek: configuration error: {exc}", file=sys.stderr, flush=True)
         return 2
-    logging.basicConfig(level=getattr(logging, args.log_level.upper()),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from broker.logs import configure_logging, log_startup_banner
+
+    configure_logging(args.log_level, args.log_format, request_log=args.request_log)
 
     def announce(broker: Broker):
         for bound, advertised in broker.listening():
             print(f"odradek: listening on {bound} (advertised as {advertised})", flush=True)
+        log_startup_banner(
+            version=_version(), node_id=broker.node_id,
+            listeners=[bound for bound, _ in broker.listening()],
+            advertised_listeners=[advertised for _, advertised in broker.listening()],
+            log_dirs=broker.config.log_dirs, overrides=_overrides(args.override),
+            metrics_port=broker.metrics_port)
 
     try:
         trio.run(Broker.run_until_signalled, config, announce)
@@ -51,6 +57,18 @@ def _serve(args) -> int:
         return 2 if isinstance(failure, ConfigError) else 1
     print("odradek: stopped", flush=True)
     return 0
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+        return version("odradek")
+    except Exception:
+        return "unknown"
+
+
+def _overrides(items) -> dict[str, str]:
+    return dict(item.partition("=")[::2] for item in items)
 
 
 def _leaf(exc: BaseException, kinds: tuple) -> BaseException | None:
@@ -76,6 +94,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="set one config value; repeatable; wins over --config")
     serve.add_argument("--log-level", default="info",
                        choices=["debug", "info", "warning", "error"])
+    serve.add_argument("--log-format", default="text", choices=["text", "json"])
+    serve.add_argument("--request-log", action="store_true",
+                       help="one log line per request (api, version, client, latency)")
     serve.set_defaults(func=_serve)
     for name in COMMAND_MODULES:
         try:

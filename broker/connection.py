@@ -196,14 +196,14 @@ class Connection:
             previous = self._previous_started
             self._previous_started = slot.started
             await self._send_slots.send(slot)   # blocks when MAX_IN_FLIGHT are pending
-            nursery.start_soon(self._handle, frame, slot, previous)
+            nursery.start_soon(self._handle, frame, slot, previous, time.monotonic())
 
     # ----------------------------------------------------------------------------- processing
-    async def _handle(self, frame, slot: _Slot, previous: trio.Event | None):
+    async def _handle(self, frame, slot: _Slot, previous: trio.Event | None, received: float):
         try:
             if previous is not None:
                 await previous.wait()
-            slot.parts = await self._process(frame, slot)
+            slot.parts = await self._process(frame, slot, received)
         except CloseConnection as exc:
             log.info("closing connection %s: %s", self.peer, exc)
             slot.parts = _CLOSE
@@ -214,7 +214,7 @@ class Connection:
             slot.started.set()
             slot.done.set()
 
-    async def _process(self, frame, slot: _Slot):
+    async def _process(self, frame, slot: _Slot, received: float):
         try:
             header, body_offset = protocol.decode_request_header(frame)
         except protocol.DecodeError as exc:
@@ -244,7 +244,8 @@ class Connection:
             response = await handler(ctx, header, body)
         finally:
             metrics.request_done()
-        self.broker.observe_request(header, time.monotonic() - started)
+        self.broker.observe_request(header, time.monotonic() - started, response,
+                                    started - received)
         if response is None:   # acks=0 produce: the client expects no response at all
             return None
         return protocol.encode_response_parts(header.api_key, header.api_version,

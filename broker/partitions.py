@@ -293,17 +293,6 @@ class PartitionManager:
             except Exception:
                 log.exception("log maintenance failed")
 
-    def snapshots(self) -> list:
-        """Per-partition facts for the metrics endpoint (read at scrape time)."""
-        from broker.metrics import PartitionSnapshot
-
-        return [PartitionSnapshot(
-            topic=p.topic, partition=p.index, is_leader=p.leader == self.node_id,
-            size_bytes=p.log.size_bytes, log_start_offset=p.log.log_start_offset,
-            log_end_offset=p.log.log_end_offset, high_watermark=p.log.high_watermark,
-            num_segments=len(p.log.segments), isr=len(p.isr), offline=p.leader < 0)
-            for p in self.all()]
-
     def log_dir_sizes(self) -> dict[str, dict[tuple[str, int], int]]:
         sizes: dict[str, dict[tuple[str, int], int]] = {}
         for partition in self.all():

@@ -13,16 +13,19 @@ import functools
 import logging
 import os
 import signal
+import time
 import uuid
 from typing import Callable
 
 import trio
 
+import protocol
 from broker.config import BrokerConfig, ConfigError, Listener, validate_topic_configs
 from broker.fetch_session import FetchSessionCache
 from broker.handlers import load_registry
 from broker.health import Health, serve_ops_http
-from broker.metrics import BrokerMetrics
+from broker.logs import RequestLogger
+from broker.metrics import BrokerMetrics, broker_sources
 from broker.partitions import PartitionManager
 
 log = logging.getLogger("odradek.server")
@@ -45,6 +48,7 @@ class Broker:
         self.metrics_port: int | None = None
         self.metrics = BrokerMetrics(config.node_id)
         self.health = Health(metrics=self.metrics)
+        self.request_log = RequestLogger()
         self._bound: list[tuple[Listener, int]] = []   # (listener, bound port)
         self._shutdown = trio.Event()
         self._draining = False
@@ -92,10 +96,21 @@ class Broker:
     def metadata_epoch(self) -> int:
         return max(self.image.offset, 0)
 
-    def observe_request(self, header, seconds: float) -> None:
+    def observe_request(self, header, seconds: float, response, queue_seconds: float = 0.0) -> None:
+        """Metrics and the optional request log, once a handler has answered."""
         try:
-            self.metrics.observe_request(header.api_key, header.api_version, local_s=seconds)
-        except Exception:   # metrics must never break a request
+            code = 0 if response is None else \
+                self.metrics.count_response_errors(header.api_key, response)
+            self.metrics.observe_request(header.api_key, header.api_version, local_s=seconds,
+                                         queue_s=queue_seconds)   # errors counted just above
+            if self.request_log.enabled:
+                spec = protocol.API_SPECS.get(header.api_key)
+                self.request_log.log(
+                    spec.name if spec else str(header.api_key), header.api_version,
+                    header.client_id, seconds,
+                    error=protocol.ErrorCode(code).name if code else None,
+                    correlation_id=header.correlation_id)
+        except Exception:   # observability must never break a request
             log.debug("metrics hook failed", exc_info=True)
 
     @property
@@ -158,7 +173,9 @@ class Broker:
         from broker.controller.controller import Controller
 
         config = self.config
+        opening = time.monotonic()
         self.logs = await self.run_blocking(self._open_storage)
+        self.metrics.set_recovery_duration(time.monotonic() - opening)
         try:
             async with Controller.open(_metadata_dir(config), node_id=self.node_id,
                                        settings=self._controller_settings(),
@@ -182,17 +199,6 @@ class Broker:
                 if self.logs is not None:
                     await self.run_blocking(self.logs.close)   # flush, checkpoints, clean marker
             log.info("broker %d stopped", self.node_id)
-
-    def _controller_snapshot(self):
-        from broker.metrics import ControllerSnapshot
-
-        image = self.image
-        return ControllerSnapshot(
-            is_active=True, leader_id=self.node_id, epoch=self.broker_epoch,
-            high_watermark=image.offset + 1, last_committed_offset=image.offset,
-            last_applied_offset=image.offset, topic_count=len(image.topics),
-            partition_count=sum(len(t.partitions) for t in image.topics.values()),
-            broker_count=sum(1 for b in image.brokers.values() if not b.fenced))
 
     def _open_storage(self):
         from storage import LogManager
@@ -222,8 +228,7 @@ class Broker:
         await self.partitions.load_image(image)
 
     async def _start(self, nursery: trio.Nursery) -> None:
-        self.metrics.set_sources(partitions=self.partitions.snapshots,
-                                 controller=self._controller_snapshot)
+        self.metrics.set_sources(**broker_sources(self))
         self.health.set("recovery", True)
         if self.config["metrics.port"] >= 0:
             self.metrics_port = await nursery.start(functools.partial(
