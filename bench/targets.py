@@ -55,6 +55,9 @@ class Target:
     def rss_bytes(self) -> int | None:
         return rss_bytes(self.pid)
 
+    def cpu_seconds(self) -> float | None:
+        return cpu_seconds(self.pid)
+
     def stop(self) -> None:
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
@@ -77,6 +80,19 @@ def rss_bytes(pid: int) -> int | None:
     except OSError:
         return None
     return None
+
+
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU time of a process (all its threads) from /proc, or None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS  # utime, stime
 
 
 def free_port() -> int:
