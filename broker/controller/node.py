@@ -48,7 +48,7 @@ async def run(args) -> None:
                         fetch_timeout=args.fetch_timeout_ms / 1000)
     async with Controller.open(args.log_dir, node_id=args.node_id, cluster_id=args.cluster_id,
                                settings=ControllerSettings(), voters=voters, transport=transport,
-                               raft_config=config) as controller:
+                               raft_config=config, snapshot_every=args.snapshot_every) as controller:
         async def handle(header, body):
             return await admin_handler(controller, header, body)
         transport.admin_handler = handle
@@ -68,6 +68,7 @@ def main(argv=None) -> int:
     parser.add_argument("--cluster-id", default="odradek-quorum")
     parser.add_argument("--election-timeout-ms", type=int, default=1000)
     parser.add_argument("--fetch-timeout-ms", type=int, default=2000)
+    parser.add_argument("--snapshot-every", type=int, default=1000, help="entries between snapshots")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format=f"controller {args.node_id} %(levelname)s %(message)s")
     trio.run(run, args)

@@ -54,6 +54,7 @@ class RaftQuorum:
         self._waiters: dict[int, tuple[int, trio.Event, list]] = {}
         self._ready = trio.Event()                  # leader whose own epoch marker has committed
         self._reply = None                          # (src, reply) of the request being handled
+        self._started = False
 
     # -- role ------------------------------------------------------------------------------------------
 
@@ -95,6 +96,7 @@ class RaftQuorum:
                 self._persist([effect])
             else:
                 self._act(effect)
+        self._started = True
 
     async def run(self) -> None:
         async with trio.open_nursery() as nursery:
@@ -195,6 +197,9 @@ class RaftQuorum:
                 if entry.control and entry.epoch == self.node.epoch and self.is_leader:
                     self._ready.set()
         elif isinstance(effect, LoadSnapshot):
+            if self._started:
+                log.info("metadata quorum: installed the leader's snapshot up to offset %d",
+                         effect.snapshot.end_offset)
             self._apply_snapshot(effect.snapshot)
         elif isinstance(effect, LeaderChange):
             log.info("metadata quorum: epoch %d, leader %d", effect.epoch, effect.leader_id)

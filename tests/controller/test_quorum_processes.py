@@ -76,7 +76,7 @@ class Quorum:
         self.procs[node] = subprocess.Popen(
             [sys.executable, "-m", "broker.controller.node", "--node-id", str(node), "--voters", self.voters,
              "--log-dir", str(self.tmp / f"c{node}"), "--election-timeout-ms", "300",
-             "--fetch-timeout-ms", "600"],
+             "--fetch-timeout-ms", "600", "--snapshot-every", "4"],
             stdout=log, stderr=subprocess.STDOUT, cwd=os.getcwd())
 
     def kill9(self, node):
@@ -133,8 +133,10 @@ def test_three_processes_survive_leader_loss_and_catch_up(tmp_path):
         elapsed = time.monotonic() - killed_at
         assert third == second + 1000            # the committed blocks survived the leader's death
         assert elapsed < 15, f"new leader took {elapsed:.1f}s"
+        for _ in range(8):                        # enough that the leader's log starts past the old node's
+            third = q.allocate(new_leader)
 
-        q.start(leader)                           # restart the old leader: it must catch up
+        q.start(leader)                           # restart the old leader: it catches up via a snapshot
         end = time.monotonic() + 30
         while time.monotonic() < end:
             _, part = q.leader(exclude={leader})
@@ -145,6 +147,7 @@ def test_three_processes_survive_leader_loss_and_catch_up(tmp_path):
         else:
             raise AssertionError(f"restarted node did not catch up: {states} hw={part.high_watermark}")
         assert sorted(states) == [1, 2, 3]
+        assert "installed the leader's snapshot" in (tmp_path / f"node{leader}.log").read_text()
         assert q.allocate(new_leader) == third + 1000
 
         # A broker registers with the quorum over Kafka's broker-to-controller RPCs.
