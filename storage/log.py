@@ -89,6 +89,8 @@ class Log:
         os.makedirs(directory, exist_ok=True)
         self.producer_state = ProducerStateManager(directory)
         self.recovered_bytes_truncated = 0
+        self.high_watermark = 0
+        self.recovery_point = 0
         self._load(recovery_point, log_start_offset, clean_shutdown)
         self.high_watermark = min(max(high_watermark, self.log_start_offset), self.log_end_offset)
         self.producer_state.on_high_watermark(self.high_watermark)
@@ -137,8 +139,11 @@ class Log:
         else:
             self._recover(recovery_point)
         self.log_start_offset = max(log_start_offset, self._segments[0].base_offset)
-        self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
         self.epochs.truncate_from(self.log_end_offset)
+        if self.log_end_offset < self.log_start_offset:
+            # Recovery cut below the (checkpointed) log start: what is left was deleted
+            # anyway, and offsets must not go back below the log start.
+            self.truncate_fully_and_start_at(self.log_start_offset)
 
     @staticmethod
     def _index_sane(segment: LogSegment) -> bool:

@@ -362,3 +362,18 @@ def test_retention_never_deletes_the_empty_active_segment(make_log):
     log.close()
     again = make_log(name="empty-0", clean_shutdown=False)
     assert again.log_end_offset == 1
+
+
+def test_recovery_below_the_log_start_restarts_empty_at_the_log_start(make_log):
+    # found by the model test: an unflushed tail lost below a DeleteRecords log start
+    log = make_log(name="below-0")
+    log.append(batch(1))
+    log.set_high_watermark(1)
+    log.delete_records(1)
+    path = log.active_segment.log_path
+    log.close()
+    with open(path, "r+b") as f:
+        f.truncate(0)
+    again = make_log(name="below-0", clean_shutdown=False, log_start_offset=1, high_watermark=1)
+    assert again.log_start_offset == again.log_end_offset == 1
+    assert again.append(batch(1)).first_offset == 1

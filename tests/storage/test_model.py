@@ -90,6 +90,37 @@ class LogModel(RuleBasedStateMachine):
         self.end = expected_end
         self.log.set_high_watermark(self.end)
 
+    @rule()
+    def flush(self):
+        self.log.flush()
+
+    @rule(data=st.data())
+    def crash_losing_the_unflushed_tail(self, data):
+        """A power cut: whatever is past the recovery point may be cut anywhere."""
+        recovery_point = self.log.recovery_point
+        active = self.log.active_segment
+        floor = 0
+        if recovery_point > active.base_offset:
+            found = active.find_batch(recovery_point)
+            floor = found[0] if found else active.size
+        cut = data.draw(st.integers(floor, active.size))
+        path = active.log_path
+        self.log.close()
+        with open(path, "r+b") as f:
+            f.truncate(cut)
+        self.log = Log(self.path, CONFIG, clock=lambda: NOW, clean_shutdown=False,
+                       recovery_point=recovery_point, log_start_offset=self.start_offset,
+                       high_watermark=self.end)
+        new_end = self.log.log_end_offset
+        assert new_end >= min(recovery_point, self.end), "flushed data was lost"
+        assert new_end == self.start_offset or new_end in {last + 1 for _, last in self.batches}
+        self.batches = [(b, last) for b, last in self.batches if last < new_end]
+        for o in [o for o in self.records if o >= new_end]:
+            del self.records[o]
+        self.end = new_end
+        self.start_offset = min(self.start_offset, new_end)
+        self.log.set_high_watermark(self.end)
+
     @rule(clean=st.booleans())
     def reopen(self, clean):
         if clean:
