@@ -106,6 +106,8 @@ class TcpTransport:
                     await stream.send_all(_SIZE.pack(len(response)) + response)
         except (trio.BrokenResourceError, trio.ClosedResourceError, ValueError, protocol.DecodeError) as exc:
             log.debug("controller connection closed: %s", exc)
+        except Exception:                     # a handler bug closes this connection, not the quorum
+            log.exception("controller connection failed")
 
     async def _answer(self, frame: bytes) -> bytes | None:
         header, body = protocol.decode_request(frame)
