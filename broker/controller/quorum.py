@@ -136,9 +136,13 @@ class RaftQuorum:
 
     async def wait_ready(self) -> None:
         """Return once this node leads and has applied everything committed before its epoch."""
-        if not self.is_leader:
-            raise ApiError(ErrorCode.NOT_CONTROLLER, "This node is not the active controller.")
-        await self._ready.wait()
+        while True:
+            if not self.is_leader:
+                raise ApiError(ErrorCode.NOT_CONTROLLER, "This node is not the active controller.")
+            ready = self._ready
+            await ready.wait()
+            if ready is self._ready:
+                return
 
     async def propose(self, data: bytes) -> int:
         async with self._lock:
@@ -157,6 +161,11 @@ class RaftQuorum:
     # -- effects ---------------------------------------------------------------------------------------
 
     async def _execute(self, effects: list) -> None:
+        # The core already acts as if every effect happened: never let a cancellation cut the list.
+        with trio.CancelScope(shield=True):
+            await self._execute_all(effects)
+
+    async def _execute_all(self, effects: list) -> None:
         pending: list = []
         for effect in effects:
             if isinstance(effect, _DURABLE):
@@ -204,7 +213,8 @@ class RaftQuorum:
         elif isinstance(effect, LeaderChange):
             log.info("metadata quorum: epoch %d, leader %d", effect.epoch, effect.leader_id)
             if not effect.is_self:
-                self._ready = trio.Event()
+                lost, self._ready = self._ready, trio.Event()
+                lost.set()                       # wake wait_ready() callers: they see the change
                 for offset in list(self._waiters):
                     self._settle(offset, None)
 
