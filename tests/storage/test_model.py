@@ -22,11 +22,15 @@ class LogModel(RuleBasedStateMachine):
     def start(self):
         self.dir = tempfile.mkdtemp(prefix="model-")
         self.path = f"{self.dir}/m-0"
-        self.log = Log(self.path, CONFIG, clock=lambda: NOW)
+        self.now = NOW
+        self.log = Log(self.path, CONFIG, clock=self.clock)
         self.records: dict[int, bytes] = {}  # offset -> value
         self.batches: list[tuple[int, int]] = []  # (base, last) as appended
         self.start_offset = 0
         self.end = 0
+
+    def clock(self):
+        return self.now
 
     def teardown(self):
         self.log.close()
@@ -36,7 +40,7 @@ class LogModel(RuleBasedStateMachine):
           codec=st.sampled_from([r.Compression.NONE, r.Compression.LZ4]))
     def append(self, n, size, codec):
         values = [bytes([self.end % 251]) * size + b"%d" % (self.end + i) for i in range(n)]
-        data = r.build_batch([r.SimpleRecord(value=v, timestamp=NOW) for v in values], compression_type=codec)
+        data = r.build_batch([r.SimpleRecord(value=v, timestamp=self.now) for v in values], compression_type=codec)
         res = self.log.append(data)
         assert (res.first_offset, res.last_offset) == (self.end, self.end + n - 1)
         for i, v in enumerate(values):
@@ -71,6 +75,30 @@ class LogModel(RuleBasedStateMachine):
         if new_start > self.start_offset:
             assert self.log.size_bytes >= limit
         self.start_offset = new_start
+
+    @rule(advance=st.integers(0, 3000))
+    def retention_by_time(self, advance):
+        self.now += advance
+        self.log.update_config(dataclasses.replace(CONFIG, retention_ms=1000))
+        try:
+            self.log.apply_retention()
+        finally:
+            self.log.update_config(CONFIG)
+        new_start = self.log.log_start_offset
+        assert new_start >= self.start_offset
+        first = self.log.segments[0]
+        if new_start > self.start_offset and first.size:
+            assert self.now - first.max_timestamp <= 1000 or first is self.log.active_segment
+        self.start_offset = new_start
+
+    @rule(extra=st.integers(0, 5))
+    def truncate_fully(self, extra):
+        offset = self.end + extra
+        self.log.truncate_fully_and_start_at(offset)
+        self.records.clear()
+        self.batches = []
+        self.start_offset = self.end = offset
+        self.log.set_high_watermark(offset)
 
     @precondition(lambda self: self.end > self.start_offset)
     @rule(data=st.data())
@@ -108,7 +136,7 @@ class LogModel(RuleBasedStateMachine):
         self.log.close()
         with open(path, "r+b") as f:
             f.truncate(cut)
-        self.log = Log(self.path, CONFIG, clock=lambda: NOW, clean_shutdown=False,
+        self.log = Log(self.path, CONFIG, clock=self.clock, clean_shutdown=False,
                        recovery_point=recovery_point, log_start_offset=self.start_offset,
                        high_watermark=self.end)
         new_end = self.log.log_end_offset
@@ -126,7 +154,7 @@ class LogModel(RuleBasedStateMachine):
         if clean:
             self.log.close_clean()
         self.log.close()
-        self.log = Log(self.path, CONFIG, clock=lambda: NOW, clean_shutdown=clean,
+        self.log = Log(self.path, CONFIG, clock=self.clock, clean_shutdown=clean,
                        recovery_point=self.log.recovery_point if clean else 0,
                        log_start_offset=self.start_offset, high_watermark=self.end)
 
