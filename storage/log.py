@@ -8,6 +8,7 @@ so a slow disk never stalls appends to the page cache.
 from __future__ import annotations
 
 import bisect
+import random
 import os
 import threading
 import time
@@ -415,11 +416,21 @@ class Log:
         else:
             waited = now - segment.created_ms
         if (segment.size > config.segment_bytes - size
-                or waited > config.segment_ms - config.segment_jitter_ms
+                or waited > config.segment_ms - self._roll_jitter(segment)
                 or segment.index_full(config.segment_index_bytes)
                 or last_offset - segment.base_offset > INT32_MAX):
             return self._roll(first_offset, now)
         return segment
+
+    def _roll_jitter(self, segment: LogSegment) -> int:
+        """Kafka draws each segment's jitter at random below segment.jitter.ms, so
+        partitions created together do not all roll at once."""
+        jitter = self.config.segment_jitter_ms
+        if jitter <= 0:
+            return 0
+        if segment.roll_jitter_ms is None:
+            segment.roll_jitter_ms = random.randrange(jitter)
+        return segment.roll_jitter_ms
 
     def _roll(self, base_offset: int, now: int, replace_empty: bool = False) -> LogSegment:
         old = self._segments[-1]

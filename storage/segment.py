@@ -61,6 +61,7 @@ class LogSegment:
         self.first_batch_timestamp = NO_TIMESTAMP
         self.created_ms = created_ms
         self.bytes_since_last_index = 0
+        self.roll_jitter_ms: int | None = None  # drawn by the log from segment.jitter.ms
         self.active = False
 
     # -- handles ------------------------------------------------------------------
