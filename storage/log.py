@@ -416,11 +416,19 @@ class Log:
         else:
             waited = now - segment.created_ms
         if (segment.size > config.segment_bytes - size
-                or waited > config.segment_ms - self._roll_jitter(segment)
+                or waited > self._max_segment_ms() - self._roll_jitter(segment)
                 or segment.index_full(config.segment_index_bytes)
                 or last_offset - segment.base_offset > INT32_MAX):
             return self._roll(first_offset, now)
         return segment
+
+    def _max_segment_ms(self) -> int:
+        """segment.ms, or max.compaction.lag.ms when smaller on a compacted topic (the
+        active segment must roll for its records to become cleanable in time)."""
+        config = self.config
+        if config.compact:
+            return min(config.segment_ms, config.max_compaction_lag_ms)
+        return config.segment_ms
 
     def _roll_jitter(self, segment: LogSegment) -> int:
         """Kafka draws each segment's jitter at random below segment.jitter.ms, so
