@@ -42,7 +42,8 @@ Public surface
       header per batch + the caller's body slice via pwritev; never copied).  Validates
       magic 2, lengths, CRC32C, record count vs last offset delta, max.message.bytes,
       timestamps vs message.timestamp.{before,after}.max.ms (batch header timestamps),
-      control batches only from COORDINATOR; stamps LogAppendTime when configured.
+      control batches only from COORDINATOR; stamps LogAppendTime when configured; a
+      topic compression.type other than "producer" re-encodes client batches in that codec.
       ``AppendResult(first_offset, last_offset, log_append_time, log_start_offset, duplicate)``.
       ``AppendOrigin.REPLICATION`` keeps the offsets the batches carry.
     - ``read(fetch_offset, max_bytes, max_offset=None, min_one_batch=True) -> list[FileSlice]``

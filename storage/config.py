@@ -30,6 +30,7 @@ class LogConfig:
     flush_ms: int = LONG_MAX
     file_delete_delay_ms: int = 60 * 1000
     producer_id_expiration_ms: int = 24 * 3600 * 1000  # a broker setting, honoured per log
+    compression_type: str = "producer"  # or uncompressed/gzip/snappy/lz4/zstd: recompress on append
 
     @property
     def compact(self) -> bool:
@@ -69,7 +70,7 @@ def _coerce(field: str, value: Any) -> Any:
         if isinstance(value, str):
             value = [v.strip() for v in value.split(",") if v.strip()]
         return tuple(str(v).lower() for v in value)
-    if field == "message_timestamp_type":
+    if field in ("message_timestamp_type", "compression_type"):
         return str(value)
     if field == "min_cleanable_dirty_ratio":
         return float(value)

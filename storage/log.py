@@ -15,7 +15,7 @@ import time
 from typing import Callable, NamedTuple
 
 from protocol.records import (
-    NO_PARTITION_LEADER_EPOCH, NO_TIMESTAMP, RecordBatch, RecordBatchError, iter_batches, patched_header,
+    LOG_OVERHEAD, NO_PARTITION_LEADER_EPOCH, NO_TIMESTAMP, RecordBatch, RecordBatchError, iter_batches, patched_header,
 )
 from storage import checkpoints
 from storage.config import LogConfig
@@ -31,7 +31,7 @@ from storage.segment import (
     finish_swap,
 )
 from storage.txn_index import AbortedTxn
-from storage.validation import AppendOrigin, validate_append
+from storage.validation import AppendOrigin, apply_topic_compression, validate_append
 
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
@@ -324,6 +324,8 @@ class Log:
             view = view.cast("B")
         now = self.clock() if now_ms is None else now_ms
         batches = validate_append(view, origin, self.config, now, f"{self.topic}-{self.partition}")
+        if origin is AppendOrigin.CLIENT and self.config.compression_type != "producer":
+            batches = apply_topic_compression(batches, self.config)
         log_append_time = now if self.config.log_append_time and origin is not AppendOrigin.REPLICATION else None
         with self._lock:
             self._check_online()
@@ -368,7 +370,7 @@ class Log:
                 if pending.duplicate is not None:
                     dup = pending.duplicate
                     return AppendResult(dup.first_offset, dup.last_offset, -1, self.log_start_offset, True)
-            total = len(view)
+            total = sum(b.batch_length for b in batches) + LOG_OVERHEAD * len(batches)
             try:
                 segment = self._maybe_roll(first_offset, last_offset, total, now, max_ts_all)
                 position = segment.size

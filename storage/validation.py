@@ -10,7 +10,7 @@ import enum
 
 from protocol.records import (
     COMPRESSION_MASK, CONTROL_MASK, LOG_OVERHEAD, MIN_BATCH_LENGTH, NO_TIMESTAMP, TRANSACTIONAL_MASK,
-    RecordBatch, RecordBatchError, iter_batches,
+    RecordBatch, RecordBatchError, build_batch, iter_batches,
 )
 from storage.config import LogConfig
 from storage.errors import ErrorCode, InvalidBatchError, InvalidTimestampError
@@ -102,3 +102,33 @@ def _require_keys(batch: RecordBatch, where: str) -> None:
                     ErrorCode.INVALID_RECORD)
     except RecordBatchError as exc:
         raise InvalidBatchError(exc.message, exc.error_code) from exc
+
+
+TOPIC_CODECS = {"uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+
+
+def apply_topic_compression(batches: list[RecordBatch], config: LogConfig) -> list[RecordBatch]:
+    """compression.type other than "producer": Kafka re-encodes data batches in the
+    topic's codec (offsets, producer fields and timestamps kept).  The default
+    ("producer") leaves the bytes untouched."""
+    target = TOPIC_CODECS.get(config.compression_type)
+    if target is None:
+        return batches
+    out = []
+    for batch in batches:
+        if batch.is_control or batch.compression == target:
+            out.append(batch)
+            continue
+        try:
+            records = list(batch.records())
+        except RecordBatchError as exc:
+            raise InvalidBatchError(exc.message, exc.error_code) from exc
+        data = build_batch(
+            records, base_offset=batch.base_offset, compression_type=target,
+            timestamp_type=batch.timestamp_type, producer_id=batch.producer_id,
+            producer_epoch=batch.producer_epoch, base_sequence=batch.base_sequence,
+            transactional=batch.is_transactional, partition_leader_epoch=batch.partition_leader_epoch,
+            base_timestamp=batch.base_timestamp, max_timestamp=batch.max_timestamp,
+            last_offset_delta=batch.last_offset_delta)
+        out.append(RecordBatch(data, 0))
+    return out

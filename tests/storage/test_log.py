@@ -377,3 +377,19 @@ def test_recovery_below_the_log_start_restarts_empty_at_the_log_start(make_log):
     again = make_log(name="below-0", clean_shutdown=False, log_start_offset=1, high_watermark=1)
     assert again.log_start_offset == again.log_end_offset == 1
     assert again.append(batch(1)).first_offset == 1
+
+
+@pytest.mark.parametrize("topic_codec,expected", [("gzip", 1), ("zstd", 4), ("uncompressed", 0)])
+def test_topic_compression_type_recompresses_client_batches(make_log, topic_codec, expected):
+    log = make_log({"compression.type": topic_codec})
+    data = r.build_batch([r.SimpleRecord(value=b"v%d" % i, key=b"k", timestamp=NOW + i) for i in range(4)],
+                         compression_type=r.Compression.LZ4, producer_id=3, producer_epoch=1, base_sequence=0)
+    res = log.append(data)
+    assert (res.first_offset, res.last_offset) == (0, 3)
+    (b,) = log.read_batches(0)
+    b.ensure_valid()
+    assert b.compression == expected
+    assert (b.producer_id, b.producer_epoch, b.base_sequence) == (3, 1, 0)
+    assert [(x.offset, x.value, x.timestamp) for x in b.records()] == \
+        [(i, b"v%d" % i, NOW + i) for i in range(4)]
+    assert log.append(data).duplicate  # the retry is still recognised
