@@ -15,7 +15,9 @@ Trio tests::
     async with serving_broker(tmp_path) as broker:
         ...   # broker.bootstrap, broker.port, broker.broker (the Broker object)
 
-As a pytest fixture: ``broker = pytest.fixture(broker_fixture)`` or see ``tests/broker/conftest.py``.
+As a pytest fixture, import it into a ``conftest.py``::
+
+    from broker.testing import odradek_broker      # then: def test_x(odradek_broker): ...
 """
 
 from __future__ import annotations
@@ -115,3 +117,21 @@ def running_broker(data_dir, overrides: Mapping[str, str] | None = None, timeout
         thread.join(timeout)
         if failure:
             raise RuntimeError("test broker failed") from failure[0]
+
+
+def _pytest_fixture():
+    try:
+        import pytest
+    except ImportError:     # pytest is optional: the context managers work without it
+        return None
+
+    @pytest.fixture
+    def odradek_broker(tmp_path):
+        """A fresh in-process broker for one test (``.bootstrap``, ``.port``, ``.broker``)."""
+        with running_broker(tmp_path / "odradek-data") as running:
+            yield running
+
+    return odradek_broker
+
+
+odradek_broker = _pytest_fixture()

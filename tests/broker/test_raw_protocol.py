@@ -323,3 +323,12 @@ def test_a_client_that_does_not_read_slows_only_itself(client, broker):
         correlation_id, response = client.receive(1, 11)
         assert correlation_id == expected
         assert response.responses[0].partitions[0].high_watermark == 1
+
+
+from broker.testing import odradek_broker  # noqa: E402,F401  (the documented fixture)
+
+
+def test_the_documented_pytest_fixture(odradek_broker):
+    with RawClient("127.0.0.1", odradek_broker.port) as raw:
+        assert raw.create_topic("fixture").error_code == 0
+    assert odradek_broker.bootstrap == f"127.0.0.1:{odradek_broker.port}"
