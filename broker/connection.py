@@ -100,6 +100,7 @@ class Connection:
         self._send_slots, self._receive_slots = trio.open_memory_channel[_Slot](MAX_IN_FLIGHT)
         self._previous_started: trio.Event | None = None
         self._read_scope = trio.CancelScope()
+        self._pending = 0    # requests read whose response is not written yet
         self.closed = False
 
     # ------------------------------------------------------------------------------ lifecycle
@@ -135,7 +136,7 @@ class Connection:
         while True:
             remaining = self.last_activity + idle - time.monotonic()
             if remaining <= 0:
-                if self._send_slots.statistics().current_buffer_used == 0:
+                if self._pending == 0:
                     log.debug("closing idle connection %s", self.peer)
                     scope.cancel()
                     return
@@ -193,6 +194,7 @@ class Connection:
             if frame is None:
                 return
             slot = _Slot()
+            self._pending += 1
             previous = self._previous_started
             self._previous_started = slot.started
             await self._send_slots.send(slot)   # blocks when MAX_IN_FLIGHT are pending
@@ -255,6 +257,7 @@ class Connection:
     async def _write_loop(self, scope: trio.CancelScope):
         async for slot in self._receive_slots:
             await slot.done.wait()
+            self._pending -= 1
             parts = slot.parts
             if parts is _CLOSE:
                 scope.cancel()

@@ -64,9 +64,9 @@ def _requested(body, version) -> tuple[OrderedDict, list]:
     return requested, forgotten
 
 
-def _resolve(ctx, image, key, uses_ids):
-    """(topic name, partition state) or raises PartitionError."""
-    topic_key, index = key
+def _resolve(image, key, uses_ids) -> str:
+    """The topic name a fetch key stands for, or raises PartitionError."""
+    topic_key, _ = key
     if uses_ids:
         topic = image.topics_by_id.get(topic_key)
         if topic is None:
@@ -81,10 +81,11 @@ def _read_all(ctx, reads, uses_ids, isolation, max_bytes):
     partitions = ctx.partitions
     budget = max_bytes
     for read in reads:
-        read.slices, read.size, read.aborted = [], 0, None
+        read.slices, read.size, read.aborted, read.partition = [], 0, None, None
+        read.high_watermark = read.last_stable_offset = read.log_start_offset = -1
         fetch = read.fetch
         try:
-            name = _resolve(ctx, image, read.key, uses_ids)
+            name = _resolve(image, read.key, uses_ids)
             partition = partitions.leader(name, fetch.partition, fetch.current_leader_epoch)
         except PartitionError as exc:
             read.error = exc.code
