@@ -130,7 +130,17 @@ class PartitionManager:
         return state
 
     def _delete_orphans(self, image) -> None:
-        """Logs on disk for topics the metadata no longer has (deleted while we were down)."""
+        """Logs on disk for topics the metadata no longer has (deleted while we were down).
+
+        An empty metadata log next to existing partition logs means the metadata was lost, not
+        that every topic was deleted: then nothing is removed.
+        """
+        if image.offset < 0:
+            if self.logs.logs():
+                log.warning("the metadata log is empty but partition logs exist in %s: keeping "
+                            "them on disk, unserved, until their topics exist again",
+                            ", ".join(self.broker.config.log_dirs))
+            return
         for topic, index in list(self.logs.logs()):
             topic_image = image.topics.get(topic)
             if topic_image is None or index not in topic_image.partitions:
