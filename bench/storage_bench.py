@@ -18,6 +18,7 @@ import random
 import resource
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -154,9 +155,13 @@ def run_benchmarks(args) -> None:
         print(f"storage bench in {root} (python {sys.version.split()[0]})")
         total = args.append_mb * MiB
         for size, label in ((1024, "1 KiB"), (16 * 1024, "16 KiB"), (MiB, "1 MiB")):
-            ours, plain = bench_append(root, size, total)
+            # Interleaved rounds, medians: a shared machine's disk and CPU drift a lot.
+            runs = [bench_append(root, size, total) for _ in range(args.rounds)]
+            ours = statistics.median(o for o, _ in runs)
+            plain = statistics.median(p for _, p in runs)
+            ratio = statistics.median(o / p for o, p in runs)
             print(f"append {label:>6} batches: {ours:8.1f} MB/s   plain write(): {plain:8.1f} MB/s"
-                  f"   ratio {ours / plain:5.2f}")
+                  f"   ratio {ratio:5.2f} (median of {args.rounds})")
         log = fill_log(os.path.join(root, "read-0"), args.read_mb * MiB)
         print(f"read via byte ranges + sendfile ({args.read_mb} MiB, 1 MiB fetches): "
               f"{bench_read(log):8.1f} MB/s")
@@ -304,6 +309,7 @@ def main(argv=None) -> None:
     w.add_argument("mode", choices=["fsync", "os"])
     parser.add_argument("--dir", default=None, help="where to put the benchmark files (default: $TMPDIR)")
     parser.add_argument("--append-mb", type=int, default=128)
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved append rounds (median)")
     parser.add_argument("--read-mb", type=int, default=256)
     parser.add_argument("--log-mb", type=int, default=256, help="log size for the recovery figures")
     parser.add_argument("--rss-mb", type=int, default=512, help="bytes written for the RSS figure")
