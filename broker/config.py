@@ -316,6 +316,16 @@ EMBEDDED_PROPERTIES: dict[str, str] = {
 }
 
 
+def _embedded_under(settings: Mapping[str, str]) -> dict[str, str]:
+    """The embedded properties a user's settings build on, minus those their keys replace."""
+    base = dict(EMBEDDED_PROPERTIES)
+    if "log.dir" in settings:           # log.dirs would win over the user's log.dir
+        base.pop("log.dirs", None)
+    if "broker.id" in settings:         # the legacy name for node.id
+        base.pop("node.id", None)
+    return base
+
+
 # -------------------------------------------------------------------------------------- topic catalog
 
 @dataclass(frozen=True)
@@ -488,8 +498,9 @@ class BrokerConfig:
     """The broker's effective configuration: defaults < embedded < file/overrides < dynamic."""
 
     def __init__(self, static: Mapping[str, str] | None = None, *, embedded: bool = True):
-        raw = dict(EMBEDDED_PROPERTIES) if embedded else {}
-        raw.update(static or {})
+        static = dict(static or {})
+        raw = _embedded_under(static) if embedded else {}
+        raw.update(static)
         self._static: dict[str, Any] = {}
         self._dynamic: dict[str, Any] = {}      # dynamic broker configs (controller), merged
         self._dynamic_default: dict[str, Any] = {}
@@ -617,7 +628,8 @@ class BrokerConfig:
     # ---- derived values
     @property
     def node_id(self) -> int:
-        return self.get("node.id")
+        node_id = self.get("node.id")
+        return node_id if node_id >= 0 else self.get("broker.id")
 
     @property
     def roles(self) -> list[str]:

@@ -107,3 +107,9 @@ def test_dynamic_broker_configs_only_for_dynamic_keys():
     config.set_dynamic({"log.retention.ms": "10"})
     assert config.topic_default("retention.ms") == 10
     assert config.source("log.retention.ms") == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
+
+
+def test_user_settings_replace_the_embedded_ones_they_supersede():
+    assert BrokerConfig.load(overrides=["log.dir=/srv/kafka"]).log_dirs == ["/srv/kafka"]
+    assert BrokerConfig.load(overrides=["broker.id=4"]).node_id == 4
+    assert BrokerConfig.load(overrides=["log.dirs=/a,/b", "log.dir=/c"]).log_dirs == ["/a", "/b"]
