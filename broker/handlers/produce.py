@@ -19,6 +19,7 @@ from protocol import ErrorCode, messages
 
 from protocol.records import RecordBatchError, validate_produce_records
 
+from broker.connection import CloseConnection
 from broker.handlers import common
 from broker.partitions import PartitionError
 from storage.errors import StorageError
@@ -81,6 +82,12 @@ async def handle_produce(ctx, header, body):
 
     ctx.broker.record_produce(body, appended)
     if acks == 0:
+        failed = [(name, a.index, a.error_code) for name, answers in results for a in answers
+                  if a.error_code]
+        if failed:
+            # As Kafka: the client gets no answer, so dropping the connection is how it learns
+            # (it then refreshes its metadata) that some of its records went nowhere.
+            raise CloseConnection(f"acks=0 produce failed for {failed[:3]}")
         return None
     return Response(responses=[Response.TopicProduceResponse(name=name, partition_responses=answers)
                                for name, answers in results], throttle_time_ms=0)

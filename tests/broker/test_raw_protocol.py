@@ -332,3 +332,9 @@ def test_the_documented_pytest_fixture(odradek_broker):
     with RawClient("127.0.0.1", odradek_broker.port) as raw:
         assert raw.create_topic("fixture").error_code == 0
     assert odradek_broker.bootstrap == f"127.0.0.1:{odradek_broker.port}"
+
+
+def test_a_failed_acks_zero_produce_closes_the_connection(client):
+    client.produce("no-such-topic", 0, batch([b"lost"]), acks=0)
+    client.sock.settimeout(5)
+    assert client.sock.recv(1) == b""
