@@ -338,3 +338,19 @@ def test_a_failed_acks_zero_produce_closes_the_connection(client):
     client.produce("no-such-topic", 0, batch([b"lost"]), acks=0)
     client.sock.settimeout(5)
     assert client.sock.recv(1) == b""
+
+
+def test_read_committed_stops_at_the_last_stable_offset(client):
+    client.create_topic("lso")
+    client.produce("lso", 0, batch([b"plain"]))
+    open_txn = batch([b"pending-1", b"pending-2"], producer_id=4242, producer_epoch=0,
+                     base_sequence=0, transactional=True)
+    assert client.produce("lso", 0, open_txn).error_code == 0
+    assert client.list_offset("lso", 0, -1, isolation_level=0).offset == 3   # high watermark
+    assert client.list_offset("lso", 0, -1, isolation_level=1).offset == 1   # last stable offset
+    committed = client.fetch("lso", 0, 0, isolation_level=1).responses[0].partitions[0]
+    assert (committed.high_watermark, committed.last_stable_offset) == (3, 1)
+    assert committed.aborted_transactions == []
+    assert [b.base_offset for b in iter_batches(bytes(committed.records))] == [0]
+    uncommitted = client.fetch("lso", 0, 0, isolation_level=0).responses[0].partitions[0]
+    assert [b.base_offset for b in iter_batches(bytes(uncommitted.records))] == [0, 1]
