@@ -58,12 +58,14 @@ Public surface
     - ``offset_for_timestamp(ts) -> TimestampOffset(offset, timestamp, leader_epoch) | None``
       (first record with timestamp >= ts); ``max_timestamp_offset()`` (ListOffsets -3)
     - ``end_offset_for_epoch(epoch) -> (epoch, end_offset)`` (OffsetForLeaderEpoch; (-1, -1) unknown)
-    - ``delete_records(offset)`` (DeleteRecords, -1 = high watermark) -> new log start offset
+    - ``delete_records(offset)`` (DeleteRecords, -1 = high watermark) -> new log start offset;
+      POLICY_VIOLATION on compact-only topics, OFFSET_OUT_OF_RANGE above the high watermark
     - ``truncate_to(offset)``, ``truncate_fully_and_start_at(offset)`` (replica truncation)
     - ``flush(up_to=None)``; ``wait_flushed(offset)``: group commit for fsync-before-ack --
       blocks (call via trio.to_thread.run_sync) until every offset < offset is on disk;
       one fsync covers all appends that arrived meanwhile
     - ``apply_retention(now_ms=None)``, ``roll()``, ``update_config(LogConfig)``, ``close()``
+      (a closed log answers KAFKA_STORAGE_ERROR)
     - idempotence/transactions: batches with a producer id are checked against the producer
       state (``storage.producer_state``): a retry of one of the last 5 batches returns the
       original offsets (``AppendResult.duplicate``), a sequence gap raises
@@ -71,7 +73,8 @@ Public surface
       batch inside an open transaction InvalidTxnStateError, a stale marker
       TRANSACTION_COORDINATOR_FENCED; unknown producers may start at any sequence (Kafka).
       Snapshots (``<offset>.snapshot``) at each roll and clean close.
-    - ``last_stable_offset`` (first open transaction, capped by the high watermark),
+    - ``last_stable_offset`` (first transaction still open, or decided with its marker not
+      yet below the high watermark; capped by the high watermark),
       ``aborted_transactions(fetch_offset, upper_bound) -> [AbortedTxn(producer_id,
       first_offset, last_offset, last_stable_offset)]`` for read_committed Fetch (from the
       ``.txnindex`` files); markers are appended with ``origin=AppendOrigin.COORDINATOR``
