@@ -6,6 +6,5 @@ passes (strict: an unexpected pass turns the run red).
 """
 
 KNOWN_FAILURES: dict[str, str] = {
-    # Seen: the session broker fixture fails, `broker.cli` is not importable / not committed yet.
-    "*": "issue 4: `odradek serve` does not start yet",
+    # Empty: the whole matrix passed against `odradek serve` (the table in compat-tests/README.md).
 }

@@ -18,3 +18,11 @@ def create_topic(helper, name: str, partitions: int = 1, configs: dict | None = 
     if found != partitions:
         raise AssertionError(f"[setup] topic {name}: expected {partitions} partitions, metadata shows {found}")
     return name
+
+
+def produce_ok(step, client, topic, records, **options):
+    """Produces through the client under test and fails the step on any delivery error."""
+    deliveries = client.produce(topic, records, **options)
+    step("produce without errors", [], sorted({d.error for d in deliveries if d.error}))
+    step("one delivery per record", len(records), len(deliveries))
+    return deliveries

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .base import Client, ClientError, Delivery, PollResult, Unsupported
+from .base import COMPRESSIONS, Client, ClientError, Delivery, PollResult, Unsupported
 
 CLIENTS = ("java-4", "java-3.9", "confluent-kafka", "kcat", "kafka-python", "aiokafka", "kafkajs")
 
@@ -42,4 +42,4 @@ def make_client(name: str, bootstrap: str) -> Client:
     raise ValueError(name)
 
 
-__all__ = ["CLIENTS", "Client", "ClientError", "Delivery", "PollResult", "Unsupported", "make_client", "unavailable"]
+__all__ = ["CLIENTS", "COMPRESSIONS", "Client", "ClientError", "Delivery", "PollResult", "Unsupported", "make_client", "unavailable"]

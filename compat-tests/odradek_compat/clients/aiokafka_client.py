@@ -14,7 +14,7 @@ from aiokafka.errors import KafkaError, for_code
 from aiokafka.structs import OffsetAndMetadata
 
 from ..records import Rec
-from .base import Client, ClientError, Delivery, PollResult
+from .base import Client, ClientError, Delivery, PollResult, Unsupported
 
 API_TIMEOUT_MS = 30000
 
@@ -127,6 +127,9 @@ class AiokafkaClient(Client):
 
     # -- produce / consume --
     def produce(self, topic, records, *, acks="all", compression="none", idempotent=None, linger_ms=5, timeout=60):
+        if any(r.key is None and r.value is None for r in records):
+            raise Unsupported("aiokafka's send() refuses a record with neither key nor value")
+
         async def go():
             config = {"bootstrap_servers": self.bootstrap, "acks": acks if acks == "all" else int(acks),
                       "compression_type": None if compression == "none" else compression,
@@ -151,7 +154,10 @@ class AiokafkaClient(Client):
                         continue
                     try:
                         md = await asyncio.wait_for(f, timeout)
-                        deliveries.append(Delivery(md.partition, md.offset if acks != "0" and md.offset >= 0 else None))
+                        if md is None:  # acks=0: aiokafka resolves without metadata
+                            deliveries.append(Delivery())
+                        else:
+                            deliveries.append(Delivery(md.partition, md.offset if acks != "0" and md.offset >= 0 else None))
                     except KafkaError as e:
                         deliveries.append(Delivery(error=f"{type(e).__name__}: {e}"))
                 return deliveries
@@ -165,30 +171,24 @@ class AiokafkaClient(Client):
         await consumer.start()
         return consumer
 
-    @staticmethod
-    async def _partitions(consumer, topic, partitions):
+    async def _partitions(self, topic, partitions):
         if partitions is not None:
             return partitions
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            found = await consumer.partitions_for_topic(topic)
-            if found:
-                return sorted(found)
-            await asyncio.sleep(0.2)
-        raise ClientError(f"no partitions known for {topic}")
+        (desc,) = await (await self.admin()).describe_topics([topic])
+        _check(desc["error_code"], f"describe {topic}")
+        return sorted(p["partition"] for p in desc["partitions"])
 
     def consume(self, topic, *, partitions=None, start=None, isolation="read_uncommitted", timeout=30):
         async def go():
             consumer = await self._consumer(isolation_level=isolation)
             try:
-                tps = [TopicPartition(topic, p) for p in await self._partitions(consumer, topic, partitions)]
+                tps = [TopicPartition(topic, p) for p in await self._partitions(topic, partitions)]
                 consumer.assign(tps)
                 end = await consumer.end_offsets(tps)
-                if start is None:
-                    await consumer.seek_to_beginning(*tps)
-                else:
-                    for tp in tps:
-                        consumer.seek(tp, start[tp.partition])
+                # explicit offsets: seek_to_beginning right after assign() can lose to the pending reset
+                begin = await consumer.beginning_offsets(tps) if start is None else {}
+                for tp in tps:
+                    consumer.seek(tp, begin[tp] if start is None else start[tp.partition])
                 records = []
                 deadline = time.monotonic() + timeout
                 while time.monotonic() < deadline:
@@ -255,7 +255,6 @@ class AiokafkaClient(Client):
     # -- groups --
     def group_open(self, group, topic, *, instance_id=None, assignor="range", session_timeout_ms=10000):
         if assignor != "range":
-            from .base import Unsupported
             raise Unsupported(f"aiokafka has no {assignor} assignor")
         from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 

@@ -42,6 +42,8 @@ class Client:
     name = "?"
     reports_cluster_id = True   # kcat's metadata listing has no cluster id
     commit_metadata = True      # whether committed offsets can carry a metadata string
+    no_offset_is_latest = False  # offsets_for_times reports "none after this time" as the latest offset
+    survives_disconnects = True  # reconnects after the broker drops a connection (kcat terminates instead)
 
     def __init__(self, bootstrap: str) -> None:
         self.bootstrap = bootstrap

@@ -14,7 +14,7 @@ from kafka.errors import KafkaError
 from kafka.structs import OffsetAndMetadata
 
 from ..records import Rec
-from .base import Client, ClientError, Delivery, PollResult
+from .base import Client, ClientError, Delivery, PollResult, Unsupported
 
 API_TIMEOUT_MS = 30000
 ASSIGNORS = {"range": RangePartitionAssignor, "cooperative-sticky": CooperativeStickyAssignor}
@@ -23,6 +23,14 @@ ASSIGNORS = {"range": RangePartitionAssignor, "cooperative-sticky": CooperativeS
 def _rec(msg) -> Rec:
     return Rec(key=msg.key, value=msg.value, headers=list(msg.headers or []), partition=msg.partition,
                timestamp=msg.timestamp, offset=msg.offset)
+
+
+def _check_expressible(records) -> None:
+    for rec in records:
+        if rec.key is None and rec.value is None:
+            raise Unsupported("kafka-python's send() refuses a record with neither key nor value")
+        if any(v is None for _, v in rec.headers):
+            raise Unsupported("kafka-python's send() refuses None header values")
 
 
 def _wrap(call, *args, **kwargs):
@@ -85,6 +93,7 @@ class KafkaPythonClient(Client):
             config["enable_idempotence"] = idempotent
         elif acks != "all":
             config["enable_idempotence"] = False
+        _check_expressible(records)
         producer = _wrap(KafkaProducer, **config)
         try:
             futures = []
@@ -204,6 +213,10 @@ class KafkaPythonClient(Client):
         consumer = self._consumer(group_id=group, group_instance_id=instance_id, auto_offset_reset="earliest",
                                   partition_assignment_strategy=[ASSIGNORS[assignor]],
                                   session_timeout_ms=session_timeout_ms, heartbeat_interval_ms=1000)
+        # kafka-python's leader assigns with whatever metadata it holds at that moment; with Kafka's shipped
+        # group.initial.rebalance.delay.ms=0 the join can complete first and leave it with an empty
+        # assignment it does not revisit. Knowing the topic's partitions up front avoids that race.
+        self._partitions(consumer, topic, None)
         member = self.Member(consumer)
         consumer.subscribe([topic], listener=member)
         return member
@@ -231,6 +244,7 @@ class KafkaPythonClient(Client):
             _wrap(producer.init_transactions)
             for recs, commit in batches:
                 _wrap(producer.begin_transaction)
+                _check_expressible(recs)
                 for rec in recs:
                     producer.send(topic, key=rec.key, value=rec.value, headers=rec.headers, partition=rec.partition)
                 _wrap(producer.flush, 30)

@@ -25,6 +25,7 @@ def missing() -> str | None:
 class KafkaJsClient(Client):
     name = "kafkajs"
     commit_metadata = False  # admin.setOffsets carries no metadata string
+    no_offset_is_latest = True  # fetchTopicOffsetsByTimestamp answers "no such offset" with the latest offset
 
     def __init__(self, bootstrap: str) -> None:
         super().__init__(bootstrap)
@@ -52,6 +53,8 @@ class KafkaJsClient(Client):
         self.driver.call("delete_topic", topic=topic)
 
     def produce(self, topic, records, *, acks="all", compression="none", idempotent=None, linger_ms=5, timeout=60):
+        if any(v is None for r in records for _, v in r.headers):
+            raise Unsupported("KafkaJS cannot send a null header value (its encoder needs a string or Buffer)")
         if compression not in CODECS:
             raise Unsupported(f"KafkaJS has no built-in {compression} codec (only third-party native plugins)")
         answers = self.driver.call("produce", timeout=timeout + 30, topic=topic, acks=acks,

@@ -23,6 +23,7 @@ from .base import Client, ClientError, Delivery, PollResult, Unsupported
 FORMAT = r"%p %o %T %K %S\n%k%s%h\n"
 ASSIGNED = re.compile(r"rebalanced.*?: assigned: (.*)$")
 REVOKED = re.compile(r"rebalanced.*?: revoked: (.*)$")
+INCREMENTAL = re.compile(r"rebalanced: incremental (assignment|revoke) of \d+ partition\(s\) \(.*?\): ?(.*)$")
 
 
 def missing() -> str | None:
@@ -60,8 +61,8 @@ def _parse_headers(text: bytes) -> list[tuple[str, bytes | None]]:
         return []
     headers = []
     for item in text.split(b","):
-        name, eq, value = item.partition(b"=")
-        headers.append((name.decode(), value if eq else None))
+        name, _, value = item.partition(b"=")
+        headers.append((name.decode(), None if value == b"NULL" else value))  # kcat prints null as NULL
     return headers
 
 
@@ -72,6 +73,7 @@ def _partitions_of(text: str) -> list[int]:
 class KcatClient(Client):
     name = "kcat"
     reports_cluster_id = False
+    survives_disconnects = False  # kcat exits once all (here: the one) broker connections are down
 
     def _run(self, args: list[str], stdin: bytes | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
         try:
@@ -100,38 +102,41 @@ class KcatClient(Client):
         return len(t["partitions"])
 
     def produce(self, topic, records, *, acks="all", compression="none", idempotent=None, linger_ms=5, timeout=60):
-        # One kcat run per run of records that share headers, partition and NULL handling (-Z).
-        groups: list[tuple[tuple, list[Rec]]] = []
+        # One kcat run per run of records that share headers, partition and NULL handling (-Z); runs are
+        # formed per target partition so order within a partition is kept with few kcat starts.
+        by_partition: dict[int | None, list[Rec]] = {}
         for rec in records:
+            by_partition.setdefault(rec.partition, []).append(rec)
+        groups: list[tuple[tuple, list[Rec]]] = []
+        for rec in (r for recs in by_partition.values() for r in recs):
             if rec.timestamp is not None:
                 raise Unsupported("kcat cannot set a record's timestamp")
-            if any(v is not None and (b"," in v or b"\n" in v) for _, v in rec.headers):
-                raise Unsupported("kcat's -H cannot carry header values with ',' or newlines")
+            if any(v is not None and (b"," in v or b"\n" in v or v == b"NULL") for _, v in rec.headers):
+                raise Unsupported("kcat's -H/%h cannot carry header values with ',', newlines or 'NULL'")
             needs_null = rec.key is None or rec.value is None
             if needs_null and (rec.key == b"" or rec.value == b""):
                 raise Unsupported("kcat cannot send an empty and a NULL field in one record")
             if (rec.key or b"").find(b"\t") >= 0 or b"\n" in (rec.key or b"") or b"\n" in (rec.value or b""):
                 raise Unsupported("kcat's delimited input cannot carry tabs in keys or newlines")
-            signature = (tuple(rec.headers), rec.partition, needs_null, rec.key is None)
+            signature = (tuple(rec.headers), rec.partition, needs_null)
             if groups and groups[-1][0] == signature:
                 groups[-1][1].append(rec)
             else:
                 groups.append((signature, [rec]))
         deliveries = []
-        for (headers, partition, needs_null, keyless), recs in groups:
+        for (headers, partition, needs_null), recs in groups:
             args = ["-P", "-t", topic, "-D", r"\n", "-X", f"acks={acks}", "-z", compression,
                     "-X", f"linger.ms={linger_ms}", "-X", f"message.timeout.ms={int(timeout * 1000) - 5000}"]
             if idempotent:
                 args += ["-X", "enable.idempotence=true"]
-            if not keyless:
-                args += ["-K", r"\t"]
+            args += ["-K", r"\t"]  # always: a keyless line (empty key) can still carry an empty value
             if needs_null:
                 args.append("-Z")
             if partition is not None:
                 args += ["-p", str(partition)]
             for name, value in headers:
                 args += ["-H", name if value is None else f"{name}={value.decode('latin-1')}"]
-            lines = [(b"" if keyless else (r.key or b"") + b"\t") + (r.value or b"") for r in recs]
+            lines = [(r.key or b"") + b"\t" + (r.value or b"") for r in recs]
             proc = self._run(args, stdin=b"\n".join(lines) + b"\n", timeout=timeout)
             errors = [line for line in proc.stderr.decode(errors="replace").splitlines()
                       if "Delivery failed" in line or "ERROR" in line]
@@ -197,9 +202,17 @@ class KcatClient(Client):
                     if _partitions_of(m.group(1)):
                         self.revoked_events += 1
                     self.assignment = []
+                elif m := INCREMENTAL.search(line):  # cooperative protocol: changes, not whole assignments
+                    changed = set(_partitions_of(m.group(2)))
+                    if m.group(1) == "assignment":
+                        self.assignment = sorted(set(self.assignment) | changed)
+                        self.assigned_events += 1
+                    else:
+                        self.assignment = sorted(set(self.assignment) - changed)
+                        self.revoked_events += 1 if changed else 0
 
     def group_open(self, group, topic, *, instance_id=None, assignor="range", session_timeout_ms=10000):
-        args = ["kcat", "-b", self.bootstrap, "-G", group, "-u", "-f", FORMAT, "-o", "beginning",
+        args = ["kcat", "-b", self.bootstrap, "-G", group, "-u", "-f", FORMAT, "-X", "auto.offset.reset=earliest",
                 "-X", f"partition.assignment.strategy={assignor}",
                 "-X", f"session.timeout.ms={session_timeout_ms}", "-X", "heartbeat.interval.ms=1000",
                 "-X", "enable.auto.commit=true", "-X", "auto.commit.interval.ms=200"]
@@ -221,7 +234,9 @@ class KcatClient(Client):
         return PollResult(records, list(member.assignment), member.assigned_events, member.revoked_events)
 
     def group_commit(self, member):
-        raise Unsupported("kcat commits only automatically (enable.auto.commit), not on demand")
+        # kcat has no commit command: it runs with auto-commit every 200 ms (and commits on close), so
+        # waiting out two intervals commits what was printed so far.
+        time.sleep(0.5)
 
     def group_close(self, member):
         member.proc.send_signal(signal.SIGTERM)  # kcat commits and leaves the group on SIGTERM
