@@ -33,6 +33,7 @@ from storage.manager import LogManager  # noqa: E402
 
 MiB = 1024 * 1024
 CRASH_TOPIC = "crash"
+CRASH_PRODUCER = 1000
 
 
 def rss_mb() -> float:
@@ -198,7 +199,10 @@ def worker(directory: str, seed: int, mode: str) -> None:
                                key=b"%d" % (next_record + j), timestamp=int(time.time() * 1000))
                 for j in range(n)]
         codec = rng.choice([r.Compression.NONE, r.Compression.NONE, r.Compression.LZ4, r.Compression.ZSTD])
-        res = log.append(r.build_batch(recs, compression_type=codec))
+        # An idempotent producer whose sequence is the offset: after every restart the
+        # recovered producer state must accept the next sequence.
+        res = log.append(r.build_batch(recs, compression_type=codec, producer_id=CRASH_PRODUCER,
+                                       producer_epoch=0, base_sequence=next_record))
         assert res.first_offset == next_record, (res, next_record)
         next_record += n
         appended += 1
@@ -228,6 +232,9 @@ def verify_log(directory: str, acked: int) -> int:
                 assert rec.value.startswith(record_value(offset)), f"wrong record at {offset}"
                 offset += 1
     assert end - 1 >= acked, f"acknowledged offset {acked} lost (log end {end})"
+    if end:
+        entry = log.producer_state.producers.get(CRASH_PRODUCER)
+        assert entry is not None and entry.last_seq == end - 1, "producer state not recovered"
     mgr.close()
     return end
 
