@@ -299,6 +299,11 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("transaction.partition.verification.enable", T.BOOLEAN, True, dynamic=True),
     ConfigDef("producer.id.expiration.ms", T.INT, 86400000, at_least(1), dynamic=True),
     ConfigDef("producer.id.expiration.check.interval.ms", T.INT, 600000, at_least(1)),
+    ConfigDef("share.coordinator.state.topic.num.partitions", T.INT, 50, at_least(1)),
+    ConfigDef("share.coordinator.state.topic.replication.factor", T.SHORT, 3, at_least(1)),
+    ConfigDef("share.coordinator.state.topic.min.isr", T.SHORT, 2, at_least(1)),
+    ConfigDef("unstable.api.versions.enable", T.BOOLEAN, False),
+    ConfigDef("unstable.feature.versions.enable", T.BOOLEAN, False),
 )
 
 _BROKER_PREFIXES = ("listener.name.",)  # per-listener overrides (SSL/SASL settings, later)

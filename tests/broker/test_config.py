@@ -113,3 +113,41 @@ def test_user_settings_replace_the_embedded_ones_they_supersede():
     assert BrokerConfig.load(overrides=["log.dir=/srv/kafka"]).log_dirs == ["/srv/kafka"]
     assert BrokerConfig.load(overrides=["broker.id=4"]).node_id == 4
     assert BrokerConfig.load(overrides=["log.dirs=/a,/b", "log.dir=/c"]).log_dirs == ["/a", "/b"]
+
+
+KAFKA_4_STYLE_PROPERTIES = """
+# the settings of Kafka 4's shipped single-node server.properties
+process.roles=broker,controller
+node.id=1
+controller.quorum.bootstrap.servers=localhost:9093
+listeners=PLAINTEXT://:9092,CONTROLLER://:9093
+inter.broker.listener.name=PLAINTEXT
+advertised.listeners=PLAINTEXT://localhost:9092,CONTROLLER://localhost:9093
+controller.listener.names=CONTROLLER
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL
+num.network.threads=3
+num.io.threads=8
+socket.send.buffer.bytes=102400
+socket.receive.buffer.bytes=102400
+socket.request.max.bytes=104857600
+log.dirs=/tmp/kraft-combined-logs
+num.partitions=1
+num.recovery.threads.per.data.dir=1
+offsets.topic.replication.factor=1
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+log.retention.hours=168
+log.segment.bytes=1073741824
+log.retention.check.interval.ms=300000
+"""
+
+
+def test_kafkas_own_single_node_properties_load(tmp_path):
+    path = tmp_path / "server.properties"
+    path.write_text(KAFKA_4_STYLE_PROPERTIES)
+    config = BrokerConfig.load(path)
+    assert [l.name for l in config.client_listeners] == ["PLAINTEXT"]
+    assert [(l.host, l.port) for l in config.advertised_listeners()] == [("localhost", 9092)]
+    assert config.log_dirs == ["/tmp/kraft-combined-logs"]
