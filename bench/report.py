@@ -116,6 +116,9 @@ Latest run of `{run['command']}` on {run['date']} ({run['settings']['mode']} mod
 Machine: {run['machine_text']}.
 The machine is shared with other work: absolute figures are noisy, the ratios from one run are what we
 compare. The peer keeps everything in memory (no disk at all); Odradek writes to its log directory.
+"server CPU µs/record" is the server process's CPU time (all threads) during a run divided by the
+records it handled: the client shares the cores, so records/s is often client-bound while this shows
+each server's own cost. Profiles and what to change next: `bench/PROFILE.md`.
 
 Servers:
 {targets}
