@@ -97,7 +97,8 @@ def _check_alterable(ctx, resource_type: int, name: str) -> tuple[int, str] | No
             return None
         return ErrorCode.INVALID_REQUEST, f"Unexpected broker id {name}"
     if resource_type == BROKER_LOGGER:
-        return ErrorCode.INVALID_REQUEST, "Broker logger levels are changed through the log config"
+        return ErrorCode.INVALID_REQUEST, \
+            "Broker logger levels can only be changed with IncrementalAlterConfigs"
     return ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type}"
 
 
@@ -138,13 +139,55 @@ async def handle_alter_configs(ctx, header, body):
                         messages.AlterConfigsResponse)
 
 
+_LOG_LEVELS = {"OFF": logging.CRITICAL + 10, "FATAL": logging.CRITICAL, "ERROR": logging.ERROR,
+               "WARN": logging.WARNING, "INFO": logging.INFO, "DEBUG": logging.DEBUG,
+               "TRACE": logging.DEBUG, "ALL": logging.NOTSET}
+
+
+def _alter_loggers(ctx, resource, validate_only: bool):
+    """BROKER_LOGGER: set (op 0) or reset (op 1) this process's log levels, as Kafka does."""
+    Entry = messages.IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
+
+    def answer(code=ErrorCode.NONE, message=None):
+        return Entry(error_code=code, error_message=message, resource_type=BROKER_LOGGER,
+                     resource_name=resource.resource_name)
+
+    if resource.resource_name != str(ctx.node_id):
+        return answer(ErrorCode.INVALID_REQUEST, f"Unexpected broker id {resource.resource_name}")
+    changes = []
+    for config in resource.configs:
+        if config.config_operation == 0:
+            level = _LOG_LEVELS.get((config.value or "").upper())
+            if level is None:
+                return answer(ErrorCode.INVALID_CONFIG,
+                              f"Cannot set the log level of {config.name} to {config.value}")
+        elif config.config_operation == 1:
+            if config.name == "root":
+                return answer(ErrorCode.INVALID_CONFIG, "Removing the log level of the root "
+                              "logger is not allowed")
+            level = logging.NOTSET
+        else:
+            return answer(ErrorCode.INVALID_CONFIG, "APPEND and SUBTRACT do not apply to loggers")
+        changes.append((config.name, level))
+    if not validate_only:
+        for name, level in changes:
+            (logging.getLogger() if name == "root" else logging.getLogger(name)).setLevel(level)
+    return answer()
+
+
 async def handle_incremental_alter_configs(ctx, header, body):
+    Response = messages.IncrementalAlterConfigsResponse
+    others = [r for r in body.resources if r.resource_type != BROKER_LOGGER]
     resources = [(r.resource_type, r.resource_name,
                   [(c.name, c.config_operation, c.value) for c in r.configs])
-                 for r in body.resources]
-    return await _alter(ctx, resources, body.validate_only,
-                        ctx.controller.incremental_alter_configs,
-                        messages.IncrementalAlterConfigsResponse)
+                 for r in others]
+    altered = await _alter(ctx, resources, body.validate_only,
+                           ctx.controller.incremental_alter_configs, Response)
+    answers = iter(altered.responses)
+    altered.responses = [_alter_loggers(ctx, r, body.validate_only)
+                         if r.resource_type == BROKER_LOGGER else next(answers)
+                         for r in body.resources]
+    return altered
 
 
 HANDLERS = {

@@ -176,3 +176,19 @@ def test_cluster_views(client, broker):
     assert codes == [ErrorCode.ELECTION_NOT_NEEDED, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
     everything = client.request(43, 2, E(election_type=0, topic_partitions=None, timeout_ms=1000))
     assert everything.replica_election_results == []
+
+
+def test_broker_logger_levels(client):
+    BROKER_LOGGER = 8
+    I = messages.IncrementalAlterConfigsRequest
+    response = client.request(44, 1, I(resources=[
+        I.AlterConfigsResource(resource_type=BROKER_LOGGER, resource_name="1", configs=[
+            I.AlterableConfig(name="odradek.test", config_operation=0, value="DEBUG")]),
+        I.AlterConfigsResource(resource_type=TOPIC, resource_name="absent", configs=[]),
+        I.AlterConfigsResource(resource_type=BROKER_LOGGER, resource_name="1", configs=[
+            I.AlterableConfig(name="odradek.test", config_operation=0, value="LOUD")])],
+        validate_only=False))
+    assert [r.error_code for r in response.responses] == [
+        0, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.INVALID_CONFIG]
+    levels = {c.name: c.value for c in describe(client, BROKER_LOGGER, "1").configs}
+    assert levels["odradek.test"] == "DEBUG"
