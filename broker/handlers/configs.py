@@ -69,7 +69,9 @@ def _logger_entries(keys):
         if keys is not None and name not in keys:
             continue
         logger = logging.getLogger() if name == "root" else logging.getLogger(name)
-        entries.append(Entry(name=name, value=logging.getLevelName(logger.getEffectiveLevel()),
+        level = logging.getLevelName(logger.getEffectiveLevel())
+        level = {"WARNING": "WARN", "CRITICAL": "FATAL", "NOTSET": "ALL"}.get(level, level)
+        entries.append(Entry(name=name, value=level,
                              read_only=False, config_source=6, is_sensitive=False, synonyms=[]))
     return entries
 
