@@ -127,11 +127,15 @@ def main(argv: list[str] | None = None) -> int:
         "elapsed_s": elapsed,
         "server_logs": str(log_dir),
     }
+    checks_table = report.format_checks(report.target_checks(rows))
+    run["checks_table"] = checks_table
     complete = (not args.only and set(args.targets) == set(ALL_TARGETS) and not args.no_results_md
                 and not args.candidate_command and not args.odradek_command)
     path = report.write_results(run, table, results_md=report.RESULTS_MD if complete else None)
     print()
     print(table)
+    print()
+    print(checks_table)
     if errors:
         print("\nerrors:\n" + "\n".join(f"  {error}" for error in errors))
     if profiler and profiler.files:

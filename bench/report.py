@@ -103,6 +103,57 @@ def format_table(rows: list[Row], columns=COLUMNS, extra_rows: list[tuple[str, s
     return "\n".join(lines)
 
 
+def _find(rows: list[Row], case_prefix: str, metric: str) -> Row | None:
+    return next((r for r in rows if r.case.startswith(case_prefix) and r.metric.startswith(metric)), None)
+
+
+def target_checks(rows: list[Row]) -> list[tuple[str, str, str]]:
+    """Issue 9's targets, each as (target, what this run measured, met / missed / n/a)."""
+    checks: list[tuple[str, str, str]] = []
+
+    def ratio_check(goal: str, case: str, metric: str, other: str, at_least: float) -> None:
+        row = _find(rows, case, metric)
+        value = row.ratio("odradek", other) if row else None
+        verdict = "n/a" if value is None else "met" if value >= at_least else "missed"
+        checks.append((goal, format_ratio(value), verdict))
+
+    for label in ("100 B acks=1", "100 B acks=all", "1 KiB acks=1", "1 KiB acks=all"):
+        ratio_check(f"batched produce {label} ≥ 1.0× peer", f"produce batched {label}", "records/s", "peer", 1.0)
+    ratio_check("consume ≥ 1.0× peer", "consume", "records/s", "peer", 1.0)
+    ratio_check("unbatched produce ≥ 0.5× peer (stretch 1.0×)", "produce unbatched", "records/s", "peer", 0.5)
+    for label in ("100 B acks=1", "1 KiB acks=1"):
+        ratio_check(f"batched produce {label} ≥ 50% of the null sink", f"produce batched {label}", "records/s",
+                    "sink", 0.5)
+
+    p99 = _find(rows, "end-to-end latency", "p99 ms")
+    mine, peer = (p99.median("odradek"), p99.median("peer")) if p99 else (None, None)
+    if mine is None:
+        checks.append(("p99 end-to-end ≤ 10 ms and below the peer's", "n/a", "n/a"))
+    else:
+        met = mine <= 10 and (peer is None or mine < peer)
+        checks.append(("p99 end-to-end ≤ 10 ms and below the peer's",
+                       f"{mine:.1f} ms (peer {format_value(peer, 'ms')} ms)", "met" if met else "missed"))
+
+    growth = _find(rows, "RSS while writing", "growth %")
+    value = growth.median("odradek") if growth else None
+    checks.append(("RSS flat (±10%) from 1 to 2 GiB written", "n/a" if value is None else f"{value:+.1f}%",
+                   "n/a" if value is None else "met" if abs(value) <= 10 else "missed"))
+
+    one, thousand = _find(rows, "scaling: 1 partition", "records/s"), _find(rows, "scaling: 1000 partitions", "records/s")
+    slowdown = None
+    if one and thousand and thousand.median("odradek"):
+        slowdown = one.median("odradek") / thousand.median("odradek")
+    checks.append(("1000 partitions at most 2× slower than 1", "n/a" if slowdown is None else f"{slowdown:.2f}× slower",
+                   "n/a" if slowdown is None else "met" if slowdown <= 2 else "missed"))
+    return checks
+
+
+def format_checks(checks: list[tuple[str, str, str]]) -> str:
+    lines = ["| target | this run | |", "|---|---:|---|"]
+    lines += [f"| {goal} | {measured} | {verdict} |" for goal, measured, verdict in checks]
+    return "\n".join(lines)
+
+
 def results_document(run: dict, table: str) -> str:
     """The text of bench/RESULTS.md for one run."""
     targets = "\n".join(f"- **{name}**: {label}" for name, label in run["targets"].items())
@@ -124,6 +175,11 @@ Servers:
 {targets}
 
 {table}
+
+Issue 9's targets, as measured in this run (single runs on a loaded machine swing; re-run before
+trusting a verdict near its threshold):
+
+{run.get('checks_table', 'n/a')}
 
 Errors during the run:
 {errors}

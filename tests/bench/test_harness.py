@@ -213,3 +213,21 @@ def test_suite_alternates_servers_takes_medians_and_drops_a_server_that_keeps_fa
     assert bench_suite.errors == ["first / peer: RuntimeError: peer is down",
                                   "second / peer: RuntimeError: peer is down"]
     assert any("left out" in line for line in logged)
+
+
+def test_target_checks_read_the_issue_targets_off_the_rows():
+    rows = [
+        suite.Row("produce batched 100 B acks=1", "records/s", True, {"odradek": [90.0], "peer": [100.0], "sink": [150.0]}),
+        suite.Row("consume from earliest, 1 KiB (60 records)", "records/s", True, {"odradek": [30.0], "peer": [10.0]}),
+        suite.Row("end-to-end latency at 5 records/s", "p99 ms", False, {"odradek": [4.0], "peer": [250.0]}),
+        suite.Row("scaling: 1 partition (100 B acks=1)", "records/s", True, {"odradek": [100.0]}),
+        suite.Row("scaling: 1000 partitions (100 B acks=1)", "records/s", True, {"odradek": [40.0]}),
+    ]
+    checks = {goal: (measured, verdict) for goal, measured, verdict in report.target_checks(rows)}
+    assert checks["batched produce 100 B acks=1 ≥ 1.0× peer"] == ("0.90×", "missed")
+    assert checks["batched produce 100 B acks=1 ≥ 50% of the null sink"] == ("0.60×", "met")
+    assert checks["consume ≥ 1.0× peer"] == ("3.00×", "met")
+    assert checks["p99 end-to-end ≤ 10 ms and below the peer's"][1] == "met"
+    assert checks["1000 partitions at most 2× slower than 1"] == ("2.50× slower", "missed")
+    assert checks["RSS flat (±10%) from 1 to 2 GiB written"] == ("n/a", "n/a")
+    assert report.format_checks(report.target_checks(rows)).startswith("| target | this run | |")
