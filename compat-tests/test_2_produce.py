@@ -125,8 +125,8 @@ def test_message_size_limit(client, helper, names):
     step = Step(client)
     limit = 64 * 1024
     topic = create_topic(helper, names("size"), configs={"max.message.bytes": str(limit)})
-    near = Rec(b"near", os.urandom(limit - 1024))  # batch overhead stays well under 1 KiB
-    over = Rec(b"over", os.urandom(limit + 4096))
+    near = Rec(b"near", os.urandom((limit - 1024) // 2).hex().encode())  # batch overhead stays under 1 KiB
+    over = Rec(b"over", os.urandom((limit + 4096) // 2).hex().encode())
     (ok,) = client.produce(topic, [near])
     step("record near max.message.bytes accepted", None, ok.error)
     (rejected,) = client.produce(topic, [over], timeout=30)

@@ -30,11 +30,16 @@ def _missing() -> str | None:
     if not jars_dir:
         return "SPARK_KAFKA_JARS is not set (a directory with the spark-sql-kafka-0-10 connector jars)"
     try:
-        import pyspark  # noqa: F401
+        import pyspark
     except ImportError:
         return "pyspark is not installed (pip install -e '.[spark]')"
-    if not glob.glob(os.path.join(jars_dir, "spark-sql-kafka-0-10*.jar")):
+    connectors = glob.glob(os.path.join(jars_dir, "spark-sql-kafka-0-10*.jar"))
+    if not connectors:
         return f"no spark-sql-kafka-0-10 jar in SPARK_KAFKA_JARS={jars_dir}"
+    # spark-sql-kafka-0-10_<scala>-<spark version>.jar must match the installed pyspark exactly
+    if not any(os.path.basename(j).endswith(f"-{pyspark.__version__}.jar") for j in connectors):
+        pytest.fail(f"connector {[os.path.basename(j) for j in connectors]} does not match "
+                    f"pyspark {pyspark.__version__}: keep them in lockstep")
     return None
 
 
