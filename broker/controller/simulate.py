@@ -245,11 +245,13 @@ class Simulation:
         return self.groups is None or self.groups.get(a) == self.groups.get(b)
 
     def _send(self, src: int, dst: int, message) -> None:
-        if not self._connected(src, dst) or self.rng.random() < self.drop_rate:
+        rng = self.rng
+        if not self._connected(src, dst) or (self.drop_rate and rng.random() < self.drop_rate):
             return
-        copies = 2 if self.rng.random() < self.dup_rate else 1
-        for _ in range(copies):
-            self._push(self.now + self.rng.uniform(*self.delay), "deliver", src, dst, message)
+        low, high = self.delay
+        self._push(self.now + rng.uniform(low, high), "deliver", src, dst, message)
+        if self.dup_rate and rng.random() < self.dup_rate:
+            self._push(self.now + rng.uniform(low, high), "deliver", src, dst, message)
 
     def _on_deliver(self, src: int, dst: int, message) -> None:
         node = self.nodes[dst]
