@@ -26,7 +26,8 @@ raises ValueError(message) → INVALID_CONFIG, or `ApiError(code, message)` for 
 Reading (always the latest committed state; never mutate it)::
 
     image = controller.image          # MetadataImage
-    image.cluster_id, image.offset    # offset = metadata log offset of the last applied entry
+    image.cluster_id, image.offset    # offset of the last applied record batch (-1: none yet);
+                                      #   epoch-marker control entries do not move it
     image.brokers[id]                 # BrokerImage: broker_id, epoch, incarnation_id, endpoints
                                       #   (Endpoint: name, host, port, security_protocol), rack, fenced
     image.topics[name] / image.topics_by_id[uuid]   # TopicImage: name, topic_id, partitions{int: ...}
@@ -80,7 +81,8 @@ Modules: `image` (MetadataImage, applying records), `records` (metadata record t
 `wire` (core messages <-> KRaft wire messages; `describe_quorum_response(view, request)`), `admin`
 (controller-side handlers: `admin.HANDLERS[api_key](controller, body) -> response body` for
 DescribeQuorum 55, AllocateProducerIds 67, BrokerRegistration 62, BrokerHeartbeat 63 — a broker
-handler for DescribeQuorum can call `admin.describe_quorum(controller, body)`), `transport` (TCP between voters), `node` (a standalone voter process:
+handler for DescribeQuorum can call `admin.describe_quorum(controller, body)`), `transport` (TCP
+between voters), `node` (a standalone voter process:
 `python -m broker.controller.node --node-id 1 --voters 1@h:p,2@h:p,3@h:p --log-dir DIR`).
 
 Multi-voter quorum: `Controller.open(log_dir, node_id=1, voters={1: (host, port), ...},
