@@ -2,7 +2,7 @@
 
 Each compat test module names its scenario (`SCENARIO = "2 produce"`); the client is the test's `client`
 parameter. A cell sums up its tests: FAIL if any failed, else xfail if any is a known failure, else pass if
-any passed, else skip with the reason. The JSON (``COMPAT_REPORT``, default compat-tests/.cache/matrix.json)
+any passed, else skip; the reasons for skips and failures are listed under the table. The JSON (``COMPAT_REPORT``, default compat-tests/.cache/matrix.json)
 keeps every test's outcome and message.
 """
 
@@ -124,4 +124,4 @@ class MatrixReport:
             detail = "; ".join(sorted({f"{t['test']}: {t['message']}" for t in by["skip"]}))
             return {"status": "pass", "short": f"pass {len(by['pass'])}/{n}{extra}", "detail": detail}
         reasons = sorted({t["message"] for t in by["skip"]})
-        return {"status": "skip", "short": "skip: " + reasons[0], "detail": "; ".join(reasons)}
+        return {"status": "skip", "short": f"skip ({n})", "detail": "; ".join(reasons)}

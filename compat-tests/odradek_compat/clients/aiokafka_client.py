@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-import uuid
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewPartitions, NewTopic

@@ -8,7 +8,7 @@ import shutil
 import subprocess
 import tempfile
 
-from ..records import Rec, from_json, to_json
+from ..records import from_json, to_json
 from .base import Client, Delivery, PollResult
 from .driver_process import DriverProcess
 

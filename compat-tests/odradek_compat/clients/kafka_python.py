@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-import uuid
 
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import ConfigResource, ConfigResourceType, NewPartitions, NewTopic

@@ -7,7 +7,6 @@ length tokens %K/%S (-1 for NULL). What its command line cannot express raises U
 from __future__ import annotations
 
 import json
-import os
 import queue
 import re
 import shutil
