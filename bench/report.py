@@ -95,10 +95,11 @@ def format_table(rows: list[Row], columns=COLUMNS, extra_rows: list[tuple[str, s
         cells += [format_value(row.median(key), row.metric) for key, _ in present]
         cells += [format_ratio(row.ratio(a, b)) if row.samples.get(b) else "" for a, b, _ in ratios]
         lines.append("| " + " | ".join(cells) + " |")
-    sink_column = 2 + [key for key, _ in present].index("sink") if "sink" in present_keys else len(header) - 1
-    for case, metric, value in extra_rows:
-        cells = [case, metric] + [""] * (len(header) - 2)
-        cells[sink_column] = value
+    sink_column = 2 + [key for key, _ in present].index("sink") if "sink" in present_keys else None
+    for case, metric, value in extra_rows:  # a ceiling: in the sink's column, else beside its metric
+        cells = [case, metric if sink_column else f"{metric}: {value}"] + [""] * (len(header) - 2)
+        if sink_column:
+            cells[sink_column] = value
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

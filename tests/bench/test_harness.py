@@ -139,6 +139,8 @@ def test_table_shows_medians_ratios_and_missing_cells():
     lines = table.splitlines()
     assert lines[0] == "| workload | metric | Odradek | peer | null sink | Odradek/peer | Odradek/sink |"
     assert lines[2] == "| produce | records/s | 200 | 400 | 1.0 k | 0.50× | 0.20× |"
+    without_sink = report.format_table([latency], extra_rows=[("loopback", "GB/s", "3.00")]).splitlines()
+    assert without_sink[-1] == "| loopback | GB/s: 3.00 |  |  |  |"
     assert lines[3] == "| latency | p99 ms (lower is better) | 4.00 | 2.00 | n/a | 2.00× |  |"
     assert lines[4] == "| loopback | GB/s |  |  | 3.00 |  |  |"
 
