@@ -224,7 +224,7 @@ class Suite:
                     continue
                 for metric, value in values.items():
                     rows[metric].samples.setdefault(target.name, []).append(value)
-                self.log(f"  {target.name:8} #{repeat + 1}: " + ", ".join(
+                self.log(f"  {target.name:9} #{repeat + 1}: " + ", ".join(
                     f"{metric} {_short(value)}" for metric, value in values.items()))
         for target in ready:
             if case.finish:
@@ -243,7 +243,7 @@ class Suite:
     def _record_error(self, case: Case, target: Target, error: Exception) -> None:
         reason = f"{type(error).__name__}: {error}".strip().rstrip(":")
         self.errors.append(f"{case.name} / {target.name}: {reason}")
-        self.log(f"  {target.name:8} FAILED: {reason}")
+        self.log(f"  {target.name:9} FAILED: {reason}")
 
     # -- workload building blocks -----------------------------------------------------------------
 
