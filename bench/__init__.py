@@ -16,7 +16,8 @@ Modules, each with one job:
 - `idle`: idle handshaken connections for the connection-scaling cases;
 - `loopback`: raw loopback TCP bytes/s;
 - `report`: machine info, the Markdown table, JSON in ``bench/results/`` and ``bench/RESULTS.md``;
-- `profile`: py-spy recording of Odradek per case and a self/total-time summary.
+- `profile`: py-spy recording of Odradek per case and a self/total-time summary;
+- `ab_patches` (a script, not imported): Odradek with experimental monkeypatches, for A/B runs.
 
 Speed targets live here as ratios printed by a run, never as timed assertions in tests.
 """
