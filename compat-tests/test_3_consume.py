@@ -76,3 +76,12 @@ def test_high_watermark_after_multi_record_batches(client, helper, names):
     produce_ok(step, client, topic, sent, linger_ms=100)
     step("earliest and latest offsets", {0: (0, 125), 1: (0, 125)}, client.list_offsets(topic, [0, 1]))
     step("records read back", 250, len(client.consume(topic)))
+
+
+def test_empty_partition_offsets(client, helper, names):
+    step = Step(client)
+    topic = create_topic(helper, names("empty"), partitions=2)
+    step("earliest and latest of empty partitions", {0: (0, 0), 1: (0, 0)}, client.list_offsets(topic, [0, 1]))
+    after = None if not client.no_offset_is_latest else 0
+    step("offset for a time on an empty partition", [after], client.offsets_for_times(topic, 0, [0]))
+    step("reading an empty topic", [], client.consume(topic, timeout=10))

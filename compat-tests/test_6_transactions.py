@@ -31,6 +31,26 @@ def test_commit_abort_and_isolation_levels(client, helper, names):
     step("control markers take offsets: 15 records + 3 markers per partition", {0: (0, 18), 1: (0, 18)}, ends)
 
 
+def test_open_transaction_bounds_read_committed(client, helper, names):
+    """read_committed stops at the last stable offset: an open transaction's records stay invisible (and
+    do not hang the reader) until it commits; read_uncommitted sees them at once."""
+    step = Step(client)
+    topic = create_topic(helper, names("lso"))
+    before = [Rec(None, f"committed-{i}".encode()) for i in range(5)]
+    pending = [Rec(None, f"pending-{i}".encode()) for i in range(5)]
+    client.txn_produce(topic, names("txid-a"), [(before, True)])
+    handle = client.txn_open(topic, names("txid-b"), pending)
+    try:
+        step("read_committed while a transaction is open", [r.value for r in before],
+             [r.value for r in client.consume(topic, isolation="read_committed", timeout=20)])
+        step("read_uncommitted while a transaction is open", [r.value for r in before + pending],
+             [r.value for r in client.consume(topic, isolation="read_uncommitted", timeout=20)])
+    finally:
+        client.txn_close(handle, commit=True)
+    step("read_committed after the commit", [r.value for r in before + pending],
+         [r.value for r in client.consume(topic, isolation="read_committed", timeout=20)])
+
+
 def test_consume_transform_produce(client, helper, names):
     step = Step(client)
     source = create_topic(helper, names("ctp-in"))

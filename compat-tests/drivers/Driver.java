@@ -82,6 +82,8 @@ public final class Driver {
             case "group_commit": members.get((String) cmd.get("handle")).consumer.commitSync(Duration.ofMillis(API_TIMEOUT_MS)); return null;
             case "group_close": members.remove((String) cmd.get("handle")).consumer.close(Duration.ofSeconds(10)); return null;
             case "txn_produce": return txnProduce(cmd);
+            case "txn_open": return txnOpen(cmd);
+            case "txn_close": return txnClose(cmd);
             case "consume_transform_produce": return consumeTransformProduce(cmd);
             default: throw new IllegalArgumentException("unknown op " + op);
         }
@@ -366,6 +368,31 @@ public final class Driver {
                 if (Boolean.TRUE.equals(batch.get("commit"))) producer.commitTransaction();
                 else producer.abortTransaction();
             }
+        }
+        return null;
+    }
+
+    private static final Map<String, KafkaProducer<byte[], byte[]>> openTransactions = new HashMap<>();
+
+    /** Begins a transaction, sends the records and flushes them, and leaves the transaction open. */
+    private static Object txnOpen(Map<String, Object> cmd) {
+        String topic = (String) cmd.get("topic");
+        Properties p = props(cmd, "config");
+        p.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, cmd.get("transactional_id"));
+        KafkaProducer<byte[], byte[]> producer = producer(p);
+        producer.initTransactions();
+        producer.beginTransaction();
+        for (Object r : Json.array(cmd.get("records"))) producer.send(toRecord(topic, Json.object(r)));
+        producer.flush();
+        String handle = "t" + nextHandle++;
+        openTransactions.put(handle, producer);
+        return handle;
+    }
+
+    private static Object txnClose(Map<String, Object> cmd) {
+        try (KafkaProducer<byte[], byte[]> producer = openTransactions.remove((String) cmd.get("handle"))) {
+            if (Boolean.TRUE.equals(cmd.get("commit"))) producer.commitTransaction();
+            else producer.abortTransaction();
         }
         return null;
     }

@@ -109,9 +109,10 @@ async function produce (cmd) {
   }
 }
 
-// Reads everything up to the end offsets seen at the start: KafkaJS only consumes through a group, so a
-// throwaway group subscribes and each partition stops once its end is reached (or nothing more arrives
-// for a while after the group join: the tail of a partition may be a transaction marker).
+// Reads everything up to the end offsets seen at the start (see eachBatch for read_uncommitted): KafkaJS
+// only consumes through a group, so a throwaway group subscribes and each partition stops once its end
+// is reached (or nothing more arrives for a while after the group join: the tail of a partition may be
+// a transaction marker).
 async function consume (cmd) {
   const adm = await getAdmin()
   const offsets = await adm.fetchTopicOffsets(cmd.topic)
@@ -139,6 +140,9 @@ async function consume (cmd) {
         lastProgress = Date.now()
         const p = batch.partition
         if (!(p in end)) return
+        // KafkaJS's admin lists offsets read_committed (the last stable offset); a read_uncommitted reader
+        // goes on to the high watermark, which every fetched batch carries.
+        if (cmd.isolation !== 'read_committed') end[p] = Math.max(end[p], Number(batch.highWatermark))
         for (const m of batch.messages) {
           if (Number(m.offset) < end[p]) records.push(recordJson(p, m))
         }
@@ -233,6 +237,30 @@ async function txnProduce (cmd) {
       if (batch.commit) await txn.commit()
       else await txn.abort()
     }
+  } finally {
+    await producer.disconnect()
+  }
+  return null
+}
+
+const openTransactions = {}
+
+async function txnOpen (cmd) {
+  const producer = kafka.producer({ transactionalId: cmd.transactional_id, maxInFlightRequests: 1, idempotent: true, transactionTimeout: 60000 })
+  await producer.connect()
+  const txn = await producer.transaction()
+  await txn.send({ topic: cmd.topic, messages: cmd.records.map(toMessage) })
+  const handle = `t${nextHandle++}`
+  openTransactions[handle] = { producer, txn }
+  return handle
+}
+
+async function txnClose (cmd) {
+  const { producer, txn } = openTransactions[cmd.handle]
+  delete openTransactions[cmd.handle]
+  try {
+    if (cmd.commit) await txn.commit()
+    else await txn.abort()
   } finally {
     await producer.disconnect()
   }
@@ -352,6 +380,8 @@ async function run (cmd) {
       return null
     }
     case 'txn_produce': return txnProduce(cmd)
+    case 'txn_open': return txnOpen(cmd)
+    case 'txn_close': return txnClose(cmd)
     case 'consume_transform_produce': return consumeTransformProduce(cmd)
     default: throw new Error(`unknown op ${cmd.op}`)
   }

@@ -301,6 +301,26 @@ class AiokafkaClient(Client):
                 await producer.stop()
         self.run(go(), 120)
 
+    def txn_open(self, topic, transactional_id, records):
+        async def go():
+            producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, transactional_id=transactional_id,
+                                        transaction_timeout_ms=60000)
+            await producer.start()
+            await producer.begin_transaction()
+            futures = [await producer.send(topic, key=r.key, value=r.value, headers=r.headers,
+                                           partition=r.partition) for r in records]
+            await asyncio.gather(*futures)
+            return producer
+        return self.run(go())
+
+    def txn_close(self, handle, commit):
+        async def go():
+            try:
+                await (handle.commit_transaction() if commit else handle.abort_transaction())
+            finally:
+                await handle.stop()
+        self.run(go())
+
     def consume_transform_produce(self, in_topic, out_topic, group, transactional_id, count, timeout=60):
         async def go():
             consumer = await self._consumer(group_id=group, auto_offset_reset="earliest",

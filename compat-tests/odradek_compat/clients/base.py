@@ -113,6 +113,13 @@ class Client:
         """Each batch is one transaction: (records, commit?)."""
         raise Unsupported(f"{self.name} has no transactional producer")
 
+    def txn_open(self, topic: str, transactional_id: str, records: list[Rec]) -> object:
+        """Begins a transaction, sends and flushes the records, and leaves it open; returns a handle."""
+        raise Unsupported(f"{self.name} has no transactional producer")
+
+    def txn_close(self, handle: object, commit: bool) -> None:
+        raise NotImplementedError
+
     def consume_transform_produce(self, in_topic: str, out_topic: str, group: str, transactional_id: str,
                                   count: int, timeout: float = 60) -> int:
         """Reads `count` committed records as `group`, writes their values upper-cased to out_topic with the

@@ -240,6 +240,26 @@ class ConfluentClient(Client):
         except KafkaException as e:
             raise ClientError(str(e.args[0])) from None
 
+    def txn_open(self, topic, transactional_id, records):
+        producer = Producer({"bootstrap.servers": self.bootstrap, "transactional.id": transactional_id,
+                             "transaction.timeout.ms": 60000})
+        try:
+            producer.init_transactions(API_TIMEOUT)
+            producer.begin_transaction()
+            for rec in records:
+                producer.produce(topic, key=rec.key, value=rec.value, headers=rec.headers or None,
+                                 **({"partition": rec.partition} if rec.partition is not None else {}))
+            producer.flush(API_TIMEOUT)
+        except KafkaException as e:
+            raise ClientError(str(e.args[0])) from None
+        return producer
+
+    def txn_close(self, handle, commit):
+        try:
+            (handle.commit_transaction if commit else handle.abort_transaction)(API_TIMEOUT)
+        except KafkaException as e:
+            raise ClientError(str(e.args[0])) from None
+
     def consume_transform_produce(self, in_topic, out_topic, group, transactional_id, count, timeout=60):
         consumer = self._consumer({"group.id": group, "auto.offset.reset": "earliest",
                                    "isolation.level": "read_committed"})

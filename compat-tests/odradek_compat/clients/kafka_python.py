@@ -251,6 +251,22 @@ class KafkaPythonClient(Client):
         finally:
             producer.close(timeout=10)
 
+    def txn_open(self, topic, transactional_id, records):
+        _check_expressible(records)
+        producer = self._txn_producer(transactional_id)
+        _wrap(producer.init_transactions)
+        _wrap(producer.begin_transaction)
+        for rec in records:
+            producer.send(topic, key=rec.key, value=rec.value, headers=rec.headers, partition=rec.partition)
+        _wrap(producer.flush, 30)
+        return producer
+
+    def txn_close(self, handle, commit):
+        try:
+            _wrap(handle.commit_transaction if commit else handle.abort_transaction)
+        finally:
+            handle.close(timeout=10)
+
     def consume_transform_produce(self, in_topic, out_topic, group, transactional_id, count, timeout=60):
         consumer = self._consumer(group_id=group, auto_offset_reset="earliest", isolation_level="read_committed")
         producer = self._txn_producer(transactional_id)

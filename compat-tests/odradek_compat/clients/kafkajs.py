@@ -107,6 +107,13 @@ class KafkaJsClient(Client):
                          batches=[{"records": [to_json(r) for r in recs], "commit": commit}
                                   for recs, commit in batches])
 
+    def txn_open(self, topic, transactional_id, records):
+        return self.driver.call("txn_open", timeout=90, topic=topic, transactional_id=transactional_id,
+                                records=[to_json(r) for r in records])
+
+    def txn_close(self, handle, commit):
+        self.driver.call("txn_close", timeout=90, handle=handle, commit=commit)
+
     def consume_transform_produce(self, in_topic, out_topic, group, transactional_id, count, timeout=60):
         return self.driver.call("consume_transform_produce", timeout=timeout + 30, in_topic=in_topic,
                                 out_topic=out_topic, group=group, transactional_id=transactional_id,
