@@ -46,6 +46,20 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+def idle_cpu(running: list[targets.Target], seconds: float) -> suite.Row:
+    """Each server's CPU use while nobody talks to it: an idle broker should use next to nothing."""
+    row = suite.Row("idle (no clients)", "server CPU % of a core", higher_is_better=False)
+    before = {target.name: target.cpu_seconds() for target in running}
+    began = time.monotonic()
+    time.sleep(seconds)
+    elapsed = time.monotonic() - began
+    for target in running:
+        after = target.cpu_seconds()
+        if before[target.name] is not None and after is not None:
+            row.samples[target.name] = [100.0 * (after - before[target.name]) / elapsed]
+    return row
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     command = "python -m bench " + shlex.join(sys.argv[1:] if argv is None else argv)
@@ -93,6 +107,7 @@ def main(argv: list[str] | None = None) -> int:
 
             profiler = PySpy(Path(args.profile))
         began = time.monotonic()
+        idle_row = idle_cpu(running, settings.idle_seconds)
         with suite.Suite(settings, running, profiler=profiler) as bench_suite:
             cases = [case for case in suite.build_cases(bench_suite) if args.only in case.name]
             bench_suite.run(cases)
@@ -101,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
                 rss = target.rss_bytes()
                 if rss is not None and target.name != "sink":
                     rss_row.samples[target.name] = [rss / (1 << 20)]
-            rows = bench_suite.rows + [rss_row]
+            rows = bench_suite.rows + [idle_row, rss_row]
             errors += bench_suite.errors
             rss_timeline = bench_suite.rss_timeline
         elapsed = time.monotonic() - began

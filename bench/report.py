@@ -140,6 +140,11 @@ def target_checks(rows: list[Row]) -> list[tuple[str, str, str]]:
     checks.append(("RSS flat (±10%) from 1 to 2 GiB written", "n/a" if value is None else f"{value:+.1f}%",
                    "n/a" if value is None else "met" if abs(value) <= 10 else "missed"))
 
+    idle = _find(rows, "idle", "server CPU %")
+    value = idle.median("odradek") if idle else None
+    checks.append(("idle broker uses < 1% of a core (bench's own check)", "n/a" if value is None else f"{value:.1f}%",
+                   "n/a" if value is None else "met" if value < 1 else "missed"))
+
     one, thousand = _find(rows, "scaling: 1 partition", "records/s"), _find(rows, "scaling: 1000 partitions", "records/s")
     slowdown = None
     if one and thousand and thousand.median("odradek"):

@@ -42,6 +42,7 @@ class Settings:
     loopback_duration: float = 1.0
     rss_growth_step: int = 0  # bytes per step of the RSS-flatness case (0: skip it)
     scaling_repeats: int | None = None  # the scaling cases are many: fewer repetitions keep runs short
+    idle_seconds: float = 2.0  # servers' CPU use measured while idle, before the workloads
 
 
 # Producer processes: one per two cores. Each librdkafka client is a Python loop plus C threads, and
@@ -49,7 +50,7 @@ class Settings:
 PRODUCERS = max(1, min(4, (os.cpu_count() or 2) // 2))
 
 QUICK = Settings("quick", duration=1.0, repeats=1, producers=PRODUCERS, partitions=2, consume_records=60_000,
-                 latency_rate=5000, latency_duration=3.0, loopback_duration=0.5)
+                 latency_rate=5000, latency_duration=3.0, loopback_duration=0.5, idle_seconds=1.0)
 FULL = Settings("full", duration=3.0, repeats=3, producers=PRODUCERS, partitions=2, consume_records=300_000,
                 latency_rate=5000, latency_duration=6.0, scaling_repeats=2, rss_growth_step=1 << 30)
 
