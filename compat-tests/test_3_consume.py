@@ -69,6 +69,18 @@ def test_committed_offsets_round_trip(client, helper, names):
     step("a group without commits has none", {0: None, 1: None}, fresh)
 
 
+def test_all_offsets_of_a_group(client, helper, names):
+    """OffsetFetch without a topic list answers every topic the group committed (not short)."""
+    step = Step(client)
+    first = create_topic(helper, names("all-a"), partitions=2)
+    second = create_topic(helper, names("all-b"))
+    group = names("group")
+    helper.commit(group, first, {0: (4, ""), 1: (6, "")})
+    helper.commit(group, second, {0: (9, "")})
+    step("all of the group's committed offsets", {(first, 0): 4, (first, 1): 6, (second, 0): 9},
+         client.group_offsets(group))
+
+
 def test_high_watermark_after_multi_record_batches(client, helper, names):
     step = Step(client)
     topic = create_topic(helper, names("hwm"), partitions=2)

@@ -77,6 +77,7 @@ public final class Driver {
             case "list_offsets": return listOffsets(cmd);
             case "commit": return commit(cmd);
             case "committed": return committed(cmd);
+            case "group_offsets": return groupOffsets((String) cmd.get("group"));
             case "group_open": return groupOpen(cmd);
             case "group_poll": return members.get((String) cmd.get("handle")).poll(Json.integer(cmd.get("timeout_ms")));
             case "group_commit": members.get((String) cmd.get("handle")).consumer.commitSync(Duration.ofMillis(API_TIMEOUT_MS)); return null;
@@ -311,6 +312,17 @@ public final class Driver {
             }
         }
         return r;
+    }
+
+    /** All of a group's committed offsets through the admin client (OffsetFetch without a topic list). */
+    private static Object groupOffsets(String group) throws Exception {
+        Map<TopicPartition, OffsetAndMetadata> got = admin().listConsumerGroupOffsets(group)
+                .partitionsToOffsetAndMetadata().get(API_TIMEOUT_MS, TimeUnit.MILLISECONDS);
+        List<Object> out = new ArrayList<>();
+        for (Map.Entry<TopicPartition, OffsetAndMetadata> e : got.entrySet())
+            if (e.getValue() != null)
+                out.add(Arrays.asList(e.getKey().topic(), e.getKey().partition(), e.getValue().offset()));
+        return out;
     }
 
     // ---- consumer groups ----

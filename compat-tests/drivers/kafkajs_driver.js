@@ -370,6 +370,12 @@ async function run (cmd) {
       for (const p of answer[0].partitions) out[p.partition] = Number(p.offset) < 0 ? null : [Number(p.offset), p.metadata]
       return out
     }
+    case 'group_offsets': {
+      const answer = await (await getAdmin()).fetchOffsets({ groupId: cmd.group })
+      const out = []
+      for (const t of answer) for (const p of t.partitions) if (Number(p.offset) >= 0) out.push([t.topic, p.partition, Number(p.offset)])
+      return out
+    }
     case 'group_open': return groupOpen(cmd)
     case 'group_poll': return groupPoll(cmd)
     case 'group_commit': return groupCommit(cmd)

@@ -251,6 +251,12 @@ class AiokafkaClient(Client):
             return out
         return self.run(go())
 
+    def group_offsets(self, group):
+        async def go():
+            answer = await (await self.admin()).list_consumer_group_offsets(group)
+            return {(tp.topic, tp.partition): om.offset for tp, om in answer.items() if om.offset >= 0}
+        return self.run(go())
+
     # -- groups --
     def group_open(self, group, topic, *, instance_id=None, assignor="range", session_timeout_ms=10000):
         if assignor != "range":

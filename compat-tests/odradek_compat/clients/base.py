@@ -94,6 +94,10 @@ class Client:
     def committed(self, group: str, topic: str, partitions: list[int]) -> dict[int, tuple[int, str] | None]:
         raise Unsupported(f"{self.name} cannot fetch committed offsets")
 
+    def group_offsets(self, group: str) -> dict[tuple[str, int], int]:
+        """All committed offsets of a group, every topic (OffsetFetch with no topic list)."""
+        raise Unsupported(f"{self.name} cannot list a group's offsets")
+
     # -- consumer groups (a member is an opaque handle) --
     def group_open(self, group: str, topic: str, *, instance_id: str | None = None,
                    assignor: str = "range", session_timeout_ms: int = 10000) -> object:

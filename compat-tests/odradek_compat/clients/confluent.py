@@ -176,6 +176,13 @@ class ConfluentClient(Client):
         finally:
             consumer.close()
 
+    def group_offsets(self, group):
+        from confluent_kafka import ConsumerGroupTopicPartitions
+        (future,) = self.admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)],
+                                                          request_timeout=API_TIMEOUT).values()
+        answer = _result(future)
+        return {(tp.topic, tp.partition): tp.offset for tp in answer.topic_partitions if tp.offset >= 0}
+
     # -- groups --
     class Member:
         def __init__(self, consumer):

@@ -110,6 +110,9 @@ class JavaClient(Client):
         "cooperative-sticky": "org.apache.kafka.clients.consumer.CooperativeStickyAssignor",
     }
 
+    def group_offsets(self, group):
+        return {(t, p): o for t, p, o in self.driver.call("group_offsets", group=group)}
+
     def group_open(self, group, topic, *, instance_id=None, assignor="range", session_timeout_ms=10000):
         config = {"partition.assignment.strategy": self.ASSIGNORS[assignor],
                   "session.timeout.ms": session_timeout_ms, "heartbeat.interval.ms": 1000,

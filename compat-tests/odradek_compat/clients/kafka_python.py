@@ -194,6 +194,10 @@ class KafkaPythonClient(Client):
         finally:
             consumer.close()
 
+    def group_offsets(self, group):
+        answer = _wrap(self.admin.list_group_offsets, {group: None})[group]
+        return {(tp.topic, tp.partition): om.offset for tp, om in answer.items() if om.offset >= 0}
+
     # -- groups --
     class Member(ConsumerRebalanceListener):
         def __init__(self, consumer):

@@ -83,6 +83,9 @@ class KafkaJsClient(Client):
         answer = self.driver.call("committed", group=group, topic=topic)
         return {p: (tuple(answer[str(p)]) if answer.get(str(p)) else None) for p in partitions}
 
+    def group_offsets(self, group):
+        return {(t, p): o for t, p, o in self.driver.call("group_offsets", group=group)}
+
     def group_open(self, group, topic, *, instance_id=None, assignor="range", session_timeout_ms=10000):
         if instance_id is not None:
             raise Unsupported("KafkaJS has no static membership (group.instance.id)")
