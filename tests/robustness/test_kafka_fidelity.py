@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import os
 import struct
+import threading
+import time
 import uuid
+import zlib
 
 import pytest
 
@@ -100,7 +103,6 @@ def test_corrupt_crc_and_legacy_magic(client):
         assert client.produce("crc", 0, bytes(bad)).error_code == ErrorCode.CORRUPT_MESSAGE, at
     # Produce v3+ only carries magic 2 (ProduceRequest.validateRecords): INVALID_RECORD.
     legacy_body = struct.pack(">bbq", 1, 0, 1000) + struct.pack(">i", -1) + struct.pack(">i", 1) + b"v"
-    import zlib
     message = struct.pack(">I", zlib.crc32(legacy_body)) + legacy_body
     legacy = struct.pack(">qi", 0, len(message)) + message
     for version in (3, 9):
@@ -396,3 +398,68 @@ def test_metadata_v10_v11_topic_ids_are_an_invalid_request(client):
             name=None, topic_id=uuid.uuid4())], allow_auto_topic_creation=False)
         response = client.request(3, version, request)
         assert [t.error_code for t in response.topics] == [ErrorCode.INVALID_REQUEST]
+
+
+@pytest.mark.xfail(strict=True, reason="BUG: ListOffsets answers the first copy of a duplicated "
+                                       "partition instead of INVALID_REQUEST for every copy")
+def test_list_offsets_with_a_duplicated_partition_is_an_invalid_request(client):
+    # KafkaApis.handleListOffsetRequest: a partition named twice (ListOffsetsRequest
+    # .duplicatePartitions) is answered INVALID_REQUEST, every time it appears.
+    assert client.create_topic("dup", 1).error_code == 0
+    L = M.ListOffsetsRequest
+    response = client.request(2, 7, L(replica_id=-1, isolation_level=0, topics=[L.ListOffsetsTopic(
+        name="dup", partitions=[L.ListOffsetsPartition(partition_index=0, timestamp=-1),
+                                L.ListOffsetsPartition(partition_index=0, timestamp=-2)])]))
+    codes = [p.error_code for t in response.topics for p in t.partitions]
+    assert codes and set(codes) == {ErrorCode.INVALID_REQUEST}   # newer Kafka answers it once
+
+
+def test_fetch_sessions_and_long_polling(client, broker):
+    assert client.create_topic("poll", 2).error_code == 0
+    F = M.FetchRequest
+
+    def request(session_id, epoch, topics, wait=0, min_bytes=1):
+        return client.request(1, 11, F(
+            replica_id=-1, max_wait_ms=wait, min_bytes=min_bytes, max_bytes=1 << 20,
+            isolation_level=0, session_id=session_id, session_epoch=epoch, rack_id="",
+            forgotten_topics_data=[], topics=[F.FetchTopic(topic="poll", partitions=[
+                F.FetchPartition(partition=p, fetch_offset=0, partition_max_bytes=1 << 20)
+                for p in partitions]) for partitions in topics]))
+
+    assert request(12345, 3, [[0]]).error_code == ErrorCode.FETCH_SESSION_ID_NOT_FOUND
+    opened = request(0, 0, [[0, 1]])
+    assert opened.error_code == 0 and opened.session_id != 0
+    assert request(opened.session_id, 5, []).error_code == ErrorCode.INVALID_FETCH_SESSION_EPOCH
+    # A long poll is woken by an append from another connection, not by its timeout.
+    with RawClient("127.0.0.1", broker.port) as other:
+        timer = threading.Timer(0.3, lambda: other.produce("poll", 0, batch([b"wake"])))
+        timer.start()
+        started = time.monotonic()
+        woken = request(0, -1, [[0]], wait=20_000)
+        timer.join()
+    assert time.monotonic() - started < 10
+    assert len(woken.responses[0].partitions[0].records) > 0
+    # Responses leave in request order even when the first request long-polls.
+    first = client.send(1, 11, F(replica_id=-1, max_wait_ms=500, min_bytes=10**6, max_bytes=1 << 20,
+                                 isolation_level=0, session_id=0, session_epoch=-1, rack_id="",
+                                 forgotten_topics_data=[], topics=[F.FetchTopic(topic="poll", partitions=[
+                                     F.FetchPartition(partition=1, fetch_offset=0,
+                                                      partition_max_bytes=1 << 20)])]))
+    second = client.send(18, 0, M.ApiVersionsRequest())
+    assert client.receive(1, 11)[0] == first
+    assert client.receive(18, 0)[0] == second
+
+
+def test_join_group_validation_errors(client):
+    J = M.JoinGroupRequest
+
+    def join(group, session_timeout, protocols=("range",)):
+        return client.request(11, 5, J(
+            group_id=group, session_timeout_ms=session_timeout, rebalance_timeout_ms=1000,
+            member_id="", group_instance_id=None, protocol_type="consumer",
+            protocols=[J.JoinGroupRequestProtocol(name=n, metadata=b"") for n in protocols])).error_code
+
+    assert join("g", 10**9) == ErrorCode.INVALID_SESSION_TIMEOUT
+    assert join("g", 10) == ErrorCode.INVALID_SESSION_TIMEOUT
+    assert join("", 10_000) == ErrorCode.INVALID_GROUP_ID
+    assert join("g2", 10_000, protocols=()) == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
