@@ -101,6 +101,7 @@ class Connection:
         self._previous_started: trio.Event | None = None
         self._read_scope = trio.CancelScope()
         self._pending = 0    # requests read whose response is not written yet
+        self._broken = False  # the socket failed: responses are dropped, requests still finish
         self.closed = False
 
     # ------------------------------------------------------------------------------ lifecycle
@@ -190,7 +191,13 @@ class Connection:
 
     async def _read_loop(self, nursery: trio.Nursery):
         while True:
-            frame = await self._read_frame()
+            try:
+                frame = await self._read_frame()
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+                # The client went away: like a clean end of stream, requests already read still
+                # run to completion (a produce that arrived is appended), only unanswered.
+                log.debug("connection %s: read failed: %s", self.peer, exc)
+                return
             if frame is None:
                 return
             slot = _Slot()
@@ -262,9 +269,16 @@ class Connection:
             if parts is _CLOSE:
                 scope.cancel()
                 return
-            if parts is None:
+            if parts is None or self._broken:
                 continue
-            await self._send_parts(parts)
+            try:
+                await self._send_parts(parts)
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+                # Nobody to answer; the requests still in flight finish all the same.
+                log.debug("connection %s: write failed: %s", self.peer, exc)
+                self._broken = True
+                self._read_scope.cancel()
+                continue
             self.last_activity = time.monotonic()
         scope.cancel()   # every response is out and no request is coming: done
 

@@ -118,7 +118,7 @@ class Broker:
         """Shutting down: long polls return at once."""
         return self._draining
 
-    def record_produce(self, body, appended) -> None:
+    def record_produce(self, appended) -> None:
         """Metrics hook after a Produce (appended: [(partition, AppendResult, answer)])."""
         try:
             for partition, result, _, size in appended:

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import logging
 
+import trio
+
 from protocol import ErrorCode, messages
 
 from protocol.records import RecordBatchError, validate_produce_records
@@ -59,6 +61,14 @@ async def handle_produce(ctx, header, body):
                 continue
             to_append.append((partition, data.records, answer))
 
+    # Once batches go to the log they must also become visible (high watermark), even if the
+    # client disconnects meanwhile: the rest of the request is shielded from cancellation.
+    with trio.CancelScope(shield=True):
+        return await _append_and_acknowledge(ctx, acks, results, to_append)
+
+
+async def _append_and_acknowledge(ctx, acks, results, to_append):
+    partitions = ctx.partitions
     outcomes = await partitions.append_many([(p, records) for p, records, _ in to_append])
     appended = []
     for (partition, records, answer), outcome in zip(to_append, outcomes):
@@ -80,7 +90,7 @@ async def handle_produce(ctx, header, body):
             answer.error_code, answer.error_message, answer.base_offset = \
                 exc.error_code, exc.message, -1
 
-    ctx.broker.record_produce(body, appended)
+    ctx.broker.record_produce(appended)
     if acks == 0:
         failed = [(name, a.index, a.error_code) for name, answers in results for a in answers
                   if a.error_code]
