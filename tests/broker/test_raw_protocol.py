@@ -354,3 +354,15 @@ def test_read_committed_stops_at_the_last_stable_offset(client):
     assert [b.base_offset for b in iter_batches(bytes(committed.records))] == [0]
     uncommitted = client.fetch("lso", 0, 0, isolation_level=0).responses[0].partitions[0]
     assert [b.base_offset for b in iter_batches(bytes(uncommitted.records))] == [0, 1]
+
+
+def test_a_produce_sent_just_before_a_reset_is_still_appended(client, broker):
+    client.create_topic("abrupt")
+    for _ in range(5):
+        with RawClient("127.0.0.1", broker.port) as gone:
+            gone.produce("abrupt", 0, batch([b"a", b"b"]), acks=0)
+            gone.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    deadline = time.monotonic() + 5
+    while client.list_offset("abrupt", 0, -1).offset < 10 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert client.list_offset("abrupt", 0, -1).offset == 10
