@@ -20,7 +20,7 @@ from typing import Callable
 import trio
 
 import protocol
-from broker.config import BrokerConfig, ConfigError, Listener, validate_topic_configs
+from broker.config import BrokerConfig, Listener, validate_topic_configs
 from broker.fetch_session import FetchSessionCache
 from broker.handlers import load_registry
 from broker.health import Health, serve_ops_http

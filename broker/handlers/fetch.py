@@ -12,8 +12,6 @@
 
 from __future__ import annotations
 
-import time
-import uuid
 from collections import OrderedDict
 
 import trio

@@ -13,7 +13,6 @@ and storage rejects the old-format batches with Kafka's error.
 
 from __future__ import annotations
 
-import logging
 
 import trio
 
@@ -26,7 +25,6 @@ from broker.handlers import common
 from broker.partitions import PartitionError
 from storage.errors import StorageError
 
-log = logging.getLogger("odradek.produce")
 
 API_KEY = 0
 Response = messages.ProduceResponse
@@ -41,7 +39,6 @@ def _partition_response(index, error, message=None, base_offset=-1, log_append_t
 
 async def handle_produce(ctx, header, body):
     acks = body.acks
-    partitions = ctx.partitions
     results: list[tuple[str, list]] = []
     to_append = []      # (partition, records, answer)
 
