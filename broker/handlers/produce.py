@@ -13,18 +13,15 @@ and storage rejects the old-format batches with Kafka's error.
 
 from __future__ import annotations
 
-
 import trio
 
 from protocol import ErrorCode, messages
-
 from protocol.records import RecordBatchError, validate_produce_records
 
 from broker.connection import CloseConnection
 from broker.handlers import common
 from broker.partitions import PartitionError
 from storage.errors import StorageError
-
 
 API_KEY = 0
 Response = messages.ProduceResponse
