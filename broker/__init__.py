@@ -42,6 +42,15 @@ Appending to a partition (internal topics included)::
     partition = ctx.partitions.leader(topic, index)          # raises PartitionError(code)
     result = await ctx.partitions.append(partition, batch_bytes, origin=AppendOrigin.COORDINATOR)
     await ctx.partitions.acknowledge(partition, result)      # fsync if configured, advance HW
+    # append_many / acknowledge_many do several partitions in one worker-thread trip
+
+Once something is appended, acknowledge it even if the request is being cancelled (the client
+went away): run both under ``trio.CancelScope(shield=True)`` as Produce does, or the high watermark
+stays behind the log end until the next append.
+
+On disk: partition logs in ``log.dirs`` (storage's layout); the metadata log and
+``meta.properties`` in ``<first log dir>/metadata/`` (``metadata.log.dir`` to move it), one level
+down because storage treats every ``<name>-<n>`` directory of a log dir as a partition.
 
 Internal topics are created through ``ctx.controller.create_topics`` (as any topic); Produce refuses
 client writes to ``__consumer_offsets`` / ``__transaction_state`` and Metadata never auto-creates them.
