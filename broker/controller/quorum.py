@@ -117,9 +117,11 @@ class RaftQuorum:
         while True:
             with trio.move_on_at(self.node.next_deadline()):
                 await self._wakeup.wait()
-            self._wakeup = trio.Event()
             async with self._lock:
                 await self._execute(self.node.tick(trio.current_time()))
+                # _execute sets the event to wake us for a new deadline; this pass already sees it,
+                # so start afresh here or the next wait returns at once and the loop spins.
+                self._wakeup = trio.Event()
 
     async def _receiver(self) -> None:
         async for src, message, reply in self.transport.incoming():
