@@ -28,7 +28,7 @@ MODULES = (
     "cluster",
     "groups",          # coordinator engineer
     "transactions",    # coordinator engineer
-    "quorum",          # controller engineer (DescribeQuorum and friends)
+    "quorum",          # DescribeQuorum, answered by the controller (broker.controller.admin)
 )
 
 

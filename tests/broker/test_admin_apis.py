@@ -192,3 +192,14 @@ def test_broker_logger_levels(client):
         0, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.INVALID_CONFIG]
     levels = {c.name: c.value for c in describe(client, BROKER_LOGGER, "1").configs}
     assert levels["odradek.test"] == "DEBUG"
+
+
+def test_describe_quorum(client):
+    Q = messages.DescribeQuorumRequest
+    for version in (0, 1, 2):
+        response = client.request(55, version, Q(topics=[Q.TopicData(
+            topic_name="__cluster_metadata", partitions=[Q.PartitionData(partition_index=0)])]))
+        [topic] = response.topics
+        [partition] = topic.partitions
+        assert partition.error_code == 0 and partition.leader_id == 1
+        assert [v.replica_id for v in partition.current_voters] == [1]
