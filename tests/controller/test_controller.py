@@ -270,3 +270,17 @@ async def test_admin_handlers_on_a_single_node(tmp_path):
         assert stale.error_code == ErrorCode.STALE_BROKER_EPOCH
         ids = await admin.allocate_producer_ids(controller, m.AllocateProducerIdsRequest(broker_id=1, broker_epoch=-1))
         assert ids.error_code == 0 and ids.producer_id_len == 1000
+
+
+async def test_idle_controller_does_not_spin(tmp_path):
+    async with Controller.open(str(tmp_path)) as controller:
+        node = controller._quorum.node
+        calls = []
+        original = node.tick
+
+        def counting_tick(now):
+            calls.append(now)
+            return original(now)
+        node.tick = counting_tick
+        await trio.sleep(1.0)
+        assert len(calls) <= 5          # one tick per timer deadline (every 0.5 s), not a busy loop
