@@ -17,6 +17,8 @@ from protocol import messages, wire
 from tests.broker.raw_client import RawClient
 
 IO_TIMEOUT = 5.0
+FUZZ_ID = 1234
+FOLLOW_UP_ID = 999_999
 _SIZE = struct.Struct(">i")
 
 _INT_BITS = {"b": 8, "h": 16, "i": 32, "q": 64}
@@ -168,3 +170,70 @@ def rss_kib(pid: str | int = "self") -> int:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1])
     raise RuntimeError("no VmRSS")
+
+
+# ------------------------------------------------------------------------------ one request, then a probe
+
+def follow_up_frame() -> bytes:
+    return sized(protocol.encode_request(18, 0, FOLLOW_UP_ID, "fuzz", messages.ApiVersionsRequest()))
+
+
+def expects_no_answer(frame: bytes) -> bool:
+    """True when Kafka sends nothing back (acks=0 Produce) for a frame the codec can decode."""
+    try:
+        header, body = protocol.decode_request(frame)
+    except protocol.DecodeError:
+        return False
+    return header.api_key == 0 and getattr(body, "acks", None) == 0
+
+
+def may_long_poll(frame: bytes) -> bool:
+    """A Fetch that Kafka may legitimately hold for longer than our read timeout."""
+    try:
+        header, body = protocol.decode_request(frame)
+    except protocol.DecodeError:
+        return False
+    return header.api_key == 1 and body.max_wait_ms > 1000
+
+
+def exchange_then_follow_up(port: int, frame: bytes) -> tuple[list[int], str]:
+    """Send `frame` and an ApiVersions behind it on one connection; (correlation ids, outcome).
+
+    outcome: "answered" when the follow-up's answer arrived, "closed", or "timeout".
+    """
+    with connect(port) as sock:
+        try:
+            sock.sendall(sized(frame) + follow_up_frame())
+        except (BrokenPipeError, ConnectionResetError):
+            return [], "closed"
+        data = bytearray()
+        ids: list[int] = []
+        while True:
+            try:
+                chunk = sock.recv(1 << 16)
+            except socket.timeout:
+                return ids, "timeout"
+            except ConnectionResetError:
+                return ids, "closed"
+            if not chunk:
+                return ids, "closed"
+            data += chunk
+            while len(data) >= 8:
+                (size,) = struct.unpack_from(">i", data)
+                if len(data) < 4 + size:
+                    break
+                ids.append(struct.unpack_from(">i", data, 4)[0])
+                del data[:4 + size]
+            if ids and ids[-1] == FOLLOW_UP_ID:
+                return ids, "answered"
+
+
+def check_answered_or_closed(port: int, frame: bytes, what: str):
+    ids, outcome = exchange_then_follow_up(port, frame)
+    if outcome == "timeout" and may_long_poll(frame):
+        return
+    assert outcome != "timeout", f"{what}: neither answered nor closed within {IO_TIMEOUT}s"
+    expected = [FOLLOW_UP_ID] if expects_no_answer(frame) else [FUZZ_ID, FOLLOW_UP_ID]
+    assert ids == expected[:len(ids)], f"{what}: responses out of order or misnumbered: {ids}"
+    if outcome == "answered":
+        assert ids == expected, f"{what}: {ids}"

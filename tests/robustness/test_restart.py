@@ -3,8 +3,6 @@ clean shutdown of the in-process broker and kill -9 of `odradek serve` with fsyn
 
 from __future__ import annotations
 
-import pytest
-
 from protocol import ErrorCode, messages
 from protocol.records import iter_batches
 

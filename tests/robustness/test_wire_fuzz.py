@@ -7,7 +7,6 @@ leave a connection hanging (every read has a timeout). Seeds are fixed, counts a
 from __future__ import annotations
 
 import random
-import socket
 import struct
 
 import pytest
@@ -18,12 +17,10 @@ from protocol.records import iter_batches
 
 from tests.broker.raw_client import RawClient, batch
 from tests.robustness.support import (
-    IO_TIMEOUT, assert_healthy, connect, random_request_frame, send_and_drain, sized, split_frames,
-    wait_closed,
+    FUZZ_ID, assert_healthy, check_answered_or_closed, connect, exchange_then_follow_up,
+    random_request_frame, send_and_drain, sized, split_frames, wait_closed,
 )
 
-FOLLOW_UP_ID = 999_999
-FUZZ_ID = 1234
 TOPIC = "topic-a"            # the fuzzers may write to it, alter it, even delete it
 HEALTH_TOPIC = "robustness-health"   # never named by the fuzzers: checked after each case
 
@@ -47,71 +44,6 @@ FREEZES_BROKER = {19, 37}
 def advertised(broker, exclude=FREEZES_BROKER) -> list[tuple[int, int]]:
     return [(key, version) for key, (low, high, _) in sorted(broker.broker.handlers.items())
             if key not in exclude for version in range(low, high + 1)]
-
-
-def follow_up_frame() -> bytes:
-    return sized(protocol.encode_request(18, 0, FOLLOW_UP_ID, "fuzz", messages.ApiVersionsRequest()))
-
-
-def expects_no_answer(frame: bytes) -> bool:
-    """True when Kafka sends nothing back (acks=0 Produce) for a frame the codec can decode."""
-    try:
-        header, body = protocol.decode_request(frame)
-    except protocol.DecodeError:
-        return False
-    return header.api_key == 0 and getattr(body, "acks", None) == 0
-
-
-def may_long_poll(frame: bytes) -> bool:
-    """A Fetch that Kafka may legitimately hold for longer than our read timeout."""
-    try:
-        header, body = protocol.decode_request(frame)
-    except protocol.DecodeError:
-        return False
-    return header.api_key == 1 and body.max_wait_ms > 1000
-
-
-def exchange_then_follow_up(port: int, frame: bytes) -> tuple[list[int], str]:
-    """Send `frame` and an ApiVersions behind it on one connection; (correlation ids, outcome).
-
-    outcome: "answered" when the follow-up's answer arrived, "closed", or "timeout".
-    """
-    with connect(port) as sock:
-        try:
-            sock.sendall(sized(frame) + follow_up_frame())
-        except (BrokenPipeError, ConnectionResetError):
-            return [], "closed"
-        data = bytearray()
-        ids: list[int] = []
-        while True:
-            try:
-                chunk = sock.recv(1 << 16)
-            except socket.timeout:
-                return ids, "timeout"
-            except ConnectionResetError:
-                return ids, "closed"
-            if not chunk:
-                return ids, "closed"
-            data += chunk
-            while len(data) >= 8:
-                (size,) = struct.unpack_from(">i", data)
-                if len(data) < 4 + size:
-                    break
-                ids.append(struct.unpack_from(">i", data, 4)[0])
-                del data[:4 + size]
-            if ids and ids[-1] == FOLLOW_UP_ID:
-                return ids, "answered"
-
-
-def check_answered_or_closed(port: int, frame: bytes, what: str):
-    ids, outcome = exchange_then_follow_up(port, frame)
-    if outcome == "timeout" and may_long_poll(frame):
-        return
-    assert outcome != "timeout", f"{what}: neither answered nor closed within {IO_TIMEOUT}s"
-    expected = [FOLLOW_UP_ID] if expects_no_answer(frame) else [FUZZ_ID, FOLLOW_UP_ID]
-    assert ids == expected[:len(ids)], f"{what}: responses out of order or misnumbered: {ids}"
-    if outcome == "answered":
-        assert ids == expected, f"{what}: {ids}"
 
 
 def mutate(frame: bytes, rng: random.Random) -> bytes:
