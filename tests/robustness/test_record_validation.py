@@ -14,7 +14,9 @@ import crc32c
 import pytest
 
 from protocol import ErrorCode
-from protocol.records import CRC_START, HEADER, Compression, SimpleRecord, build_batch, iter_batches
+from protocol.records import (
+    CRC_START, HEADER, Compression, SimpleRecord, build_batch, encode_record, iter_batches,
+)
 
 from tests.broker.raw_client import batch
 
@@ -118,3 +120,39 @@ def test_every_supported_codec_round_trips(client):
         data = client.fetch("codecs", 0, answer.base_offset).responses[0].partitions[0]
         [stored] = list(iter_batches(bytes(data.records)))[:1]
         assert [r.value for r in stored.records()] == [r.value for r in records]
+
+
+def _zstd_bomb(records: int, value_size: int, base_timestamp: int = 1000) -> bytes:
+    """A zstd batch of `records` zero-filled values, compressed as a stream (never held whole)."""
+    import zstandard
+
+    value = bytes(value_size)
+    compressor = zstandard.ZstdCompressor().compressobj()
+    body = bytearray()
+    for delta in range(records):
+        body += compressor.compress(encode_record(delta, delta, None, value))
+    body += compressor.flush()
+    template = bytearray(build_batch([SimpleRecord(value=b"", key=None, timestamp=base_timestamp)],
+                                     compression_type=Compression.ZSTD))
+    data = template[:61] + body
+    values = list(HEADER.unpack_from(data, 0))
+    values[_FIELDS.index("batch_length")] = len(data) - 12
+    values[_FIELDS.index("last_offset_delta")] = records - 1
+    values[_FIELDS.index("max_timestamp")] = base_timestamp + records - 1
+    values[_FIELDS.index("record_count")] = records
+    HEADER.pack_into(data, 0, *values)
+    return _with_crc(data)
+
+
+@pytest.mark.xfail(strict=True, reason="BUG: ListOffsets by timestamp closes the connection when "
+                                       "the batch it lands in decompresses to more than 256 MiB")
+def test_list_offsets_by_timestamp_inside_a_highly_compressed_batch(client):
+    # 300 records of 1 MiB zeros compress to ~14 KB: under max.message.bytes, so the append is
+    # accepted (as by Kafka). Kafka's LogSegment.findOffsetByTimestamp then streams the records;
+    # here the lookup must still answer with the offset, not drop the connection.
+    assert client.create_topic("bomb", 1).error_code == 0
+    data = _zstd_bomb(300, 1 << 20)
+    assert len(data) < 1_000_000
+    assert client.produce("bomb", 0, data).error_code == ErrorCode.NONE
+    answer = client.list_offset("bomb", 0, 1000 + 299)
+    assert (answer.error_code, answer.offset) == (ErrorCode.NONE, 299)
