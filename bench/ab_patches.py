@@ -7,7 +7,8 @@ benchmark can say what it would gain before anyone writes it. Pick patches with 
     python -m bench --quick --targets odradek,peer --candidate-command \
         "env ODRADEK_EXP=ticker,inline-io,switch python bench/ab_patches.py"
 
-- ticker:    the Raft ticker makes its fresh wake-up event after `_execute` (no busy loop);
+- ticker:    the Raft ticker makes its fresh wake-up event after `_execute` (no busy loop; the
+             controller has the real fix since 514f784, so this only matters for older trees);
 - inline-io: Produce appends and Fetch's log reads run on the event loop, not via a worker thread;
 - inline:    every `run_blocking` call inline (hangs the broker: shows why inlining must be selective);
 - switch:    `sys.setswitchinterval(0.0002)`, so the event loop gets the GIL back sooner.
