@@ -82,6 +82,16 @@ def random_request_frame(api_key: int, version: int, rng: random.Random, correla
     return None
 
 
+def with_fixed_crc(data) -> bytes:
+    """A v2 record batch with its CRC32C recomputed (so only checks beyond the CRC can refuse it)."""
+    import crc32c
+    from protocol.records import CRC_START
+
+    data = bytearray(data)
+    struct.pack_into(">I", data, 17, crc32c.crc32c(bytes(data[CRC_START:])))
+    return bytes(data)
+
+
 def sized(frame: bytes) -> bytes:
     return _SIZE.pack(len(frame)) + frame
 

@@ -10,25 +10,19 @@ import os
 import random
 import struct
 
-import crc32c
 import pytest
 
 from protocol import ErrorCode
 from protocol.records import (
-    CRC_START, HEADER, Compression, SimpleRecord, build_batch, encode_record, iter_batches,
+    HEADER, Compression, SimpleRecord, build_batch, encode_record, iter_batches,
 )
 
 from tests.broker.raw_client import batch
+from tests.robustness.support import with_fixed_crc
 
 _FIELDS = ["base_offset", "batch_length", "partition_leader_epoch", "magic", "crc", "attributes",
            "last_offset_delta", "base_timestamp", "max_timestamp", "producer_id", "producer_epoch",
            "base_sequence", "record_count"]
-
-
-def _with_crc(data) -> bytes:
-    data = bytearray(data)
-    struct.pack_into(">I", data, 17, crc32c.crc32c(bytes(data[CRC_START:])))
-    return bytes(data)
 
 
 def _patched(data: bytes, **fields) -> bytes:
@@ -37,7 +31,7 @@ def _patched(data: bytes, **fields) -> bytes:
         values[_FIELDS.index(name)] = value
     out = bytearray(data)
     HEADER.pack_into(out, 0, *values)
-    return _with_crc(out)
+    return with_fixed_crc(out)
 
 
 THREE = batch([b"a", b"b", b"c"])
@@ -88,7 +82,7 @@ def test_a_truncated_records_area_is_refused(client):
     assert client.create_topic("cut", 1).error_code == 0
     cut = bytearray(THREE[:-5])
     struct.pack_into(">i", cut, 8, len(cut) - 12)
-    answer = client.produce("cut", 0, _with_crc(cut))
+    answer = client.produce("cut", 0, with_fixed_crc(cut))
     assert answer.error_code in (ErrorCode.INVALID_RECORD, ErrorCode.CORRUPT_MESSAGE)
     assert client.fetch("cut", 0, 0).responses[0].partitions[0].high_watermark == 0
 
@@ -103,7 +97,7 @@ def test_an_undecodable_compressed_batch_is_refused(client):
     compressed = bytearray(build_batch([SimpleRecord(value=b"x" * 100, key=None, timestamp=1000)] * 3,
                                        compression_type=Compression.GZIP))
     compressed[61:] = rng.randbytes(len(compressed) - 61)
-    answer = client.produce("gz", 0, _with_crc(compressed))
+    answer = client.produce("gz", 0, with_fixed_crc(compressed))
     assert answer.error_code != ErrorCode.NONE
     assert client.fetch("gz", 0, 0).responses[0].partitions[0].high_watermark == 0
 
@@ -141,7 +135,7 @@ def _zstd_bomb(records: int, value_size: int, base_timestamp: int = 1000) -> byt
     values[_FIELDS.index("max_timestamp")] = base_timestamp + records - 1
     values[_FIELDS.index("record_count")] = records
     HEADER.pack_into(data, 0, *values)
-    return _with_crc(data)
+    return with_fixed_crc(data)
 
 
 @pytest.mark.xfail(strict=True, reason="BUG: ListOffsets by timestamp closes the connection when "
