@@ -5,7 +5,8 @@ it attaches ``py-spy record --format raw`` (collapsed stacks) to the broker's pi
 the run ends. `summarize(path)` reads a collapsed-stack file and ranks functions by self time (the
 sample's leaf frame) and by total time (anywhere on the stack), as percentages of all samples.
 
-CLI: ``python -m bench.profile FILE [--top 25]`` prints both rankings.
+CLI: ``python -m bench.profile FILE [--top 25]`` prints both rankings; ``--categories`` prints the
+shares of the buckets PROFILE.md's table uses (thread hop, send per response, recv, frame buffers, ...).
 """
 
 from __future__ import annotations
@@ -99,6 +100,38 @@ def summarize(path: Path, top: int = 25, include_idle: bool = False) -> Summary:
     return Summary(samples, ranked(self_counts), ranked(total_counts))
 
 
+# Buckets for PROFILE.md's table: (label, is it this bucket? given the leaf and the whole stack).
+CATEGORIES = (
+    ("thread hop", lambda leaf, stack: any(word in leaf for word in (
+        "start_thread_soon", "wakeup_thread_and_signal_safe", "namefunc", "to_thread_run_sync"))),
+    ("send() per response", lambda leaf, stack: "_nonblocking_helper" in leaf and "send_all" in stack),
+    ("recv", lambda leaf, stack: "_nonblocking_helper" in leaf and "send_all" not in stack),
+    ("frame buffers", lambda leaf, stack: "_read_frame" in leaf or "_receive_more" in leaf),
+    ("pwritev", lambda leaf, stack: "LogSegment.write" in leaf),
+    ("sendfile", lambda leaf, stack: "_send_file_slice" in leaf),
+    ("CRC32C", lambda leaf, stack: "compute_crc" in leaf),
+)
+
+
+def categorize(path: Path) -> tuple[int, dict[str, float]]:
+    """Busy samples and the % of them in each of CATEGORIES (the rest is 'other')."""
+    counts: Counter[str] = Counter()
+    samples = 0
+    for line in path.read_text().splitlines():
+        stack, _, count_text = line.rpartition(" ")
+        if not stack or not count_text.isdigit():
+            continue
+        frames = [_function_name(frame) for frame in stack.split(";")]
+        if _is_idle(frames[-1]):
+            continue
+        count = int(count_text)
+        samples += count
+        label = next((name for name, match in CATEGORIES if match(frames[-1], stack)), "other")
+        counts[label] += count
+    return samples, {name: 100.0 * counts[name] / samples for name, _ in CATEGORIES + (("other", None),)
+                     if samples}
+
+
 def _function_name(frame: str) -> str:
     """'handle (broker/handlers/produce.py:42)' -> 'handle (broker/handlers/produce.py)'."""
     return re.sub(r":\d+\)$", ")", frame.strip())
@@ -130,9 +163,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("files", nargs="+", type=Path)
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--include-idle", action="store_true")
+    parser.add_argument("--categories", action="store_true", help="print only the PROFILE.md buckets")
     args = parser.parse_args(argv)
     for path in args.files:
-        print(format_summary(summarize(path, args.top, args.include_idle), str(path)))
+        if args.categories:
+            samples, shares = categorize(path)
+            print(f"{path} ({samples} busy samples): " + ", ".join(f"{k} {v:.1f}%" for k, v in shares.items()))
+        else:
+            print(format_summary(summarize(path, args.top, args.include_idle), str(path)))
     return 0
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from bench import idle, report, suite, targets
 from bench.null_sink import NullSink, api_versions_body
-from bench.profile import summarize
+from bench.profile import categorize, summarize
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -172,6 +172,8 @@ def test_profile_summary_ranks_self_and_total_time(tmp_path):
         "main (broker/cli.py:10);serve (broker/server.py:20) 1\n"
         "Thread.run (threading.py:982);WorkerThread._work (trio/_core/_thread_cache.py:211) 40\n"
     )
+    samples, shares = categorize(collapsed)
+    assert samples == 10 and shares["other"] == 100.0  # none of these frames is a known bucket
     summary = summarize(collapsed)
     assert summary.samples == 10  # epoll waits and parked worker threads are idle, left out
     assert summary.self_time[0] == ("decode (protocol/codec.py)", 60.0)
