@@ -210,6 +210,22 @@ def test_create_partitions_with_a_huge_count_is_refused(serve_process):
     assert _responsive_within(serve_process.port, IO_TIMEOUT)
 
 
+@pytest.mark.xfail(strict=True, reason="BUG: CreateTopics naming 30,000 topics (validate_only) "
+                                       "blocks the event loop for tens of seconds")
+def test_create_topics_with_a_huge_topic_list_is_refused(serve_process):
+    # 30,000 topics are 60,000 metadata records, over Kafka's 10,000 per operation: Kafka answers
+    # POLICY_VIOLATION at once; other clients must never wait on it.
+    T = messages.CreateTopicsRequest
+    body = T(topics=[T.CreatableTopic(name=f"many-{i}", num_partitions=1, replication_factor=1)
+                     for i in range(30_000)], timeout_ms=5000, validate_only=True)
+    with RawClient("127.0.0.1", serve_process.port, timeout=5) as client:
+        client.send(19, 7, body)
+        time.sleep(0.5)
+        assert _responsive_within(serve_process.port, 3), "other clients stall behind CreateTopics"
+        _, response = client.receive(19, 7)
+        assert {t.error_code for t in response.topics} == {ErrorCode.POLICY_VIOLATION}
+
+
 def test_partition_count_edge_values_get_kafka_errors(client):
     assert _create_topics(client, "zero", 0).error_code == ErrorCode.INVALID_PARTITIONS
     assert _create_topics(client, "minus", -2).error_code == ErrorCode.INVALID_PARTITIONS
