@@ -463,3 +463,31 @@ def test_join_group_validation_errors(client):
     assert join("g", 10) == ErrorCode.INVALID_SESSION_TIMEOUT
     assert join("", 10_000) == ErrorCode.INVALID_GROUP_ID
     assert join("g2", 10_000, protocols=()) == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+
+
+def test_header_edge_cases_are_accepted(client):
+    # A null client id (length -1) is legal in request header v1.
+    client.send_raw(sized(struct.pack(">hhih", 18, 0, 5, -1)))
+    assert client.receive(18, 0)[0] == 5
+    # Unknown tagged fields in the v2 request header and in a flexible body are skipped.
+    frame = protocol.encode_request(3, 12, 6, "x", M.MetadataRequest(topics=None))
+    header_end = 8 + 2 + 1            # api key, version, correlation id, client id "x"
+    assert frame[header_end] == 0
+    client.send_raw(sized(frame[:header_end] + bytes([1, 5, 3]) + b"abc" + frame[header_end + 1:]))
+    assert client.receive(3, 12)[0] == 6
+    assert frame[-1] == 0
+    client.send_raw(sized(frame[:-1] + bytes([1, 40, 2]) + b"zz"))
+    assert client.receive(3, 12)[0] == 6
+
+
+def test_min_insync_replicas_above_the_isr_refuses_acks_all_only(client):
+    assert client.create_topic("isr", 1, {"min.insync.replicas": "2"}).error_code == 0
+    assert client.produce("isr", 0, batch([b"x"])).error_code == ErrorCode.NOT_ENOUGH_REPLICAS
+    assert client.produce("isr", 0, batch([b"x"]), acks=1).error_code == ErrorCode.NONE
+
+
+def test_responses_before_a_bad_frame_are_delivered_then_the_connection_closes(client):
+    first = client.send(18, 0, M.ApiVersionsRequest())
+    client.send_raw(sized(struct.pack(">hhih", 999, 0, 8, 1) + b"x"))
+    assert client.receive(18, 0)[0] == first
+    assert wait_closed(client.sock) == "closed"
