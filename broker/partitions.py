@@ -8,7 +8,8 @@ leader epochs. Handlers reach partitions through it:
 - ``await append(partition, records, origin=...)`` -> storage ``AppendResult`` (off the event loop);
 - ``await acknowledge(partition, result)``: with ``log.flush.before.acknowledge`` waits for the fsync
   (group commit), then advances the high watermark and wakes waiting fetches;
-- ``await wait_for_data(partitions, timeout)``: long polling without polling.
+- ``await wait_for_data(seen, timeout)``: long polling without polling (and without missing an
+  append that lands between the caller's read and its wait).
 
 On one node the ISR is this broker alone, so the high watermark follows the log end offset (or the
 flushed offset when acknowledged records must be durable).
@@ -260,15 +261,27 @@ class PartitionManager:
         return partition.log.log_start_offset, ErrorCode.NONE
 
     # -------------------------------------------------------------------------------- waiting
-    async def wait_for_data(self, partitions: list[Partition], timeout: float) -> None:
-        """Sleep until one of `partitions` gets new data (or changes leader), or `timeout`."""
-        if timeout <= 0 or not partitions:
+    async def wait_for_data(self, seen: list[tuple[Partition, int, int]], timeout: float) -> None:
+        """Sleep until one of the partitions gets new data (or changes leader), or `timeout`.
+
+        `seen` holds (partition, high watermark, leader epoch) as the caller's read saw them: a
+        change that landed between that read and this call (the read may have left the event
+        loop) ends the wait at once instead of going unnoticed until the next append.
+        """
+        if timeout <= 0 or not seen:
             if timeout > 0:
                 await trio.sleep(timeout)
             return
         event = trio.Event()
+        partitions = [partition for partition, _, _ in seen]
         for partition in partitions:
             partition.waiters.add(event)
+        # Registered first, then checked: nothing can slip between the two (no await).
+        for partition, high_watermark, leader_epoch in seen:
+            if (partition.log.high_watermark != high_watermark
+                    or partition.leader_epoch != leader_epoch
+                    or self._partitions.get((partition.topic, partition.index)) is not partition):
+                event.set()
         try:
             with trio.move_on_after(timeout):
                 await event.wait()

@@ -32,13 +32,14 @@ class _Read:
     """The outcome of reading one partition."""
 
     __slots__ = ("key", "fetch", "error", "high_watermark", "last_stable_offset",
-                 "log_start_offset", "slices", "size", "aborted", "partition")
+                 "log_start_offset", "slices", "size", "aborted", "partition", "leader_epoch")
 
     def __init__(self, key, fetch):
         self.key, self.fetch = key, fetch
         self.error = ErrorCode.NONE
         self.high_watermark = self.last_stable_offset = self.log_start_offset = -1
         self.slices, self.size, self.aborted, self.partition = [], 0, None, None
+        self.leader_epoch = -1
 
 
 def _requested(body, version) -> tuple[OrderedDict, list]:
@@ -89,6 +90,7 @@ def _read_all(ctx, reads, uses_ids, isolation, max_bytes):
             read.error = exc.code
             continue
         read.partition = partition
+        read.leader_epoch = partition.leader_epoch
         log = partition.log
         read.high_watermark = log.high_watermark
         read.last_stable_offset = log.last_stable_offset
@@ -135,7 +137,9 @@ async def handle_fetch(ctx, header, body):
         if total >= body.min_bytes or errors or remaining <= 0 or ctx.broker.draining \
                 or not reads:
             break
-        await ctx.partitions.wait_for_data([r.partition for r in reads if r.partition], remaining)
+        await ctx.partitions.wait_for_data(
+            [(r.partition, r.high_watermark, r.leader_epoch) for r in reads if r.partition],
+            remaining)
 
     responses: list = []
     with_records = []
