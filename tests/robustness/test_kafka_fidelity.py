@@ -491,3 +491,22 @@ def test_responses_before_a_bad_frame_are_delivered_then_the_connection_closes(c
     client.send_raw(sized(struct.pack(">hhih", 999, 0, 8, 1) + b"x"))
     assert client.receive(18, 0)[0] == first
     assert wait_closed(client.sock) == "closed"
+
+
+@pytest.mark.xfail(strict=True, reason="BUG: a transactional batch for a partition never added to "
+                                       "the transaction is appended; the LSO then hangs forever")
+def test_transactional_produce_to_a_partition_outside_the_transaction_is_refused(client):
+    # KIP-890 part 1 (transaction.partition.verification.enable, default true since 3.6): the
+    # leader verifies with the coordinator that the partition is in the ongoing transaction and
+    # refuses the batch otherwise, so no hanging transaction can stall read_committed consumers.
+    assert client.create_topic("unverified", 1).error_code == 0
+    assert client.request(10, 3, M.FindCoordinatorRequest(key="txn-v", key_type=1)).error_code == 0
+    init = client.request(22, 4, M.InitProducerIdRequest(
+        transactional_id="txn-v", transaction_timeout_ms=60000, producer_id=-1, producer_epoch=-1))
+    answer = client.produce("unverified", 0, batch(
+        [b"stray"], producer_id=init.producer_id, producer_epoch=init.producer_epoch,
+        base_sequence=0, transactional=True))
+    assert answer.error_code != ErrorCode.NONE
+    assert client.produce("unverified", 0, batch([b"plain"])).error_code == 0
+    data = _fetch_partition(client, "unverified", 0, isolation_level=1)
+    assert data.last_stable_offset == data.high_watermark
