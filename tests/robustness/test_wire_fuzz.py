@@ -18,7 +18,7 @@ from protocol.records import iter_batches
 from tests.broker.raw_client import RawClient, batch
 from tests.robustness.support import (
     FUZZ_ID, assert_healthy, check_answered_or_closed, connect, exchange_then_follow_up,
-    random_request_frame, send_and_drain, sized, split_frames, wait_closed,
+    random_request_frame, rss_kib, send_and_drain, sized, split_frames, wait_closed,
 )
 
 TOPIC = "topic-a"            # the fuzzers may write to it, alter it, even delete it
@@ -83,6 +83,7 @@ def test_random_valid_requests_of_every_advertised_version(fuzz_broker):
 @pytest.mark.parametrize("seed", [1, 2])
 def test_mutated_frames_of_every_advertised_version(fuzz_broker, seed):
     rng = random.Random(seed)
+    before = rss_kib()
     for index, (api_key, version) in enumerate(advertised(fuzz_broker)):
         made = random_request_frame(api_key, version, rng, FUZZ_ID)
         if made is None:
@@ -92,6 +93,8 @@ def test_mutated_frames_of_every_advertised_version(fuzz_broker, seed):
         if index % 25 == 0:
             assert_healthy(fuzz_broker.port, HEALTH_TOPIC)
     assert_healthy(fuzz_broker.port, HEALTH_TOPIC)
+    grown_mib = (rss_kib() - before) / 1024   # the broker runs in this process
+    assert grown_mib < 150, f"memory grew {grown_mib:.0f} MiB over one fuzz pass"
 
 
 def test_mutated_produce_batches_never_break_the_log(fuzz_broker):
