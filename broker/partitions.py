@@ -5,7 +5,8 @@ placed on this node, deletes the logs of deleted topics, applies topic config ch
 leader epochs. Handlers reach partitions through it:
 
 - ``leader(topic, index)`` -> ``Partition`` or raises ``PartitionError(code)``;
-- ``await append(partition, records, origin=...)`` -> storage ``AppendResult`` (off the event loop);
+- ``await append(partition, records, origin=...)`` -> storage ``AppendResult`` (small appends inline,
+  big ones, or any that may fsync or recompress, in a worker thread);
 - ``await acknowledge(partition, result)``: with ``log.flush.before.acknowledge`` waits for the fsync
   (group commit), then advances the high watermark and wakes waiting fetches;
 - ``await wait_for_data(seen, timeout)``: long polling without polling (and without missing an
@@ -62,6 +63,24 @@ class Partition:
         waiters, self.waiters = self.waiters, set()
         for event in waiters:
             event.set()
+
+
+# Appends up to this many record bytes run on the event loop: a page-cache write that small costs
+# less than the trip to a worker thread (PROFILE.md finding 2). Bigger ones would stall the loop.
+INLINE_APPEND_BYTES = 64 * 1024
+# A flush.messages below this could make an append fsync, which must never run on the loop.
+_FLUSH_MESSAGES_NEVER = 1 << 62
+
+
+def _appends_inline(items) -> bool:
+    """Whether these (partition, records) appends are cheap enough to run on the event loop."""
+    total = 0
+    for partition, records in items:
+        total += len(records)
+        config = partition.log.config
+        if config.flush_messages < _FLUSH_MESSAGES_NEVER or config.compression_type != "producer":
+            return False   # may fsync or recompress: CPU or disk time the loop must not spend
+    return total <= INLINE_APPEND_BYTES
 
 
 class PartitionManager:
@@ -198,7 +217,7 @@ class PartitionManager:
         return outcome
 
     async def append_many(self, items, *, origin=None) -> list:
-        """Append to several partitions in one trip to a worker thread, in order.
+        """Append to several partitions, in order: inline when small, else in one worker trip.
 
         Returns, per (partition, records) item, the storage AppendResult or the StorageError.
         """
@@ -216,6 +235,8 @@ class PartitionManager:
                     outcomes.append(exc)
             return outcomes
 
+        if _appends_inline(items):
+            return append_all()
         return await self.broker.run_blocking(append_all)
 
     async def acknowledge(self, partition: Partition, result) -> None:
