@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections import Counter
 from typing import Callable, TypeVar
 
 T = TypeVar("T")
@@ -19,10 +20,26 @@ class Step:
             ok = expected == got
         if not ok:
             raise AssertionError(
-                f"[{self.client.name}] step '{name}': expected {_short(expected)}, got {_short(got)}")
+                f"[{self.client.name}] step '{name}':{_difference(expected, got)} "
+                f"expected {_short(expected)}, got {_short(got)}")
 
     def fail(self, name: str, message: str) -> None:
         raise AssertionError(f"[{self.client.name}] step '{name}': {message}")
+
+
+def _difference(expected, got) -> str:
+    """For two lists, what is missing and what is extra (first few), so long values stay readable."""
+    if not (isinstance(expected, (list, tuple)) and isinstance(got, (list, tuple))):
+        return ""
+    try:
+        missing = list((Counter(expected) - Counter(got)).elements())
+        extra = list((Counter(got) - Counter(expected)).elements())
+    except TypeError:  # unhashable items
+        return ""
+    if not missing and not extra:
+        return " same items, different order;"
+    return (f" {len(missing)} missing {_short(missing[:8], 200)}, {len(extra)} unexpected "
+            f"{_short(extra[:8], 200)};")
 
 
 def _short(value, limit: int = 600) -> str:

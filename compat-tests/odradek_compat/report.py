@@ -57,7 +57,7 @@ class MatrixReport:
             elif report.failed:
                 crash = getattr(report.longrepr, "reprcrash", None)
                 message = crash.message if crash is not None else _first_line(report.longreprtext)
-                outcome, message = "fail", message.splitlines()[0][:400] if message else ""
+                outcome, message = "fail", message.splitlines()[0][:3000] if message else ""
             else:
                 outcome, message = "pass", ""
             entry = {"test": report.nodeid.split("::", 1)[-1], "phase": report.when, "outcome": outcome,
@@ -90,7 +90,7 @@ class MatrixReport:
         if notes:
             tr.write_line("")
             for s, c, detail in notes:
-                tr.write_line(f"  {s} × {c}: {detail}")
+                tr.write_line(f"  {s} × {c}: {detail[:800]}")
         path = os.environ.get("COMPAT_REPORT", DEFAULT_REPORT)
         os.makedirs(os.path.dirname(path), exist_ok=True)
         document = {

@@ -213,6 +213,12 @@ class KafkaPythonClient(Client):
                 self.revoked_events += 1
 
     def group_open(self, group, topic, *, instance_id=None, assignor="range", session_timeout_ms=10000):
+        if assignor == "cooperative-sticky":
+            # Seen in about half the runs: after the incremental revoke, the member that kept two partitions
+            # never fetches them again (its debug log shows no fetch activity for them, positions valid);
+            # the broker never gets a request. Java and librdkafka pass the same scenario every time.
+            raise Unsupported("kafka-python 3.0.12's cooperative-sticky member can stop fetching after an "
+                              "incremental revoke (client defect)")
         consumer = self._consumer(group_id=group, group_instance_id=instance_id, auto_offset_reset="earliest",
                                   partition_assignment_strategy=[ASSIGNORS[assignor]],
                                   session_timeout_ms=session_timeout_ms, heartbeat_interval_ms=1000)
