@@ -31,6 +31,10 @@ Public surface
       producer expiry and (unless ``start_cleaner()`` runs a cleaner thread) one compaction
       pass; call every few seconds from a worker thread
     - ``start_cleaner(interval_s=15)`` / ``stop_cleaner()``; ``clean_one()``
+    - ``uncleanable_partitions``: (topic, partition)s the cleaner failed on (KIP-346); each
+      failure is logged once, that log is skipped until a restart, a config change or its
+      deletion, and every other log keeps being cleaned; neither ``tick`` nor ``clean_one``
+      raises because of a cleaning failure
     - ``checkpoint()``; ``close()`` (clean shutdown: flush, checkpoints, clean marker)
     - ``offline_dirs`` / ``offline_partitions``: a dir failing with an I/O error goes offline
       alone; ``get_or_create_log`` on its partitions raises KafkaStorageError

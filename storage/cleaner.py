@@ -186,23 +186,39 @@ def _clean_segment(log, segment: LogSegment, offset_map, aborted, last_offsets, 
             if os.path.exists(prefix + stem + suffix):
                 os.remove(prefix + stem + suffix)
     cleaned = LogSegment(directory, segment.base_offset, log.handles, created_ms=now, suffix=CLEANED_SUFFIX)
-    cleaned.activate()
-    interval = log.config.index_interval_bytes
-    for batch in _batches(segment):
-        data = _retained(batch, offset_map, aborted, last_offsets, now, horizon, stats, open_txns)
-        if data is None:
-            continue
-        out = RecordBatch(data, 0)
-        position = cleaned.size
-        cleaned.write([data], len(data))
-        cleaned.note_appended(position, out, out.last_offset, out.max_timestamp, interval)
-        stats.bytes_written += len(data)
-    entries = segment.txn_index.entries
-    if entries:
-        cleaned.txn_index.rewrite(entries)
-    cleaned.seal()
-    cleaned.flush()
+    try:
+        cleaned.activate()
+        interval = log.config.index_interval_bytes
+        for batch in _batches(segment):
+            data = _retained(batch, offset_map, aborted, last_offsets, now, horizon, stats, open_txns)
+            if data is None:
+                continue
+            out = RecordBatch(data, 0)
+            position = cleaned.size
+            cleaned.write([data], len(data))
+            cleaned.note_appended(position, out, out.last_offset, out.max_timestamp, interval)
+            stats.bytes_written += len(data)
+        entries = segment.txn_index.entries
+        if entries:
+            cleaned.txn_index.rewrite(entries)
+        cleaned.seal()
+        cleaned.flush()
+    except BaseException:
+        _discard(cleaned)  # e.g. an undecodable batch: no half-written copy left behind
+        raise
     return cleaned
+
+
+def _discard(cleaned: LogSegment) -> None:
+    try:
+        cleaned.close()
+    except (OSError, ValueError):
+        pass
+    for path in cleaned.paths():
+        try:
+            os.remove(path)
+        except FileNotFoundError:
+            pass
 
 
 def _retained(batch: RecordBatch, offset_map, aborted, last_offsets, now: int, horizon: int,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import threading
@@ -15,6 +16,8 @@ from storage.files import OpenFiles
 from storage.log import Log, _now_ms, parse_partition_dir
 
 DELETE_DIR_SUFFIX = "-delete"
+
+logger = logging.getLogger(__name__)
 
 
 def _default_open_segments() -> int:
@@ -52,6 +55,9 @@ class LogManager:
         self.had_clean_shutdown: dict[str, bool] = {}
         self.offline_dirs: dict[str, str] = {}  # log dir -> the I/O error that took it offline
         self.offline_partitions: set[tuple[str, int]] = set()
+        # Logs the cleaner failed on (Kafka's KIP-346 uncleanable partitions): skipped
+        # until a restart, a config change or the log's deletion.
+        self._uncleanable: set[tuple[str, int]] = set()
         self._cleaner_thread: threading.Thread | None = None
         self._cleaner_stop = threading.Event()
         for log_dir in self.log_dirs:
@@ -121,6 +127,7 @@ class LogManager:
         """Replace a topic's overrides (Kafka names); live logs pick them up at once."""
         with self._lock:
             self._topic_overrides[topic] = dict(overrides or {})
+            self._uncleanable = {k for k in self._uncleanable if k[0] != topic}
             config = self._config_for(topic)
             for (t, _), log in self._logs.items():
                 if t == topic:
@@ -129,6 +136,7 @@ class LogManager:
     def set_defaults(self, defaults: LogConfig | Mapping[str, Any]) -> None:
         with self._lock:
             self.defaults = defaults if isinstance(defaults, LogConfig) else LogConfig.from_mapping(defaults, self.defaults)
+            self._uncleanable.clear()
             for (topic, _), log in self._logs.items():
                 log.update_config(self._config_for(topic))
 
@@ -161,6 +169,7 @@ class LogManager:
             path = os.path.join(log_dir, f"{topic}-{partition}")
             log = Log(path, self._config_for(topic), handles=self.handles, clock=self.clock)
             self._logs[key] = log
+            self._uncleanable.discard(key)
             self._dir_of[key] = log_dir
             return log
 
@@ -185,6 +194,7 @@ class LogManager:
             key = (topic, partition)
             log = self._logs.pop(key, None)
             log_dir = self._dir_of.pop(key, None)
+            self._uncleanable.discard(key)
             if log is None:
                 return False
             log.close()
@@ -210,34 +220,67 @@ class LogManager:
             except Exception:  # one bad log must not stop housekeeping for the others
                 if log.offline is None:
                     raise
-        if self._cleaner_thread is None:
-            self.clean_one(now)
         with self._lock:
             due = [p for t, p in self._pending_dir_deletes if t <= now]
             self._pending_dir_deletes = [(t, p) for t, p in self._pending_dir_deletes if t > now]
         for path in due:
             shutil.rmtree(path, ignore_errors=True)
+        if self._cleaner_thread is None:
+            self.clean_one(now)
+
+    @property
+    def uncleanable_partitions(self) -> set[tuple[str, int]]:
+        """(topic, partition) of the logs the cleaner failed on and now skips (KIP-346's
+        uncleanable-partitions-count is its length)."""
+        with self._lock:
+            return set(self._uncleanable)
 
     def clean_one(self, now_ms: int | None = None):
         """Compact the dirtiest compacted log that is due (one per call, like one cleaner
-        thread); returns its CleanerStats or None."""
+        thread); returns its CleanerStats or None.  Never raises: a log the cleaner
+        fails on is marked uncleanable and the next dirtiest one is cleaned instead."""
         from storage import cleaner
         now = self.clock() if now_ms is None else now_ms
+        while True:
+            candidate = self._dirtiest_log(now)
+            if candidate is None:
+                return None
+            key, log = candidate
+            try:
+                return cleaner.clean(log, now)
+            except OSError as exc:
+                log._go_offline(exc)
+            except Exception as exc:  # noqa: BLE001 - undecodable data, a bug: skip this log
+                self._mark_uncleanable(key, log, exc)
+
+    def _dirtiest_log(self, now: int):
+        from storage import cleaner
         best, best_ratio = None, -1.0
-        for log in list(self.logs().values()):
-            if not cleaner.needs_cleaning(log, now):
+        with self._lock:
+            candidates = [(k, log) for k, log in self._logs.items() if k not in self._uncleanable]
+        for key, log in candidates:
+            try:
+                if not cleaner.needs_cleaning(log, now):
+                    continue
+                _, _, clean_bytes, dirty_bytes, _ = cleaner.dirty_section(log, now)
+            except OSError as exc:
+                log._go_offline(exc)
                 continue
-            _, _, clean_bytes, dirty_bytes, _ = cleaner.dirty_section(log, now)
+            except Exception as exc:  # noqa: BLE001
+                self._mark_uncleanable(key, log, exc)
+                continue
             ratio = dirty_bytes / max(1, clean_bytes + dirty_bytes)
             if ratio > best_ratio:
-                best, best_ratio = log, ratio
-        if best is None:
-            return None
-        try:
-            return cleaner.clean(best, now)
-        except OSError as exc:
-            best._go_offline(exc)
-            return None
+                best, best_ratio = (key, log), ratio
+        return best
+
+    def _mark_uncleanable(self, key: tuple[str, int], log: Log, exc: BaseException) -> None:
+        with self._lock:
+            if self._logs.get(key) is not log:
+                return  # deleted or replaced while being cleaned: nothing to remember
+            self._uncleanable.add(key)
+        logger.error("log cleaner failed on %s-%d; the partition is uncleanable until a restart "
+                     "or a config change", key[0], key[1], exc_info=exc)
 
     def start_cleaner(self, interval_s: float = 15.0) -> None:
         """Compact in a background thread of its own (Kafka's log cleaner thread), so a
@@ -247,10 +290,7 @@ class LogManager:
 
         def run():
             while not self._cleaner_stop.wait(interval_s):
-                try:
-                    while self.clean_one() is not None and not self._cleaner_stop.is_set():
-                        pass
-                except Exception:  # noqa: BLE001 - a failing pass must not kill the thread
+                while self.clean_one() is not None and not self._cleaner_stop.is_set():
                     pass
 
         self._cleaner_thread = threading.Thread(target=run, name="log-cleaner", daemon=True)

@@ -61,9 +61,6 @@ def test_compaction_runs_on_a_healthy_broker(tmp_path):
             assert _compacted_within(client, "healthy", 15)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: a compacted partition holding an undecodable batch "
-                                       "makes every maintenance tick fail: no log is compacted "
-                                       "and no checkpoint is written any more")
 def test_an_uncleanable_partition_does_not_stop_compaction_elsewhere(tmp_path):
     I = messages.IncrementalAlterConfigsRequest
     with running_broker(tmp_path / "data", FAST_MAINTENANCE) as running:
