@@ -1,7 +1,8 @@
 """One client connection: Kafka's length-prefixed frames in, responses out in request order.
 
 A reader task takes frames off the socket and starts a task per request; a writer task sends the
-responses strictly in the order the requests arrived. Requests start one after another: request N+1
+responses strictly in the order the requests arrived, all that are ready in one gather write
+(``sendmsg``), record file slices with ``os.sendfile``. Requests start one after another: request N+1
 starts when request N has finished or has called ``RequestContext.release_order()`` — Produce does
 that once its batches are in the log, so pipelined produce requests share one fsync while their
 appends stay in order. At most ``MAX_IN_FLIGHT`` requests are pending per connection; past that the
@@ -16,6 +17,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import socket
 import struct
 import time
 from typing import TYPE_CHECKING, Any
@@ -32,6 +34,8 @@ log = logging.getLogger("odradek.connection")
 MAX_IN_FLIGHT = 64
 READ_AHEAD = 65536
 _SIZE = struct.Struct(">i")
+_MAX_IOV = 512                                 # buffers per sendmsg, well under IOV_MAX (1024)
+_MSG_MORE = getattr(socket, "MSG_MORE", 0)
 API_VERSIONS_KEY = 18
 
 
@@ -262,40 +266,84 @@ class Connection:
 
     # -------------------------------------------------------------------------------- writing
     async def _write_loop(self, scope: trio.CancelScope):
-        async for slot in self._receive_slots:
+        waiting: _Slot | None = None   # taken off the channel, its response not ready yet
+        while True:
+            slot, waiting = waiting, None
+            if slot is None:
+                try:
+                    slot = await self._receive_slots.receive()
+                except trio.EndOfChannel:
+                    break
             await slot.done.wait()
-            self._pending -= 1
-            parts = slot.parts
-            if parts is _CLOSE:
-                scope.cancel()
-                return
-            if parts is None or self._broken:
-                continue
-            try:
-                await self._send_parts(parts)
-            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
-                # Nobody to answer; the requests still in flight finish all the same.
-                log.debug("connection %s: write failed: %s", self.peer, exc)
-                self._broken = True
-                self._read_scope.cancel()
-                continue
-            self.last_activity = time.monotonic()
-        scope.cancel()   # every response is out and no request is coming: done
+            ready = [slot]
+            # Clients pipeline: every response already done behind this one goes out in the
+            # same write (one syscall per burst, not per response), still in request order.
+            while True:
+                try:
+                    slot = self._receive_slots.receive_nowait()
+                except (trio.WouldBlock, trio.EndOfChannel):
+                    break
+                if not slot.done.is_set():
+                    waiting = slot
+                    break
+                ready.append(slot)
+            responses = []
+            close = False
+            for slot in ready:
+                self._pending -= 1
+                if slot.parts is _CLOSE:
+                    close = True
+                    break
+                if slot.parts is not None:
+                    responses.append(slot.parts)
+            if responses and not self._broken:
+                try:
+                    await self._send_responses(responses)
+                except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+                    # Nobody to answer; the requests still in flight finish all the same.
+                    log.debug("connection %s: write failed: %s", self.peer, exc)
+                    self._broken = True
+                    self._read_scope.cancel()
+                else:
+                    self.last_activity = time.monotonic()
+            if close:
+                break
+        scope.cancel()   # every response is out and no request is coming (or closing): done
 
-    async def _send_parts(self, parts: list[Any]):
-        total = sum(len(part) for part in parts)
-        pending = [_SIZE.pack(total)]
-        for part in parts:
-            if isinstance(part, (bytes, bytearray, memoryview)):
-                pending.append(part)
-                continue
-            if pending:
-                await self.stream.send_all(b"".join(pending))
-                pending = []
-            for file_slice in (part.slices if isinstance(part, SlicedRecords) else (part,)):
-                await self._send_file_slice(file_slice)
-        if pending:
-            await self.stream.send_all(b"".join(pending) if len(pending) > 1 else pending[0])
+    async def _send_responses(self, responses: list[list[Any]]):
+        """Write size-prefixed responses: byte parts gathered into one sendmsg, file slices
+        in between with sendfile."""
+        buffers: list[Any] = []
+        for parts in responses:
+            buffers.append(_SIZE.pack(sum(len(part) for part in parts)))
+            for part in parts:
+                if isinstance(part, (bytes, bytearray, memoryview)):
+                    if len(part):
+                        buffers.append(part)
+                    continue
+                # Not corked with MSG_MORE: when the slice ends the response, nothing would
+                # uncork it (sendfile does not push), and the tail would wait ~200 ms.
+                await self._send_buffers(buffers)
+                buffers = []
+                for file_slice in (part.slices if isinstance(part, SlicedRecords) else (part,)):
+                    await self._send_file_slice(file_slice)
+        await self._send_buffers(buffers)
+
+    async def _send_buffers(self, buffers: list[Any]):
+        """sendmsg (gather write) of `buffers` until all of it is out."""
+        sock = self.stream.socket
+        index = 0
+        while index < len(buffers):
+            chunk = buffers[index:index + _MAX_IOV]
+            more = index + len(chunk) < len(buffers)   # the next sendmsg follows at once
+            sent = await sock.sendmsg(chunk, (), _MSG_MORE if more else 0)
+            for buffer in chunk:
+                size = len(buffer)
+                if sent < size:
+                    buffers[index] = memoryview(buffer)[sent:]   # the rest of a partial write
+                    break
+                sent -= size
+                index += 1
 
     async def _send_file_slice(self, file_slice):
         """Send a storage file slice with os.sendfile (zero copy), waiting for writability."""
