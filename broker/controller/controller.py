@@ -6,6 +6,7 @@ import base64
 import logging
 import os
 import uuid
+from collections import Counter
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
@@ -24,6 +25,10 @@ from .topics import collision_key, place_replicas, validate_assignment, validate
 log = logging.getLogger(__name__)
 
 PRODUCER_ID_BLOCK_SIZE = 1000
+
+# Kafka's controller refuses any single user operation that would write more metadata records than
+# this (ReplicationControlManager.MAX_RECORDS_PER_USER_OP): one request must not freeze the broker.
+MAX_RECORDS_PER_USER_OP = 10_000
 
 
 # -- request and result types -----------------------------------------------------------------------
@@ -101,6 +106,19 @@ class ControllerSettings:
 
 def _error(exc: ApiError) -> tuple[int, str | None]:
     return int(exc.code), exc.message
+
+
+class BatchTooLarge(ApiError):
+    """The whole operation would exceed MAX_RECORDS_PER_USER_OP; fails every item, like Kafka."""
+
+    def __init__(self):
+        super().__init__(ErrorCode.POLICY_VIOLATION, "Unable to perform excessively large batch operation.")
+
+
+def _check_room(needed: int, used: int) -> None:
+    """Raise BatchTooLarge before any work if `needed` more records would overflow the operation."""
+    if used + needed > MAX_RECORDS_PER_USER_OP:
+        raise BatchTooLarge()
 
 
 class Controller:
@@ -220,16 +238,18 @@ class Controller:
         """Create topics (one result per spec, in order); the valid ones commit as one atomic batch."""
         await self._require_leader()
         async with self._lock:
-            names = [s.name for s in specs]
+            names = Counter(s.name for s in specs)
             batch, results = [], []
             taken = {collision_key(n): n for n in self._image.topics}
             for spec in specs:
                 result = CreateTopicResult(name=spec.name)
                 results.append(result)
                 try:
-                    if names.count(spec.name) > 1:
+                    if names[spec.name] > 1:
                         raise ApiError(ErrorCode.INVALID_REQUEST, "Duplicate topic name.")
-                    records = self._create_topic_records(spec, result, taken)
+                    records = self._create_topic_records(spec, result, taken, used=len(batch))
+                except BatchTooLarge:
+                    raise
                 except ApiError as exc:
                     result.error_code, result.error_message = _error(exc)
                     continue
@@ -240,7 +260,8 @@ class Controller:
             return results
 
     def _create_topic_records(self, spec: CreateTopicSpec, result: CreateTopicResult,
-                              taken: Mapping[str, str]) -> list:
+                              taken: Mapping[str, str], used: int = 0) -> list:
+        """The records creating one topic; `used` records of this operation are already planned."""
         validate_topic_name(spec.name)
         if spec.name in self._image.topics:
             raise ApiError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{spec.name}' already exists.")
@@ -256,6 +277,7 @@ class Controller:
             if spec.replication_factor != -1:
                 raise ApiError(ErrorCode.INVALID_REQUEST, "A manual partition assignment was specified, "
                                "but replicationFactor was not set to -1.")
+            _check_room(1 + len(spec.configs) + len(spec.assignments), used)
             placements = validate_assignment(spec.assignments, self._image.brokers)
             for p, replicas in enumerate(placements):
                 if not any(b in usable for b in replicas):
@@ -272,6 +294,7 @@ class Controller:
             if factor <= 0:
                 raise ApiError(ErrorCode.INVALID_REPLICATION_FACTOR,
                                "Replication factor must be larger than 0, or -1 to use the default value.")
+            _check_room(1 + len(spec.configs) + partitions, used)
             placements = place_replicas(usable, partitions, factor, start=self._placement_start)
             self._placement_start += 1
         configs = {}
@@ -303,8 +326,9 @@ class Controller:
         await self._require_leader()
         async with self._lock:
             results, batch, doomed = [], [], set()
-            wanted = [(n, None) for n in names] + [(None, t) for t in topic_ids]
-            for name, topic_id in wanted:
+            asked = [(n, None) for n in names] + [(None, t) for t in topic_ids]
+            wanted = Counter(asked)
+            for name, topic_id in asked:
                 result = DeleteTopicResult(name=name, topic_id=topic_id or r.ZERO_UUID)
                 results.append(result)
                 try:
@@ -320,7 +344,7 @@ class Controller:
             return results
 
     def _topic_to_delete(self, name, topic_id, wanted):
-        if wanted.count((name, topic_id)) > 1:
+        if wanted[(name, topic_id)] > 1:
             raise ApiError(ErrorCode.INVALID_REQUEST, "Duplicate topic name or id in request.")
         if not self._settings.delete_topic_enable:
             raise ApiError(ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
@@ -339,22 +363,25 @@ class Controller:
                                 validate_only: bool = False) -> list[CreatePartitionsResult]:
         await self._require_leader()
         async with self._lock:
-            names = [s.name for s in specs]
+            names = Counter(s.name for s in specs)
             results, batch = [], []
             for spec in specs:
                 result = CreatePartitionsResult(name=spec.name)
                 results.append(result)
                 try:
-                    if names.count(spec.name) > 1:
+                    if names[spec.name] > 1:
                         raise ApiError(ErrorCode.INVALID_REQUEST, "Duplicate topic name.")
-                    batch += self._create_partitions_records(spec)
+                    batch += self._create_partitions_records(spec, used=len(batch))
+                except BatchTooLarge:
+                    raise
                 except ApiError as exc:
                     result.error_code, result.error_message = _error(exc)
             if not validate_only:
                 await self._commit(batch)
             return results
 
-    def _create_partitions_records(self, spec: CreatePartitionsSpec) -> list:
+    def _create_partitions_records(self, spec: CreatePartitionsSpec, used: int = 0) -> list:
+        """The records adding partitions to one topic; `used` records are already planned."""
         topic = self._image.topics.get(spec.name)
         if topic is None:
             raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {spec.name} does not exist.")
@@ -365,6 +392,7 @@ class Controller:
         if spec.count == current:
             raise ApiError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partitions.")
         added = spec.count - current
+        _check_room(added, used)
         usable = [b.broker_id for b in self._image.unfenced_brokers()]
         if spec.assignments is not None:
             if len(spec.assignments) != added:

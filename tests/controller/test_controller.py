@@ -91,6 +91,46 @@ async def test_validate_only_and_defaults(tmp_path):
         assert len(controller.image.topics["t"].partitions) == 4
 
 
+async def test_an_operation_over_10000_records_is_a_policy_violation(tmp_path):
+    # Kafka's MAX_RECORDS_PER_USER_OP: refused up front, validate_only too, nothing committed.
+    async with Controller.open(str(tmp_path)) as controller:
+        await _start_broker(controller)
+        offset = controller.image.offset
+        for validate_only in (True, False):
+            with pytest.raises(ApiError) as raised:
+                await controller.create_topics([CreateTopicSpec("huge", 2_000_000, 1)], validate_only)
+            assert raised.value.code == ErrorCode.POLICY_VIOLATION
+            assert raised.value.message == "Unable to perform excessively large batch operation."
+        # 1 topic record + 9,999 partitions is exactly the limit.
+        [res] = await controller.create_topics([CreateTopicSpec("edge", 9_999, 1)], validate_only=True)
+        assert res.error_code == 0
+        # The bound is over the whole request: 6,000 topics are 12,000 records.
+        many = [CreateTopicSpec(f"many-{i}", 1, 1) for i in range(6_000)]
+        with pytest.raises(ApiError) as raised:
+            await controller.create_topics(many)
+        assert raised.value.code == ErrorCode.POLICY_VIOLATION
+        # Invalid topics add no records and do not count.
+        specs = [CreateTopicSpec("zero", 0)] * 3 + [CreateTopicSpec("ok", 9_999, 1)]
+        out = await controller.create_topics(specs, validate_only=True)
+        assert [r.error_code for r in out] == [ErrorCode.INVALID_REQUEST] * 3 + [0]
+
+        await controller.create_topics([CreateTopicSpec("grow", 1, 1), CreateTopicSpec("other", 1, 1)])
+        offset = controller.image.offset
+        for validate_only in (True, False):
+            with pytest.raises(ApiError) as raised:
+                await controller.create_partitions([CreatePartitionsSpec("grow", 2_000_000)],
+                                                   validate_only)
+            assert raised.value.code == ErrorCode.POLICY_VIOLATION
+        with pytest.raises(ApiError):
+            await controller.create_partitions([CreatePartitionsSpec("grow", 6_000),
+                                                CreatePartitionsSpec("missing", 2),
+                                                CreatePartitionsSpec("other", 5_000)])
+        assert controller.image.offset == offset and len(controller.image.topics["grow"].partitions) == 1
+        [res] = await controller.create_partitions([CreatePartitionsSpec("grow", 10_001)],
+                                                   validate_only=True)
+        assert res.error_code == 0
+
+
 async def test_no_brokers_means_invalid_replication_factor(tmp_path):
     async with Controller.open(str(tmp_path)) as controller:
         [res] = await controller.create_topics([CreateTopicSpec("t", 1, 1)])

@@ -189,8 +189,6 @@ def _create_partitions(client: RawClient, name: str, count: int):
         name=name, count=count, assignments=None)], timeout_ms=5000, validate_only=True)).results[0]
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: CreateTopics with num_partitions=2,000,000 "
-                                       "(validate_only) freezes the whole broker")
 def test_create_topics_with_a_huge_partition_count_is_refused(serve_process):
     # Kafka's controller refuses an operation of more than 10,000 records with POLICY_VIOLATION
     # ("Unable to perform excessively large batch operation.") without doing the work.
@@ -200,8 +198,6 @@ def test_create_topics_with_a_huge_partition_count_is_refused(serve_process):
     assert _responsive_within(serve_process.port, IO_TIMEOUT)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: CreatePartitions with count=2,000,000 "
-                                       "(validate_only) freezes the whole broker")
 def test_create_partitions_with_a_huge_count_is_refused(serve_process):
     with RawClient("127.0.0.1", serve_process.port, timeout=5) as client:
         assert client.create_topic("grow", 1).error_code == 0
@@ -210,8 +206,6 @@ def test_create_partitions_with_a_huge_count_is_refused(serve_process):
     assert _responsive_within(serve_process.port, IO_TIMEOUT)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: CreateTopics naming 30,000 topics (validate_only) "
-                                       "blocks the event loop for tens of seconds")
 def test_create_topics_with_a_huge_topic_list_is_refused(serve_process):
     # 30,000 topics are 60,000 metadata records, over Kafka's 10,000 per operation: Kafka answers
     # POLICY_VIOLATION at once; other clients must never wait on it.
