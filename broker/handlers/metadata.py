@@ -60,12 +60,28 @@ def error_topic(name, error, topic_id=ZERO_UUID):
                                           is_internal=False, partitions=[])
 
 
+def names_topics_by_id(version: int, requested) -> bool:
+    """Before v12 a topic must be named and carry no id (Kafka: "Topic IDs are not supported in
+    requests for version N"): the whole request is then an InvalidRequestException."""
+    return version < 12 and requested is not None and any(
+        t.name is None or getattr(t, "topic_id", ZERO_UUID) != ZERO_UUID for t in requested)
+
+
+def invalid_request_response(requested):
+    """Kafka's error response: every topic answered INVALID_REQUEST, a null name sent back as ""."""
+    return Response(throttle_time_ms=0, topics=[
+        error_topic("" if t.name is None else t.name, ErrorCode.INVALID_REQUEST,
+                    getattr(t, "topic_id", ZERO_UUID)) for t in requested])
+
+
 async def handle_metadata(ctx, header, body):
     version = header.api_version
     include_operations = version >= 8 and body.include_topic_authorized_operations
     requested = body.topics
     if version == 0 and not requested:
         requested = None   # v0: an empty list means every topic
+    if names_topics_by_id(version, requested):
+        return invalid_request_response(requested)
     image = ctx.image
 
     if requested is None:

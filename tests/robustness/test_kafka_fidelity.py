@@ -386,8 +386,6 @@ def test_metadata_null_empty_and_auto_create(client):
     assert _metadata(client, ["made-by-v3"], 3).topics[0].error_code == 0   # v0-3 always auto-create
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: Metadata v10/v11 naming a topic by id (null name) "
-                                       "crashes the encoder and closes the connection")
 def test_metadata_v10_v11_topic_ids_are_an_invalid_request(client):
     # KafkaApis.handleTopicMetadataRequest: before v12 a null name or a topic id is an
     # InvalidRequestException, answered per topic with INVALID_REQUEST (the error response turns a
@@ -400,8 +398,6 @@ def test_metadata_v10_v11_topic_ids_are_an_invalid_request(client):
         assert [t.error_code for t in response.topics] == [ErrorCode.INVALID_REQUEST]
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: ListOffsets answers the first copy of a duplicated "
-                                       "partition instead of INVALID_REQUEST for every copy")
 def test_list_offsets_with_a_duplicated_partition_is_an_invalid_request(client):
     # KafkaApis.handleListOffsetRequest: a partition named twice (ListOffsetsRequest
     # .duplicatePartitions) is answered INVALID_REQUEST, every time it appears.
