@@ -9,7 +9,10 @@ An empty partition answers offset 0 (earliest/latest), never an error.
 
 from __future__ import annotations
 
+from collections import Counter
+
 from protocol import ErrorCode, messages
+from protocol.records import RecordBatchError
 
 from broker.partitions import PartitionError
 from storage.errors import StorageError
@@ -42,20 +45,21 @@ async def handle_list_offsets(ctx, header, body):
     Response = messages.ListOffsetsResponse
     version = header.api_version
     isolation = body.isolation_level if version >= 2 else 0
+    # Kafka (ListOffsetsRequest.duplicatePartitions): a partition named twice anywhere in the
+    # request is answered INVALID_REQUEST every time it appears, none of its copies looked up.
+    named = Counter((topic.name, p.partition_index) for topic in body.topics for p in topic.partitions)
     topics = []
     for topic in body.topics:
         answers = []
-        seen = set()
         for request in topic.partitions:
             index = request.partition_index
             answer = Response.ListOffsetsPartitionResponse(partition_index=index,
                                                            error_code=ErrorCode.NONE,
                                                            timestamp=-1, offset=-1)
             answers.append(answer)
-            if index in seen:
+            if named[topic.name, index] > 1:
                 answer.error_code = ErrorCode.INVALID_REQUEST
                 continue
-            seen.add(index)
             if request.timestamp == MAX_TIMESTAMP and version < 7 or \
                     request.timestamp == EARLIEST_LOCAL and version < 8 or \
                     request.timestamp == LATEST_TIERED and version < 9:
@@ -69,6 +73,11 @@ async def handle_list_offsets(ctx, header, body):
                 answer.error_code = exc.code
                 continue
             except StorageError as exc:
+                answer.error_code = exc.error_code
+                continue
+            except RecordBatchError as exc:
+                # A stored batch that cannot be decoded (e.g. over the decompression bound) fails
+                # this partition's lookup only, never the connection.
                 answer.error_code = exc.error_code
                 continue
             answer.timestamp, answer.offset = timestamp, offset
