@@ -7,11 +7,15 @@ in this very response instead of retrying on LEADER_NOT_AVAILABLE.
 
 from __future__ import annotations
 
+import logging
 import uuid
 
 from protocol import ErrorCode, messages
 
+from broker.controller.errors import ApiError
 from broker.handlers import common
+
+log = logging.getLogger(__name__)
 
 API_KEY = 3
 ZERO_UUID = uuid.UUID(int=0)
@@ -90,16 +94,21 @@ async def handle_metadata(ctx, header, body):
     else:
         allow_auto_create = (body.allow_auto_topic_creation if version >= 4 else True) \
             and ctx.config["auto.create.topics.enable"]
-        to_create = []
+        to_create = {}   # an ordered set: names may repeat in the request
         for request in requested:
             name = request.name
             if name is None:
                 continue
             if name not in image.topics and allow_auto_create and common.topic_name_error(name) is None \
-                    and not common.is_internal(name) and name not in to_create:
-                to_create.append(name)
+                    and not common.is_internal(name):
+                to_create[name] = None
         if to_create:
-            await common.create_topics_with_defaults(ctx, to_create)
+            try:
+                await common.create_topics_with_defaults(ctx, list(to_create))
+            except ApiError as exc:
+                # The whole creation was refused (e.g. over the controller's per-operation record
+                # bound): the topics stay unknown and are answered so below.
+                log.warning("auto-creating %d topics failed: %s", len(to_create), exc)
             image = ctx.image
         topics, seen = [], set()
         for request in requested:
