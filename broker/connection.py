@@ -32,7 +32,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("odradek.connection")
 
 MAX_IN_FLIGHT = 64
-READ_AHEAD = 65536
+READ_AHEAD = 65536     # read-ahead chunk of a busy connection; larger frames get their own buffer
+FIRST_READ = 4096      # chunk of a connection starting a burst (kept small: idle ones are many)
 _SIZE = struct.Struct(">i")
 _MAX_IOV = 512                                 # buffers per sendmsg, well under IOV_MAX (1024)
 _MSG_MORE = getattr(socket, "MSG_MORE", 0)
@@ -100,7 +101,10 @@ class Connection:
         self.max_frame = broker.config["socket.request.max.bytes"]
         self.idle_ms = broker.config["connections.max.idle.ms"]
         self.last_activity = time.monotonic()
-        self._buffer = bytearray()
+        self._fileno = stream.socket.fileno()
+        self._chunk: bytearray | None = None   # read-ahead; frames are views into it
+        self._start = 0                         # first byte not yet handed out as a frame
+        self._end = 0                           # end of the bytes received so far
         self._send_slots, self._receive_slots = trio.open_memory_channel[_Slot](MAX_IN_FLIGHT)
         self._previous_started: trio.Event | None = None
         self._read_scope = trio.CancelScope()
@@ -149,33 +153,31 @@ class Connection:
             await trio.sleep(remaining)
 
     # -------------------------------------------------------------------------------- reading
-    async def _read_frame(self) -> bytes | bytearray | None:
+    async def _read_frame(self) -> memoryview | bytearray | None:
         """The next request frame (without its size), or None at end of stream.
 
-        Small frames are cut out of a read-ahead buffer; a large one (a big Produce) gets its own
-        buffer, filled straight from the socket, so its record batches are copied exactly once.
+        A small frame is a view of the read-ahead chunk it arrived in (no copy: Produce batches
+        reach storage as slices of the received bytes); a large one (a big Produce) gets its own
+        buffer, filled straight from the socket.
         """
-        buffer = self._buffer
-        while len(buffer) < 4:
-            if not await self._receive_more():
+        while self._end - self._start < 4:
+            if not await self._receive_more(4):
                 return None
-        (size,) = _SIZE.unpack_from(buffer)
+        (size,) = _SIZE.unpack_from(self._chunk, self._start)
         if size < 0 or size > self.max_frame:
             raise CloseConnection(f"frame of {size} bytes exceeds socket.request.max.bytes")
         end = 4 + size
-        if size <= READ_AHEAD:
-            while len(buffer) < end:
-                if not await self._receive_more():
+        if end <= READ_AHEAD:
+            while self._end - self._start < end:
+                if not await self._receive_more(end):
                     return None
-            with memoryview(buffer) as view:
-                frame = bytes(view[4:end])
-            del buffer[:end]
-            return frame
+            start = self._start + 4
+            self._start += end
+            return memoryview(self._chunk)[start:start + size]
         frame = bytearray(size)
-        have = len(buffer) - 4
-        with memoryview(buffer) as view:
-            frame[:have] = view[4:]
-        buffer.clear()
+        have = self._end - self._start - 4
+        frame[:have] = memoryview(self._chunk)[self._start + 4:self._end]
+        self._start = self._end
         with memoryview(frame) as view:
             while have < size:
                 received = await self.stream.socket.recv_into(view[have:])
@@ -185,13 +187,39 @@ class Connection:
         self.last_activity = time.monotonic()
         return frame
 
-    async def _receive_more(self) -> bool:
-        chunk = await self.stream.receive_some(READ_AHEAD)
-        if not chunk:
-            return False
-        self._buffer += chunk
-        self.last_activity = time.monotonic()
-        return True
+    async def _receive_more(self, need: int) -> bool:
+        """Receive into the read-ahead chunk, which must have room for `need` bytes from _start.
+
+        Frames handed out are views of their chunk, so a chunk is never written below _end: a
+        full one is replaced (carrying over the partial frame only), and a drained one is let go
+        when the socket has nothing to read, so an idle connection holds no buffer.
+        """
+        while True:
+            chunk = self._chunk
+            if chunk is None:   # a fresh or idle connection: most bursts are a small request
+                chunk = self._replace_chunk(max(need, FIRST_READ))
+            elif self._start + need > len(chunk):
+                chunk = self._replace_chunk(max(need, READ_AHEAD))
+            try:
+                received = os.readv(self._fileno, [memoryview(chunk)[self._end:]])
+            except BlockingIOError:
+                if self._start == self._end:
+                    self._chunk, self._start, self._end = None, 0, 0
+                await trio.lowlevel.wait_readable(self.stream.socket)
+                continue
+            if not received:
+                return False
+            self._end += received
+            self.last_activity = time.monotonic()
+            return True
+
+    def _replace_chunk(self, size: int) -> bytearray:
+        chunk = bytearray(size)
+        pending = self._end - self._start
+        if pending:
+            chunk[:pending] = memoryview(self._chunk)[self._start:self._end]
+        self._chunk, self._start, self._end = chunk, 0, pending
+        return chunk
 
     async def _read_loop(self, nursery: trio.Nursery):
         while True:
