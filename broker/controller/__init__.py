@@ -44,7 +44,10 @@ Reading (always the latest committed state; never mutate it)::
 
 Mutating (each returns only once its records are durable and committed; batch calls answer one result
 per item, in request order, and commit the valid items as one atomic batch; whole-request failures such
-as NOT_CONTROLLER raise `ApiError` with `.code` / `.message`)::
+as NOT_CONTROLLER raise `ApiError` with `.code` / `.message`. Like Kafka, one create_topics /
+create_partitions call (validate_only too) that would write more than MAX_RECORDS_PER_USER_OP = 10,000
+records raises `ApiError(POLICY_VIOLATION, "Unable to perform excessively large batch operation.")`
+before any placement work)::
 
     await controller.create_topics([CreateTopicSpec(name, num_partitions=-1, replication_factor=-1,
                                                     assignments={}, configs={})], validate_only=False)
