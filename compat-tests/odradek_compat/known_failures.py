@@ -6,5 +6,5 @@ passes (strict: an unexpected pass turns the run red).
 """
 
 KNOWN_FAILURES: dict[str, str] = {
-    # Empty: the whole matrix passed against `odradek serve` (the table in compat-tests/README.md).
+    # Empty: the whole matrix passes against `odradek serve` (status table in compat-tests/README.md).
 }
