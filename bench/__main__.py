@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import shlex
+import signal
 import sys
 import time
 from dataclasses import replace
@@ -60,8 +61,13 @@ def idle_cpu(running: list[targets.Target], seconds: float) -> suite.Row:
     return row
 
 
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    signal.signal(signal.SIGTERM, _interrupt)
     command = "python -m bench " + shlex.join(sys.argv[1:] if argv is None else argv)
     settings = suite.QUICK if args.quick else suite.FULL
     changes = {"duration": args.duration, "repeats": args.repeats}
@@ -110,7 +116,11 @@ def main(argv: list[str] | None = None) -> int:
         idle_row = idle_cpu(running, settings.idle_seconds)
         with suite.Suite(settings, running, profiler=profiler) as bench_suite:
             cases = [case for case in suite.build_cases(bench_suite) if args.only in case.name]
-            bench_suite.run(cases)
+            try:
+                bench_suite.run(cases)
+            except KeyboardInterrupt:  # Ctrl-C or SIGTERM: keep what was measured
+                errors.append("run interrupted: later cases missing")
+                print("interrupted: writing what was measured so far", flush=True)
             rss_row = suite.Row("broker RSS at the end", "RSS MiB", higher_is_better=False)
             for target in running:
                 rss = target.rss_bytes()
@@ -145,7 +155,8 @@ def main(argv: list[str] | None = None) -> int:
     checks_table = report.format_checks(report.target_checks(rows))
     run["checks_table"] = checks_table
     complete = (not args.only and set(args.targets) == set(ALL_TARGETS) and not args.no_results_md
-                and not args.candidate_command and not args.odradek_command)
+                and not args.candidate_command and not args.odradek_command
+                and "run interrupted: later cases missing" not in errors)
     path = report.write_results(run, table, results_md=report.RESULTS_MD if complete else None)
     print()
     print(table)

@@ -9,7 +9,6 @@ sample and the table shows the median.
 from __future__ import annotations
 
 import math
-import multiprocessing
 import os
 import statistics
 import time
@@ -19,6 +18,7 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 
 from bench import workloads
+from bench.workers import WorkerPool
 from bench.targets import Target
 
 KIB = 1024
@@ -88,10 +88,6 @@ class Case:
     finish: Callable[[Target], None] | None = None
 
 
-class WorkerTimeout(RuntimeError):
-    """A worker process did not answer in time; the pool is rebuilt."""
-
-
 class Suite:
     def __init__(self, settings: Settings, targets: list[Target], log: Callable[[str], None] = print,
                  profiler=None):
@@ -114,25 +110,17 @@ class Suite:
     def __exit__(self, *exc) -> None:
         self._admins.clear()  # destroys the admin clients before anyone stops the servers
         if self._pool is not None:
-            self._pool.terminate()
-            self._pool.join()
+            self._pool.close()
+            self._pool = None
 
     @property
-    def pool(self):
+    def pool(self) -> WorkerPool:
         if self._pool is None:
-            workers = max(self.settings.producers, 2) + 1
-            self._pool = multiprocessing.get_context("spawn").Pool(workers, initializer=_import_client)
+            self._pool = WorkerPool(max(self.settings.producers, 2) + 1)
         return self._pool
 
     def _gather(self, calls: list[tuple[Callable, tuple]], timeout: float) -> list[dict]:
-        pending = [self.pool.apply_async(fn, args) for fn, args in calls]
-        deadline = time.monotonic() + timeout
-        try:
-            return [p.get(max(deadline - time.monotonic(), 0.1)) for p in pending]
-        except multiprocessing.TimeoutError:
-            self._pool.terminate()
-            self._pool = None
-            raise WorkerTimeout(f"workers did not finish within {timeout:.0f}s") from None
+        return self.pool.run(calls, timeout)
 
     def _admin(self, target: Target):
         if target.name not in self._admins:
@@ -256,10 +244,6 @@ class Suite:
         cpu_before = target.cpu_seconds()
         results = self._gather([(workloads.produce, args)] * producers, timeout=self.settings.duration + 120)
         return _with_cpu(_throughput(results), target, cpu_before, results)
-
-
-def _import_client() -> None:
-    import confluent_kafka  # noqa: F401 - pay the import before the first timed run
 
 
 def _throughput(results: list[dict]) -> dict[str, float]:

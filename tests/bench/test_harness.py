@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import time
 import struct
 
 import pytest
@@ -235,3 +236,19 @@ def test_target_checks_read_the_issue_targets_off_the_rows():
     assert checks["1000 partitions at most 2× slower than 1"] == ("2.50× slower", "missed")
     assert checks["RSS flat (±10%) from 1 to 2 GiB written"] == ("n/a", "n/a")
     assert report.format_checks(report.target_checks(rows)).startswith("| target | this run | |")
+
+
+def test_worker_pool_runs_calls_side_by_side_and_survives_failures_and_timeouts():
+    from bench.workers import WorkerError, WorkerPool, WorkerTimeout
+
+    pool = WorkerPool(2)
+    try:
+        assert pool.run([(divmod, (7, 2)), (pow, (2, 10))], timeout=30) == [(3, 1), 1024]
+        with pytest.raises(WorkerError, match="ZeroDivisionError"):
+            pool.run([(divmod, (1, 0)), (pow, (2, 3))], timeout=30)
+        assert pool.run([(pow, (3, 2)), (pow, (2, 3))], timeout=30) == [9, 8]  # no stale replies
+        with pytest.raises(WorkerTimeout):
+            pool.run([(time.sleep, (30,))], timeout=0.5)
+        assert pool.run([(pow, (2, 2)), (pow, (2, 3)), (pow, (2, 4))], timeout=30) == [4, 8, 16]  # replaced, grown
+    finally:
+        pool.close()
