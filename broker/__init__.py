@@ -42,7 +42,8 @@ Appending to a partition (internal topics included)::
     partition = ctx.partitions.leader(topic, index)          # raises PartitionError(code)
     result = await ctx.partitions.append(partition, batch_bytes, origin=AppendOrigin.COORDINATOR)
     await ctx.partitions.acknowledge(partition, result)      # fsync if configured, advance HW
-    # append_many / acknowledge_many do several partitions in one worker-thread trip
+    # append_many / acknowledge_many do several partitions at once: on the event loop when the
+    # records are small (<= 64 KiB), else in one worker-thread trip
 
 Once something is appended, acknowledge it even if the request is being cancelled (the client
 went away): run both under ``trio.CancelScope(shield=True)`` as Produce does, or the high watermark
