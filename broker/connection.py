@@ -8,6 +8,10 @@ that once its batches are in the log, so pipelined produce requests share one fs
 appends stay in order. At most ``MAX_IN_FLIGHT`` requests are pending per connection; past that the
 reader stops reading, so a client that does not read its responses only slows itself down.
 
+A large frame's buffer grows as its bytes arrive (``FRAME_STEP`` at a time), so a declared size
+pins no memory by itself; ``RequestMemory`` bounds the bytes of requests read but not yet processed
+across the broker (Kafka's ``queued.max.request.bytes``, unbounded by default).
+
 A frame larger than ``socket.request.max.bytes``, a header that does not decode, an unknown API or a
 version we do not serve (other than ApiVersions, KIP-511) close the connection, as Kafka does.
 """
@@ -34,6 +38,8 @@ log = logging.getLogger("odradek.connection")
 MAX_IN_FLIGHT = 64
 READ_AHEAD = 65536     # read-ahead chunk of a busy connection; larger frames get their own buffer
 FIRST_READ = 4096      # chunk of a connection starting a burst (kept small: idle ones are many)
+FRAME_STEP = 1 << 20   # a large frame's buffer grows by at most this much ahead of its bytes
+_ZEROS = memoryview(bytes(FRAME_STEP))
 _SIZE = struct.Struct(">i")
 _MAX_IOV = 512                                 # buffers per sendmsg, well under IOV_MAX (1024)
 _MSG_MORE = getattr(socket, "MSG_MORE", 0)
@@ -51,6 +57,32 @@ class SlicedRecords:
 
     def __len__(self):
         return self._size
+
+
+class RequestMemory:
+    """Kafka's ``queued.max.request.bytes``: bytes of requests read but not yet processed,
+    across the broker. Past the bound, connections stop reading until requests finish; like
+    Kafka's pool, a request may start while any room is left (so one frame larger than the
+    bound still gets through). A bound of zero or less is no bound (Kafka's default, -1)."""
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self.used = 0
+        self._freed = trio.Event()
+
+    async def reserve(self, size: int):
+        if self.limit <= 0:
+            return
+        while self.used >= self.limit:
+            await self._freed.wait()
+        self.used += size
+
+    def release(self, size: int):
+        if self.limit <= 0:
+            return
+        self.used -= size
+        self._freed.set()
+        self._freed = trio.Event()
 
 
 class CloseConnection(Exception):
@@ -153,37 +185,42 @@ class Connection:
             await trio.sleep(remaining)
 
     # -------------------------------------------------------------------------------- reading
-    async def _read_frame(self) -> memoryview | bytearray | None:
-        """The next request frame (without its size), or None at end of stream.
-
-        A small frame is a view of the read-ahead chunk it arrived in (no copy: Produce batches
-        reach storage as slices of the received bytes); a large one (a big Produce) gets its own
-        buffer, filled straight from the socket.
-        """
+    async def _read_size(self) -> int | None:
+        """The next frame's declared size, or None at end of stream; the prefix is consumed."""
         while self._end - self._start < 4:
             if not await self._receive_more(4):
                 return None
         (size,) = _SIZE.unpack_from(self._chunk, self._start)
         if size < 0 or size > self.max_frame:
             raise CloseConnection(f"frame of {size} bytes exceeds socket.request.max.bytes")
-        end = 4 + size
-        if end <= READ_AHEAD:
-            while self._end - self._start < end:
-                if not await self._receive_more(end):
+        self._start += 4
+        return size
+
+    async def _read_frame(self, size: int) -> memoryview | bytearray | None:
+        """The frame of `size` bytes whose prefix _read_size took, or None at end of stream.
+
+        A small frame is a view of the read-ahead chunk it arrived in (no copy: Produce batches
+        reach storage as slices of the received bytes); a large one (a big Produce) gets its own
+        buffer, grown only as its bytes arrive: a declared size pins no memory by itself.
+        """
+        if 4 + size <= READ_AHEAD:
+            while self._end - self._start < size:
+                if not await self._receive_more(size):
                     return None
-            start = self._start + 4
-            self._start += end
+            start = self._start
+            self._start += size
             return memoryview(self._chunk)[start:start + size]
-        frame = bytearray(size)
-        have = self._end - self._start - 4
-        frame[:have] = memoryview(self._chunk)[self._start + 4:self._end]
+        frame = bytearray(memoryview(self._chunk)[self._start:self._end])
         self._start = self._end
-        with memoryview(frame) as view:
-            while have < size:
-                received = await self.stream.socket.recv_into(view[have:])
-                if not received:
-                    return None
-                have += received
+        have = len(frame)
+        while have < size:
+            if have == len(frame):   # room for one more step, never the whole declared size
+                frame += _ZEROS[:min(size - have, FRAME_STEP)]
+            with memoryview(frame) as whole, whole[have:] as free:
+                received = await self.stream.socket.recv_into(free)
+            if not received:
+                return None
+            have += received
         self.last_activity = time.monotonic()
         return frame
 
@@ -222,25 +259,36 @@ class Connection:
         return chunk
 
     async def _read_loop(self, nursery: trio.Nursery):
+        memory = self.broker.request_memory
         while True:
             try:
-                frame = await self._read_frame()
+                size = await self._read_size()
+                if size is None:
+                    return
+                await memory.reserve(size)   # queued.max.request.bytes: wait for room
+                try:
+                    frame = await self._read_frame(size)
+                    if frame is None:
+                        memory.release(size)
+                        return
+                    slot = _Slot()
+                    self._pending += 1
+                    previous = self._previous_started
+                    self._previous_started = slot.started
+                    await self._send_slots.send(slot)   # blocks when MAX_IN_FLIGHT are pending
+                except BaseException:
+                    memory.release(size)
+                    raise
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
                 # The client went away: like a clean end of stream, requests already read still
                 # run to completion (a produce that arrived is appended), only unanswered.
                 log.debug("connection %s: read failed: %s", self.peer, exc)
                 return
-            if frame is None:
-                return
-            slot = _Slot()
-            self._pending += 1
-            previous = self._previous_started
-            self._previous_started = slot.started
-            await self._send_slots.send(slot)   # blocks when MAX_IN_FLIGHT are pending
-            nursery.start_soon(self._handle, frame, slot, previous, time.monotonic())
+            nursery.start_soon(self._handle, frame, size, slot, previous, time.monotonic())
 
     # ----------------------------------------------------------------------------- processing
-    async def _handle(self, frame, slot: _Slot, previous: trio.Event | None, received: float):
+    async def _handle(self, frame, size: int, slot: _Slot, previous: trio.Event | None,
+                      received: float):
         try:
             if previous is not None:
                 await previous.wait()
@@ -252,6 +300,7 @@ class Connection:
             log.exception("request from %s failed; closing the connection", self.peer)
             slot.parts = _CLOSE
         finally:
+            self.broker.request_memory.release(size)
             slot.started.set()
             slot.done.set()
 

@@ -21,6 +21,7 @@ import trio
 
 import protocol
 from broker.config import BrokerConfig, Listener, validate_topic_configs
+from broker.connection import RequestMemory
 from broker.fetch_session import FetchSessionCache
 from broker.handlers import load_registry
 from broker.health import Health, serve_ops_http
@@ -49,10 +50,12 @@ class Broker:
         self.metrics = BrokerMetrics(config.node_id)
         self.health = Health(metrics=self.metrics)
         self.request_log = RequestLogger()
+        self.request_memory = RequestMemory(config["queued.max.request.bytes"])
         self._bound: list[tuple[Listener, int]] = []   # (listener, bound port)
         self._shutdown = trio.Event()
         self._draining = False
         self._connections: set = set()
+        self._connections_per_ip: dict[str, int] = {}
         self._connections_idle = trio.Event()
         self._connections_idle.set()
         self._listener_scopes: list[trio.CancelScope] = []
@@ -277,18 +280,36 @@ class Broker:
         if self._draining:
             await stream.aclose()
             return
+        address = _peer_address(stream)
+        refusal = self._connection_refusal(address)
+        if refusal:
+            log.info("closing connection from %s: %s", address, refusal)
+            await trio.aclose_forcefully(stream)
+            return
         connection = Connection(self, stream, listener.name)
         if not self._connections:
             self._connections_idle = trio.Event()
         self._connections.add(connection)
+        self._connections_per_ip[address] = self._connections_per_ip.get(address, 0) + 1
         self.metrics.connection_opened(listener.name)
         try:
             await connection.serve()
         finally:
             self.metrics.connection_closed(listener.name)
             self._connections.discard(connection)
+            remaining = self._connections_per_ip.pop(address) - 1
+            if remaining:
+                self._connections_per_ip[address] = remaining
             if not self._connections:
                 self._connections_idle.set()
+
+    def _connection_refusal(self, address: str) -> str | None:
+        """Why a just-accepted connection must be closed at once (Kafka's connection quotas)."""
+        if len(self._connections) >= self.config["max.connections"]:
+            return "max.connections reached"
+        if self._connections_per_ip.get(address, 0) >= self.config["max.connections.per.ip"]:
+            return "max.connections.per.ip reached"   # Kafka: TooManyConnectionsException
+        return None
 
     async def _register(self, nursery: trio.Nursery) -> None:
         endpoints = [(l.name, l.host, l.port, SECURITY_PROTOCOL_IDS[l.security_protocol])
@@ -329,6 +350,13 @@ def _default_startup_hooks() -> list[Callable]:
             return []
         raise
     return [CoordinatorService.startup_hook]
+
+
+def _peer_address(stream: trio.SocketStream) -> str:
+    try:
+        return stream.socket.getpeername()[0]
+    except OSError:
+        return "?"
 
 
 def _metadata_dir(config: BrokerConfig) -> str:

@@ -123,7 +123,6 @@ def test_slow_reader_back_pressures_only_itself(broker):
     assert_healthy(broker.port)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: max.connections.per.ip is accepted but never enforced")
 def test_max_connections_per_ip_is_enforced(tmp_path):
     # Kafka's acceptor closes a new connection from an address that already has the maximum.
     with running_broker(tmp_path / "data", {"max.connections.per.ip": "3"}) as running:
@@ -151,8 +150,6 @@ def test_max_connections_per_ip_is_enforced(tmp_path):
 
 # ------------------------------------------------------------------------------ memory
 
-@pytest.mark.xfail(strict=True, reason="BUG: a 4-byte size prefix makes the broker allocate and "
-                                       "zero-fill the whole declared frame before any body arrives")
 def test_declared_but_unsent_frames_do_not_pin_memory(broker):
     """Four connections each send only a size prefix of 90 MiB (under socket.request.max.bytes).
     Kafka reads the frame into a buffer it can bound with queued.max.request.bytes; a broker that
