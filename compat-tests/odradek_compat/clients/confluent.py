@@ -34,6 +34,9 @@ class ConfluentClient(Client):
         super().__init__(bootstrap)
         self._admin = None
 
+    def close(self) -> None:
+        self._admin = None  # librdkafka destroys the handle with the object: no reconnect noise afterwards
+
     @property
     def admin(self) -> AdminClient:
         if self._admin is None:
