@@ -1,5 +1,6 @@
 """Scenario 3: consume from earliest with exact content and per-partition order; seek; offsets for times;
-committed offsets round-trip; the high watermark equals the records produced after multi-record batches."""
+committed offsets round-trip (also all of a group's offsets at once); the high watermark equals the records
+produced after multi-record batches; empty partitions answer offset lookups."""
 
 import time
 

@@ -1,5 +1,6 @@
 """Scenario 6: transactions. Commit one batch, abort another: read_committed sees only the committed,
-read_uncommitted sees both; consume-transform-produce with the offsets sent to the transaction."""
+read_uncommitted sees both; an open transaction bounds read_committed at the last stable offset;
+consume-transform-produce with the offsets sent to the transaction."""
 
 from odradek_compat.checks import Step
 from odradek_compat.records import Rec
