@@ -9,6 +9,7 @@ makes ``serve`` stop accepting, finish in-flight requests, flush and checkpoint,
 
 from __future__ import annotations
 
+import errno
 import functools
 import logging
 import os
@@ -34,6 +35,8 @@ log = logging.getLogger("odradek.server")
 SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 SHUTDOWN_GRACE_SECONDS = 10.0
 TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
+# accept(2) errors that mean "overloaded, try again shortly" rather than a broken listener
+_ACCEPT_CAPACITY_ERRNOS = {errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS}
 
 
 class Broker:
@@ -55,7 +58,9 @@ class Broker:
         self._shutdown = trio.Event()
         self._draining = False
         self._connections: set = set()
-        self._connections_per_ip: dict[str, int] = {}
+        self._connections_per_ip: dict[str, int] = {}   # accepted and not yet closed
+        self._open_connections = 0
+        self._slot_freed = trio.Event()
         self._connections_idle = trio.Event()
         self._connections_idle.set()
         self._listener_scopes: list[trio.CancelScope] = []
@@ -271,45 +276,67 @@ class Broker:
         scope = trio.CancelScope()
         self._listener_scopes.append(scope)
         with scope:
-            await trio.serve_listeners(functools.partial(self._handle_connection, listener),
-                                       sockets, handler_nursery=self._connection_nursery)
+            async with trio.open_nursery() as accepting:
+                for socket_listener in sockets:
+                    accepting.start_soon(self._accept_loop, listener, socket_listener)
 
-    async def _handle_connection(self, listener: Listener, stream: trio.SocketStream) -> None:
+    async def _accept_loop(self, listener: Listener, socket_listener) -> None:
+        """Accept connections under Kafka's quotas: at max.connections the acceptor waits for a
+        free slot (the client waits in the listen backlog); a connection from an address already
+        at max.connections.per.ip is closed right after accept."""
+        async with socket_listener:
+            while True:
+                while self._open_connections >= self.config["max.connections"]:
+                    with trio.move_on_after(1.0):   # also notices a raised (dynamic) limit
+                        await self._slot_freed.wait()
+                try:
+                    stream = await socket_listener.accept()
+                except OSError as exc:
+                    if exc.errno not in _ACCEPT_CAPACITY_ERRNOS:
+                        raise
+                    log.error("accept on %s failed: %s; retrying", listener, exc.strerror)
+                    await trio.sleep(0.1)
+                    continue
+                address = _peer_address(stream)
+                if self._connections_per_ip.get(address, 0) >= \
+                        self.config["max.connections.per.ip"]:
+                    log.info("closing connection from %s: max.connections.per.ip reached",
+                             address)
+                    await trio.aclose_forcefully(stream)
+                    continue
+                self._open_connections += 1
+                self._connections_per_ip[address] = self._connections_per_ip.get(address, 0) + 1
+                self._connection_nursery.start_soon(self._handle_connection, listener, stream,
+                                                    address)
+
+    async def _handle_connection(self, listener: Listener, stream: trio.SocketStream,
+                                 address: str) -> None:
         from broker.connection import Connection
 
-        if self._draining:
-            await stream.aclose()
-            return
-        address = _peer_address(stream)
-        refusal = self._connection_refusal(address)
-        if refusal:
-            log.info("closing connection from %s: %s", address, refusal)
-            await trio.aclose_forcefully(stream)
-            return
-        connection = Connection(self, stream, listener.name)
-        if not self._connections:
-            self._connections_idle = trio.Event()
-        self._connections.add(connection)
-        self._connections_per_ip[address] = self._connections_per_ip.get(address, 0) + 1
-        self.metrics.connection_opened(listener.name)
         try:
-            await connection.serve()
+            if self._draining:
+                return
+            connection = Connection(self, stream, listener.name)
+            if not self._connections:
+                self._connections_idle = trio.Event()
+            self._connections.add(connection)
+            self.metrics.connection_opened(listener.name)
+            try:
+                await connection.serve()
+            finally:
+                self.metrics.connection_closed(listener.name)
+                self._connections.discard(connection)
+                if not self._connections:
+                    self._connections_idle.set()
         finally:
-            self.metrics.connection_closed(listener.name)
-            self._connections.discard(connection)
+            with trio.CancelScope(shield=True):
+                await trio.aclose_forcefully(stream)
+            self._open_connections -= 1
             remaining = self._connections_per_ip.pop(address) - 1
             if remaining:
                 self._connections_per_ip[address] = remaining
-            if not self._connections:
-                self._connections_idle.set()
-
-    def _connection_refusal(self, address: str) -> str | None:
-        """Why a just-accepted connection must be closed at once (Kafka's connection quotas)."""
-        if len(self._connections) >= self.config["max.connections"]:
-            return "max.connections reached"
-        if self._connections_per_ip.get(address, 0) >= self.config["max.connections.per.ip"]:
-            return "max.connections.per.ip reached"   # Kafka: TooManyConnectionsException
-        return None
+            self._slot_freed.set()
+            self._slot_freed = trio.Event()
 
     async def _register(self, nursery: trio.Nursery) -> None:
         endpoints = [(l.name, l.host, l.port, SECURITY_PROTOCOL_IDS[l.security_protocol])

@@ -1,5 +1,5 @@
 """Connection-level limits: frames buffered as they arrive, queued.max.request.bytes, and the
-max.connections / max.connections.per.ip quotas (an extra connection is closed after accept)."""
+max.connections (the acceptor waits) / max.connections.per.ip (closed after accept) quotas."""
 
 import socket
 import struct
@@ -89,19 +89,27 @@ def test_queued_max_request_bytes_bounds_but_never_deadlocks(tmp_path):
             assert client.request(18, 0, messages.ApiVersionsRequest()).error_code == 0
 
 
-def test_max_connections_closes_the_extra_connection_and_frees_the_slot(tmp_path):
+def test_at_max_connections_the_next_one_waits_for_a_free_slot(tmp_path):
+    # Kafka's acceptor stops accepting at max.connections; the client waits in the backlog and
+    # is served once another connection closes.
     with running_broker(tmp_path / "data", {"max.connections": "2"}) as running:
         first = RawClient("127.0.0.1", running.port)
         second = RawClient("127.0.0.1", running.port)
         try:
             for held in (first, second):
                 assert held.request(18, 0, messages.ApiVersionsRequest()).error_code == 0
-            with socket.create_connection(("127.0.0.1", running.port), timeout=5) as extra:
-                assert _is_closed_by_broker(extra)
-            first.close()
-            assert _wait_until(lambda: len(running.broker._connections) == 1)
-            with RawClient("127.0.0.1", running.port) as again:
-                assert again.request(18, 0, messages.ApiVersionsRequest()).error_code == 0
+            with RawClient("127.0.0.1", running.port) as waiting:
+                waiting.send(18, 0, messages.ApiVersionsRequest(), correlation_id=5)
+                waiting.sock.settimeout(0.5)
+                try:
+                    answered = waiting.sock.recv(1)
+                except socket.timeout:
+                    answered = None
+                assert answered is None, "a connection past max.connections was served"
+                first.close()
+                waiting.sock.settimeout(10)
+                assert waiting.receive(18, 0)[0] == 5
+            assert second.request(18, 0, messages.ApiVersionsRequest()).error_code == 0
         finally:
             first.close()
             second.close()
