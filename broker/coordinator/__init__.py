@@ -24,6 +24,10 @@ In the broker:
   loads them, runs the timers, appends to the internal topics and `settle()`s (acknowledges, fsync
   first when configured) before a handler answers. `CoordinatorService.startup_hook` is an
   `async hook(broker, nursery)` for `broker.startup_hooks` that loads at start-up instead of on first use.
+- `verification.refused_batches(ctx, transactional_id, [(key, partition, batch_header)])` — Produce's
+  KIP-890 check that a transactional batch's partition is in its producer's ongoing transaction
+  (only a transaction's first batch per partition asks the coordinator: the log's open transaction
+  vouches for the rest); returns {key: (error, message)} in Produce v11's error codes.
 - Handlers: `broker/handlers/groups.py` (FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
   OffsetCommit, OffsetFetch, ListGroups, DescribeGroups, DeleteGroups, OffsetDelete) and
   `broker/handlers/transactions.py` (InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit,

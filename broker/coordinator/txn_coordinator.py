@@ -181,6 +181,14 @@ class TransactionCoordinator:
             return {tp: error for tp in partitions}
         return {tp: (E.NONE if tp in txn.partitions else E.TRANSACTION_ABORTABLE) for tp in partitions}
 
+    def transactional_id_of(self, producer_id: int) -> Optional[str]:
+        """The transactional id whose current producer id is `producer_id`, if any (a linear scan:
+        only for Produce requests that omit their transactional id)."""
+        for txn in self.txns.values():
+            if txn.producer_id == producer_id:
+                return txn.transactional_id
+        return None
+
     def add_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int,
                     group_id: str) -> ErrorCode:
         return self.add_partitions(transactional_id, producer_id, producer_epoch,

@@ -9,6 +9,10 @@ acks=0 gets no response at all.
 Produce v0–v2 carry message format v0/v1, which Kafka 4 no longer stores: the versions stay
 advertised (min 0, as Kafka 4 does, because some librdkafka releases turn compression off otherwise)
 and storage rejects the old-format batches with Kafka's error.
+
+Transactional batches are first checked with the transaction coordinator (KIP-890 part 1,
+``transaction.partition.verification.enable``): one for a partition outside the producer's ongoing
+transaction is refused, not appended (see ``broker.coordinator.verification``).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from protocol import ErrorCode, messages
 from protocol.records import RecordBatchError, validate_produce_records
 
 from broker.connection import CloseConnection
+from broker.coordinator.verification import refused_batches
 from broker.handlers import common
 from broker.partitions import PartitionError
 from storage.errors import StorageError
@@ -37,7 +42,7 @@ def _partition_response(index, error, message=None, base_offset=-1, log_append_t
 async def handle_produce(ctx, header, body):
     acks = body.acks
     results: list[tuple[str, list]] = []
-    to_append = []      # (partition, records, answer)
+    to_append = []      # (partition, records, answer, first batch header)
 
     for topic in body.topic_data:
         answers = []
@@ -46,15 +51,18 @@ async def handle_produce(ctx, header, body):
             answer = _partition_response(data.index, ErrorCode.NONE)
             answers.append(answer)
             try:
-                partition = _check(ctx, acks, topic.name, data, header.api_version)
+                partition, first_batch = _check(ctx, acks, topic.name, data, header.api_version)
             except PartitionError as exc:
                 answer.error_code, answer.error_message = exc.code, exc.message
                 continue
             except RecordBatchError as exc:
                 answer.error_code, answer.error_message = exc.error_code, str(exc)
                 continue
-            to_append.append((partition, data.records, answer))
+            to_append.append((partition, data.records, answer, first_batch))
 
+    # No checkpoint between the verification and an inline append: no commit/abort marker can
+    # land in between and leave the batch outside its (then closed) transaction.
+    to_append = await _verify_transactional(ctx, body.transactional_id, to_append)
     # Once batches go to the log they must also become visible (high watermark), even if the
     # client disconnects meanwhile: the rest of the request is shielded from cancellation.
     with trio.CancelScope(shield=True):
@@ -63,9 +71,9 @@ async def handle_produce(ctx, header, body):
 
 async def _append_and_acknowledge(ctx, acks, results, to_append):
     partitions = ctx.partitions
-    outcomes = await partitions.append_many([(p, records) for p, records, _ in to_append])
+    outcomes = await partitions.append_many([(p, records) for p, records, _, _ in to_append])
     appended = []
-    for (partition, records, answer), outcome in zip(to_append, outcomes):
+    for (partition, records, answer, _), outcome in zip(to_append, outcomes):
         if isinstance(outcome, StorageError):
             answer.error_code, answer.error_message = outcome.error_code, outcome.message
             continue
@@ -97,8 +105,20 @@ async def _append_and_acknowledge(ctx, acks, results, to_append):
                                for name, answers in results], throttle_time_ms=0)
 
 
+async def _verify_transactional(ctx, transactional_id, to_append):
+    """`to_append` less the transactional batches the coordinator refuses (their answers say why)."""
+    candidates = [(i, item[0], item[3]) for i, item in enumerate(to_append) if item[3].is_transactional]
+    if not candidates or not ctx.config["transaction.partition.verification.enable"]:
+        return to_append
+    refused = await refused_batches(ctx, transactional_id, candidates)
+    for i, (code, message) in refused.items():
+        to_append[i][2].error_code, to_append[i][2].error_message = code, message
+    return [item for i, item in enumerate(to_append) if i not in refused]
+
+
 def _check(ctx, acks: int, topic: str, data, api_version: int):
-    """The partition to append to, or the PartitionError / RecordBatchError Kafka answers."""
+    """The partition to append to and its batch's header, or the PartitionError /
+    RecordBatchError Kafka answers."""
     if acks not in (-1, 0, 1):
         raise PartitionError(ErrorCode.INVALID_REQUIRED_ACKS)
     if common.is_internal(topic):
@@ -110,8 +130,7 @@ def _check(ctx, acks: int, topic: str, data, api_version: int):
             ErrorCode.NOT_ENOUGH_REPLICAS,
             f"The size of the current ISR {len(partition.isr)} is insufficient to satisfy the "
             f"min.isr requirement of {partition.min_insync_replicas}")
-    validate_produce_records(data.records, api_version)
-    return partition
+    return partition, validate_produce_records(data.records, api_version)
 
 
 HANDLERS = {API_KEY: (0, 11, handle_produce)}

@@ -489,8 +489,6 @@ def test_responses_before_a_bad_frame_are_delivered_then_the_connection_closes(c
     assert wait_closed(client.sock) == "closed"
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: a transactional batch for a partition never added to "
-                                       "the transaction is appended; the LSO then hangs forever")
 def test_transactional_produce_to_a_partition_outside_the_transaction_is_refused(client):
     # KIP-890 part 1 (transaction.partition.verification.enable, default true since 3.6): the
     # leader verifies with the coordinator that the partition is in the ongoing transaction and
