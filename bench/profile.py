@@ -6,7 +6,7 @@ the run ends. `summarize(path)` reads a collapsed-stack file and ranks functions
 sample's leaf frame) and by total time (anywhere on the stack), as percentages of all samples.
 
 CLI: ``python -m bench.profile FILE [--top 25]`` prints both rankings; ``--categories`` prints the
-shares of the buckets PROFILE.md's table uses (thread hop, send per response, recv, frame buffers, ...).
+shares of the buckets PROFILE.md's table uses (thread hop, socket send/recv, frame reads, ...).
 """
 
 from __future__ import annotations
@@ -104,9 +104,9 @@ def summarize(path: Path, top: int = 25, include_idle: bool = False) -> Summary:
 CATEGORIES = (
     ("thread hop", lambda leaf, stack: any(word in leaf for word in (
         "start_thread_soon", "wakeup_thread_and_signal_safe", "namefunc", "to_thread_run_sync"))),
-    ("send() per response", lambda leaf, stack: "_nonblocking_helper" in leaf and "send_all" in stack),
-    ("recv", lambda leaf, stack: "_nonblocking_helper" in leaf and "send_all" not in stack),
-    ("frame buffers", lambda leaf, stack: "_read_frame" in leaf or "_receive_more" in leaf),
+    ("socket send", lambda leaf, stack: "_nonblocking_helper" in leaf and "send" in stack),
+    ("socket recv", lambda leaf, stack: "_nonblocking_helper" in leaf and "send" not in stack),
+    ("frame reads", lambda leaf, stack: "_read_frame" in leaf or "_receive_more" in leaf),
     ("pwritev", lambda leaf, stack: "LogSegment.write" in leaf),
     ("sendfile", lambda leaf, stack: "_send_file_slice" in leaf),
     ("CRC32C", lambda leaf, stack: "compute_crc" in leaf),
