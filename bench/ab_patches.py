@@ -9,7 +9,8 @@ benchmark can say what it would gain before anyone writes it. Pick patches with 
 
 - ticker:    the Raft ticker makes its fresh wake-up event after `_execute` (no busy loop; the
              controller has the real fix since 514f784, so this only matters for older trees);
-- inline-io: Produce appends and Fetch's log reads run on the event loop, not via a worker thread;
+- inline-io: every Produce append and Fetch log read runs on the event loop, big ones too (the
+             broker inlines small ones itself since e637c40);
 - inline:    every `run_blocking` call inline (hangs the broker: shows why inlining must be selective);
 - switch:    `sys.setswitchinterval(0.0002)`, so the event loop gets the GIL back sooner.
 
