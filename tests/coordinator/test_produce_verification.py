@@ -102,3 +102,27 @@ def test_verification_can_be_turned_off(unverified_client):
     pid, epoch = init(unverified_client)
     assert produce(unverified_client, 0, pid, epoch, 0).error_code == 0
     assert stable(unverified_client, 0) == 0
+
+
+def test_only_a_transactions_first_batch_per_partition_asks_the_coordinator(tmp_path):
+    with running_broker(tmp_path / "data") as running:
+        with RawClient("127.0.0.1", running.port) as client:
+            pid, epoch = init(client)
+            txns = running.broker.coordinators["transaction"]
+            asked = []
+            verify = txns.verify_partitions
+
+            def counting(*args):
+                asked.append(args[3])
+                return verify(*args)
+
+            txns.verify_partitions = counting   # an instance attribute: the broker calls this one
+            add(client, pid, epoch, [0, 1])
+            for seq in range(4):
+                assert produce(client, 0, pid, epoch, seq).error_code == 0
+            assert produce(client, 1, pid, epoch, 0).error_code == 0
+            assert asked == [[("v", 0)], [("v", 1)]]
+            assert end(client, pid, epoch, commit=True) == 0
+            # the marker closed the log's transaction: the next one is verified afresh
+            assert produce(client, 0, pid, epoch, 4).error_code == E.INVALID_TXN_STATE
+            assert len(asked) == 3
