@@ -138,7 +138,7 @@ def _zstd_bomb(records: int, value_size: int, base_timestamp: int = 1000) -> byt
     return with_fixed_crc(data)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: ListOffsets by timestamp closes the connection when "
+@pytest.mark.xfail(strict=True, reason="BUG: ListOffsets by timestamp answers CORRUPT_MESSAGE when "
                                        "the batch it lands in decompresses to more than 256 MiB")
 def test_list_offsets_by_timestamp_inside_a_highly_compressed_batch(client):
     # 300 records of 1 MiB zeros compress to ~14 KB: under max.message.bytes, so the append is
