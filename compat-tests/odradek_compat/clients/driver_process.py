@@ -14,7 +14,7 @@ import subprocess
 import threading
 import time
 
-from .base import ClientError
+from .base import Client, ClientError
 
 
 class DriverProcess:
@@ -74,3 +74,30 @@ class DriverProcess:
                 self.proc.kill()
                 self.proc.wait()
             self.proc = None
+
+
+class DriverClient(Client):
+    """A client whose operations run in a DriverProcess: the admin calls every driver answers alike."""
+
+    driver: DriverProcess
+
+    def close(self) -> None:
+        self.driver.stop()
+
+    def metadata(self) -> dict:
+        return self.driver.call("metadata")
+
+    def create_topic(self, topic, partitions, configs=None):
+        self.driver.call("create_topic", topic=topic, partitions=partitions, configs=configs or {})
+
+    def partition_count(self, topic):
+        return len(self.driver.call("describe_topic", topic=topic)["partitions"])
+
+    def describe_configs(self, topic):
+        return self.driver.call("describe_configs", topic=topic)
+
+    def create_partitions(self, topic, total):
+        self.driver.call("create_partitions", topic=topic, total=total)
+
+    def delete_topic(self, topic):
+        self.driver.call("delete_topic", topic=topic)

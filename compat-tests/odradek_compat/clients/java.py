@@ -9,8 +9,8 @@ import subprocess
 import tempfile
 
 from ..records import from_json, to_json
-from .base import Client, Delivery, PollResult
-from .driver_process import DriverProcess
+from .base import Delivery, PollResult
+from .driver_process import DriverClient, DriverProcess
 
 HERE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CACHE = os.path.join(HERE, ".cache")
@@ -40,7 +40,7 @@ def compiled_classes(jar_set: str) -> str:
     return classes
 
 
-class JavaClient(Client):
+class JavaClient(DriverClient):
     def __init__(self, bootstrap: str, name: str) -> None:
         super().__init__(bootstrap)
         self.name = name
@@ -49,27 +49,6 @@ class JavaClient(Client):
         classpath = os.pathsep.join([classes, os.path.join(CACHE, jar_set, "*")])
         self.driver = DriverProcess(name, ["java", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
                                            "-cp", classpath, "Driver", bootstrap])
-
-    def close(self) -> None:
-        self.driver.stop()
-
-    def metadata(self) -> dict:
-        return self.driver.call("metadata")
-
-    def create_topic(self, topic, partitions, configs=None):
-        self.driver.call("create_topic", topic=topic, partitions=partitions, configs=configs or {})
-
-    def partition_count(self, topic):
-        return len(self.driver.call("describe_topic", topic=topic)["partitions"])
-
-    def describe_configs(self, topic):
-        return self.driver.call("describe_configs", topic=topic)
-
-    def create_partitions(self, topic, total):
-        self.driver.call("create_partitions", topic=topic, total=total)
-
-    def delete_topic(self, topic):
-        self.driver.call("delete_topic", topic=topic)
 
     def produce(self, topic, records, *, acks="all", compression="none", idempotent=None, linger_ms=5, timeout=60):
         config = {"acks": acks, "compression.type": compression, "linger.ms": linger_ms,

@@ -6,8 +6,8 @@ import os
 import shutil
 
 from ..records import from_json, to_json
-from .base import Client, Delivery, PollResult, Unsupported
-from .driver_process import DriverProcess
+from .base import Delivery, PollResult, Unsupported
+from .driver_process import DriverClient, DriverProcess
 
 HERE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT = os.path.join(HERE, "drivers", "kafkajs_driver.js")
@@ -22,7 +22,7 @@ def missing() -> str | None:
     return None
 
 
-class KafkaJsClient(Client):
+class KafkaJsClient(DriverClient):
     name = "kafkajs"
     commit_metadata = False  # admin.setOffsets carries no metadata string
     no_offset_is_latest = True  # fetchTopicOffsetsByTimestamp answers "no such offset" with the latest offset
@@ -30,27 +30,6 @@ class KafkaJsClient(Client):
     def __init__(self, bootstrap: str) -> None:
         super().__init__(bootstrap)
         self.driver = DriverProcess(self.name, ["node", SCRIPT, bootstrap], cwd=HERE)
-
-    def close(self):
-        self.driver.stop()
-
-    def metadata(self):
-        return self.driver.call("metadata")
-
-    def create_topic(self, topic, partitions, configs=None):
-        self.driver.call("create_topic", topic=topic, partitions=partitions, configs=configs or {})
-
-    def partition_count(self, topic):
-        return len(self.driver.call("describe_topic", topic=topic)["partitions"])
-
-    def describe_configs(self, topic):
-        return self.driver.call("describe_configs", topic=topic)
-
-    def create_partitions(self, topic, total):
-        self.driver.call("create_partitions", topic=topic, total=total)
-
-    def delete_topic(self, topic):
-        self.driver.call("delete_topic", topic=topic)
 
     def produce(self, topic, records, *, acks="all", compression="none", idempotent=None, linger_ms=5, timeout=60):
         if any(v is None for r in records for _, v in r.headers):
