@@ -68,7 +68,7 @@ def _interrupt(signum, frame):
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     signal.signal(signal.SIGTERM, _interrupt)
-    command = "python -m bench " + shlex.join(sys.argv[1:] if argv is None else argv)
+    command = " ".join(["python -m bench", shlex.join(sys.argv[1:] if argv is None else argv)]).strip()
     settings = suite.QUICK if args.quick else suite.FULL
     changes = {"duration": args.duration, "repeats": args.repeats}
     for item in args.setting:
