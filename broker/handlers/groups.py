@@ -154,11 +154,6 @@ async def leave_group(ctx, header, body):
 
 
 # ---- OffsetCommit (8) / OffsetFetch (9) / OffsetDelete (47) -------------------------------------------
-def _partition_exists(image, topic: str, partition: int) -> bool:
-    topic_image = image.topics.get(topic)
-    return topic_image is not None and partition in topic_image.partitions
-
-
 async def offset_commit(ctx, header, body):
     Response = messages.OffsetCommitResponse
     version = header.api_version
@@ -174,7 +169,7 @@ async def offset_commit(ctx, header, body):
             key = (topic.name, p.partition_index)
             if code is not E.NONE:
                 errors[key] = code
-            elif not _partition_exists(image, topic.name, p.partition_index):
+            elif image.partition(topic.name, p.partition_index) is None:
                 errors[key] = E.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 items.append(OffsetCommitItem(
@@ -260,7 +255,7 @@ async def offset_delete(ctx, header, body):
         return Response(error_code=code)
     image = ctx.broker.image
     requested = [(t.name, p.partition_index) for t in body.topics for p in t.partitions]
-    known = [tp for tp in requested if _partition_exists(image, *tp)]
+    known = [tp for tp in requested if image.partition(*tp) is not None]
     top, per = service.groups.delete_offsets(body.group_id, known)
     await service.settle()
     if top is not E.NONE:

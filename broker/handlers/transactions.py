@@ -23,11 +23,6 @@ def _fenced(code: ErrorCode, version: int, first_version_with_fenced: int) -> Er
     return code
 
 
-def _partition_exists(image, topic: str, partition: int) -> bool:
-    topic_image = image.topics.get(topic)
-    return topic_image is not None and partition in topic_image.partitions
-
-
 # ---- InitProducerId (22) ------------------------------------------------------------------------------
 async def init_producer_id(ctx, header, body):
     Response = messages.InitProducerIdResponse
@@ -79,7 +74,7 @@ async def _add_partitions(ctx, service, version, transactional_id, producer_id, 
     if code is not E.NONE:
         return {tp: code for tp in requested}
     image = ctx.broker.image
-    unknown = {tp for tp in requested if not _partition_exists(image, *tp)}
+    unknown = {tp for tp in requested if image.partition(*tp) is None}
     if unknown:
         # Kafka adds nothing when one partition is bad: the rest were not attempted
         return {tp: E.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else E.OPERATION_NOT_ATTEMPTED
@@ -133,7 +128,7 @@ async def txn_offset_commit(ctx, header, body):
             key = (topic.name, p.partition_index)
             if code is not E.NONE:
                 errors[key] = code
-            elif not _partition_exists(image, *key):
+            elif image.partition(*key) is None:
                 errors[key] = E.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 items.append(OffsetCommitItem(topic.name, p.partition_index, p.committed_offset,
