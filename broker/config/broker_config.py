@@ -1,0 +1,343 @@
+"""The broker's effective configuration: defaults < embedded < file/overrides < dynamic."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Iterable, Mapping
+
+from .broker_catalog import BROKER_CONFIGS, BROKER_PREFIXES
+from .listeners import Listener, parse_listeners, _parse_protocol_map
+from .properties import parse_properties
+from .topic_catalog import TOPIC_CONFIGS, Synonym
+from .values import ConfigError, ConfigSource, DescribedConfig, parse_checked, render
+
+# Our equivalent of Kafka's shipped config/server.properties: a one-node cluster that is its own
+# controller, with internal topics sized for one node. These count as static (file) settings.
+EMBEDDED_PROPERTIES: dict[str, str] = {
+    "node.id": "1",
+    "process.roles": "broker,controller",
+    "log.dirs": "./data",
+    "offsets.topic.replication.factor": "1",
+    "transaction.state.log.replication.factor": "1",
+    "transaction.state.log.min.isr": "1",
+    "group.initial.rebalance.delay.ms": "0",
+}
+
+
+def _embedded_under(settings: Mapping[str, str]) -> dict[str, str]:
+    """The embedded properties a user's settings build on, minus those their keys replace."""
+    base = dict(EMBEDDED_PROPERTIES)
+    if "log.dir" in settings:           # log.dirs would win over the user's log.dir
+        base.pop("log.dirs", None)
+    if "broker.id" in settings:         # the legacy name for node.id
+        base.pop("node.id", None)
+    return base
+
+
+class BrokerConfig:
+    """The broker's effective configuration: defaults < embedded < file/overrides < dynamic."""
+
+    def __init__(self, static: Mapping[str, str] | None = None, *, embedded: bool = True):
+        static = dict(static or {})
+        raw = _embedded_under(static) if embedded else {}
+        raw.update(static)
+        self._static: dict[str, Any] = {}
+        self._dynamic: dict[str, Any] = {}      # dynamic broker configs (controller), merged
+        self._dynamic_default: dict[str, Any] = {}
+        self._dynamic_broker: dict[str, Any] = {}
+        for name, text in raw.items():
+            self._static[name] = self._parse_broker_key(name, text)
+        self._check_consistency()
+
+    # ---- construction
+    @classmethod
+    def load(cls, path: str | os.PathLike | None = None,
+             overrides: Iterable[str] | Mapping[str, str] = ()) -> "BrokerConfig":
+        """Read a properties file (optional) and ``key=value`` overrides; raise ConfigError."""
+        raw: dict[str, str] = {}
+        if path is not None:
+            try:
+                with open(path, encoding="utf-8") as handle:
+                    raw.update(parse_properties(handle.read()))
+            except OSError as exc:
+                raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+        if isinstance(overrides, Mapping):
+            raw.update(overrides)
+        else:
+            for item in overrides:
+                key, sep, value = item.partition("=")
+                if not sep or not key.strip():
+                    raise ConfigError(f"override must look like key=value, got {item!r}")
+                raw[key.strip()] = value.strip()
+        return cls(raw)
+
+    @staticmethod
+    def _parse_broker_key(name: str, text: str) -> Any:
+        definition = BROKER_CONFIGS.get(name)
+        if definition is None:
+            if name.startswith(BROKER_PREFIXES):
+                return text
+            raise ConfigError(f"Unknown configuration {name!r}", name)
+        return parse_checked(name, definition.type, definition.validator, text)
+
+    def _check_consistency(self):
+        roles = self.get("process.roles")
+        if not roles:
+            raise ConfigError("process.roles must be set (broker, controller or both)",
+                              "process.roles")
+        if len(set(roles)) != len(roles):
+            raise ConfigError("process.roles has duplicate entries", "process.roles")
+        if self.node_id < 0:
+            raise ConfigError("node.id must be set to a non-negative integer", "node.id")
+        broker_id = self.get("broker.id")
+        if broker_id not in (-1, self.node_id):
+            raise ConfigError("broker.id must equal node.id when both are set", "broker.id")
+        protocol_map = self.protocol_map
+        listeners = self.listeners  # parses and validates
+        for listener in listeners:
+            if listener.security_protocol != "PLAINTEXT":
+                raise ConfigError(f"listener {listener.name}: security protocol "
+                                  f"{listener.security_protocol} is not supported yet", "listeners")
+        if not self.client_listeners:
+            raise ConfigError("no client listener configured (listeners)", "listeners")
+        advertised = parse_listeners(self.get("advertised.listeners"), protocol_map,
+                                     "advertised.listeners")
+        names = {listener.name for listener in listeners}
+        for listener in advertised:
+            if listener.name not in names:
+                raise ConfigError(f"advertised listener {listener.name} is not in listeners",
+                                  "advertised.listeners")
+
+    # ---- plain access
+    def get(self, name: str) -> Any:
+        if name in self._dynamic:
+            return self._dynamic[name]
+        if name in self._static:
+            return self._static[name]
+        return BROKER_CONFIGS[name].default
+
+    def __getitem__(self, name: str) -> Any:
+        return self.get(name)
+
+    def is_set(self, name: str) -> bool:
+        return name in self._dynamic or name in self._static
+
+    def source(self, name: str) -> ConfigSource:
+        if name in self._dynamic_broker:
+            return ConfigSource.DYNAMIC_BROKER_CONFIG
+        if name in self._dynamic_default:
+            return ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
+        if name in self._static:
+            return ConfigSource.STATIC_BROKER_CONFIG
+        return ConfigSource.DEFAULT_CONFIG
+
+    # ---- dynamic (cluster-wide) broker configs, as stored by the controller
+    def validate_dynamic(self, configs: Mapping[str, str | None]) -> dict[str, Any]:
+        """Validate cluster-wide dynamic updates; raise ConfigError for static or unknown keys."""
+        parsed = {}
+        for name, text in configs.items():
+            definition = BROKER_CONFIGS.get(name)
+            if definition is None:
+                raise ConfigError(f"Unknown broker config {name}", name)
+            if not definition.dynamic:
+                raise ConfigError(f"Cannot update these configs dynamically: {name}", name)
+            parsed[name] = parse_checked(name, definition.type, definition.validator, text)
+        return parsed
+
+    def set_dynamic(self, cluster_defaults: Mapping[str, str | None],
+                    per_broker: Mapping[str, str | None] | None = None):
+        """Apply the controller's dynamic broker configs: cluster-wide defaults and this broker's
+        own overrides (which win). Keys this version does not know, or bad values, are skipped."""
+        self._dynamic_default = self._parse_dynamic(cluster_defaults)
+        self._dynamic_broker = self._parse_dynamic(per_broker or {})
+        self._dynamic = {**self._dynamic_default, **self._dynamic_broker}
+
+    @staticmethod
+    def _parse_dynamic(configs: Mapping[str, str | None]) -> dict[str, Any]:
+        parsed = {}
+        for name, text in configs.items():
+            definition = BROKER_CONFIGS.get(name)
+            if definition is None or text is None:
+                continue
+            try:
+                parsed[name] = parse_checked(name, definition.type, definition.validator, text)
+            except ConfigError:
+                continue
+        return parsed
+
+    # ---- derived values
+    @property
+    def node_id(self) -> int:
+        node_id = self.get("node.id")
+        return node_id if node_id >= 0 else self.get("broker.id")
+
+    @property
+    def roles(self) -> list[str]:
+        return list(self.get("process.roles"))
+
+    @property
+    def protocol_map(self) -> dict[str, str]:
+        mapping = _parse_protocol_map(self.get("listener.security.protocol.map"))
+        if not self.is_set("listener.security.protocol.map"):
+            for name in self.controller_listener_names:  # as Kafka: the default map covers them
+                mapping.setdefault(name, "PLAINTEXT")
+        return mapping
+
+    @property
+    def listeners(self) -> list[Listener]:
+        return parse_listeners(self.get("listeners"), self.protocol_map)
+
+    @property
+    def controller_listener_names(self) -> list[str]:
+        names = self.get("controller.listener.names")
+        return [n.strip().upper() for n in names.split(",")] if names else []
+
+    @property
+    def client_listeners(self) -> list[Listener]:
+        controller = set(self.controller_listener_names)
+        return [l for l in self.listeners if l.name not in controller]
+
+    def advertised_listeners(self, bound_ports: Mapping[str, int] | None = None) -> list[Listener]:
+        """Where clients should connect, per client listener.
+
+        Explicit ``advertised.listeners`` win. Otherwise a listener bound to all interfaces is
+        advertised as ``localhost`` (what a client on the same machine can always reach, as Kafka's
+        shipped server.properties does), and port 0 is replaced by the port actually bound.
+        """
+        bound_ports = bound_ports or {}
+        explicit = {l.name: l for l in parse_listeners(self.get("advertised.listeners"),
+                                                       self.protocol_map, "advertised.listeners")}
+        result = []
+        for listener in self.client_listeners:
+            chosen = explicit.get(listener.name)
+            if chosen is None:
+                host = listener.host
+                if host in ("", "0.0.0.0", "::"):
+                    host = "localhost"
+                chosen = Listener(listener.name, listener.security_protocol, host, listener.port)
+            if chosen.port == 0:
+                port = bound_ports.get(listener.name, 0)
+                chosen = Listener(chosen.name, chosen.security_protocol, chosen.host, port)
+            result.append(chosen)
+        return result
+
+    @property
+    def log_dirs(self) -> list[str]:
+        text = self.get("log.dirs") or self.get("log.dir")
+        return [d.strip() for d in text.split(",") if d.strip()]
+
+    @property
+    def metadata_log_dir(self) -> str:
+        return self.get("metadata.log.dir") or self.log_dirs[0]
+
+    def resolve_synonyms(self, synonyms: Iterable[Synonym]) -> tuple[Any, str | None, ConfigSource]:
+        """The first set synonym's value scaled to the topic unit, else the last one's default."""
+        synonyms = list(synonyms)
+        for synonym in synonyms:
+            if self.is_set(synonym.name) and self.get(synonym.name) is not None:
+                return self._scaled(synonym), synonym.name, self.source(synonym.name)
+        for synonym in reversed(synonyms):
+            if BROKER_CONFIGS[synonym.name].default is not None:
+                return self._scaled(synonym), synonym.name, ConfigSource.DEFAULT_CONFIG
+        return None, None, ConfigSource.DEFAULT_CONFIG
+
+    def _scaled(self, synonym: Synonym):
+        value = self.get(synonym.name)
+        return value * synonym.scale if synonym.scale != 1 and value is not None else value
+
+    def topic_default(self, name: str) -> Any:
+        definition = TOPIC_CONFIGS[name]
+        if not definition.synonyms:
+            return definition.default
+        return self.resolve_synonyms(definition.synonyms)[0]
+
+    def topic_defaults(self) -> dict[str, Any]:
+        """Every topic config resolved against this broker's configuration (storage defaults)."""
+        return {name: self.topic_default(name) for name in TOPIC_CONFIGS}
+
+    def topic_config(self, overrides: Mapping[str, str]) -> dict[str, Any]:
+        """A topic's effective configuration given its (string) overrides from the metadata image."""
+        effective = self.topic_defaults()
+        for name, text in overrides.items():
+            definition = TOPIC_CONFIGS.get(name)
+            if definition is None or text is None:
+                continue
+            try:
+                effective[name] = parse_checked(name, definition.type, definition.validator, text)
+            except ConfigError:
+                continue
+        return effective
+
+    # ---- DescribeConfigs
+    def _dynamic_synonyms(self, name: str) -> list[tuple[str, str | None, ConfigSource]]:
+        out = []
+        if name in self._dynamic_broker:
+            out.append((name, render(self._dynamic_broker[name]),
+                        ConfigSource.DYNAMIC_BROKER_CONFIG))
+        if name in self._dynamic_default:
+            out.append((name, render(self._dynamic_default[name]),
+                        ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG))
+        return out
+
+    def describe_dynamic_defaults(self) -> list[DescribedConfig]:
+        """The broker resource "" (cluster-wide dynamic defaults): only what is set."""
+        return [DescribedConfig(name, render(value), ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG,
+                                False, BROKER_CONFIGS[name].sensitive, BROKER_CONFIGS[name].type,
+                                [(name, render(value), ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)])
+                for name, value in sorted(self._dynamic_default.items())]
+
+    def describe(self, names: Iterable[str] | None = None) -> list[DescribedConfig]:
+        """Broker resource entries (all keys when names is None; unknown names are skipped)."""
+        selected = BROKER_CONFIGS if names is None else [n for n in names if n in BROKER_CONFIGS]
+        entries = []
+        for name in selected:
+            definition = BROKER_CONFIGS[name]
+            synonyms = self._dynamic_synonyms(name)
+            if name in self._static:
+                synonyms.append((name, render(self._static[name]),
+                                 ConfigSource.STATIC_BROKER_CONFIG))
+            if definition.default is not None:
+                synonyms.append((name, render(definition.default), ConfigSource.DEFAULT_CONFIG))
+            value = render(self.get(name))
+            entries.append(DescribedConfig(
+                name=name,
+                value=None if definition.sensitive else value,
+                source=self.source(name),
+                read_only=not definition.dynamic,
+                sensitive=definition.sensitive,
+                type=definition.type,
+                synonyms=synonyms,
+            ))
+        return entries
+
+    def describe_topic(self, overrides: Mapping[str, str],
+                       names: Iterable[str] | None = None) -> list[DescribedConfig]:
+        """Topic resource entries: overrides are DYNAMIC_TOPIC_CONFIG, then broker synonyms."""
+        selected = TOPIC_CONFIGS if names is None else [n for n in names if n in TOPIC_CONFIGS]
+        entries = []
+        for name in selected:
+            definition = TOPIC_CONFIGS[name]
+            synonyms: list[tuple[str, str | None, ConfigSource]] = []
+            if name in overrides:
+                synonyms.append((name, overrides[name], ConfigSource.DYNAMIC_TOPIC_CONFIG))
+            for synonym in definition.synonyms:
+                synonyms += self._dynamic_synonyms(synonym.name)
+                if synonym.name in self._static:
+                    synonyms.append((synonym.name, render(self._static[synonym.name]),
+                                     ConfigSource.STATIC_BROKER_CONFIG))
+                default = BROKER_CONFIGS[synonym.name].default
+                if default is not None:
+                    synonyms.append((synonym.name, render(default), ConfigSource.DEFAULT_CONFIG))
+            if name in overrides:
+                value, source = overrides[name], ConfigSource.DYNAMIC_TOPIC_CONFIG
+            elif definition.synonyms:
+                resolved, _, source = self.resolve_synonyms(definition.synonyms)
+                value = render(resolved)
+            else:
+                value, source = render(definition.default), ConfigSource.DEFAULT_CONFIG
+            entries.append(DescribedConfig(name, value, source, False, False, definition.type,
+                                           synonyms))
+        return entries
+
+
+# ------------------------------------------------------------------------------ properties parsing

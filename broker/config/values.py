@@ -1,0 +1,177 @@
+"""Config value types, parsing and validators, shared by the broker and topic catalogs."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+LONG_MAX = 2**63 - 1
+INT_MAX = 2**31 - 1
+
+
+class ConfigError(ValueError):
+    """A configuration key or value that Kafka would reject (INVALID_CONFIG on the wire)."""
+
+    def __init__(self, message: str, name: str | None = None):
+        super().__init__(message)
+        self.name = name
+
+
+class ConfigType(enum.IntEnum):
+    """DescribeConfigs' ConfigType (KIP-569)."""
+
+    UNKNOWN = 0
+    BOOLEAN = 1
+    STRING = 2
+    INT = 3
+    SHORT = 4
+    LONG = 5
+    DOUBLE = 6
+    LIST = 7
+    CLASS = 8
+    PASSWORD = 9
+
+
+class ConfigSource(enum.IntEnum):
+    """DescribeConfigs' ConfigSource."""
+
+    UNKNOWN = 0
+    DYNAMIC_TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+    DYNAMIC_BROKER_LOGGER_CONFIG = 6
+
+
+# --------------------------------------------------------------------------------------------- values
+
+_INT_RANGES = {
+    ConfigType.SHORT: (-(2**15), 2**15 - 1),
+    ConfigType.INT: (-(2**31), INT_MAX),
+    ConfigType.LONG: (-(2**63), LONG_MAX),
+}
+
+
+def parse_value(ctype: ConfigType, text: str | None) -> Any:
+    """Parse a config string as Kafka's ConfigDef does; raise ValueError with the reason."""
+    if text is None:
+        return None
+    if ctype == ConfigType.BOOLEAN:
+        lowered = text.strip().lower()
+        if lowered in ("true", "false"):
+            return lowered == "true"
+        raise ValueError("expected true or false")
+    if ctype in _INT_RANGES:
+        try:
+            value = int(text.strip(), 10)
+        except ValueError:
+            raise ValueError("not a number") from None
+        low, high = _INT_RANGES[ctype]
+        if not low <= value <= high:
+            raise ValueError(f"out of range for {ctype.name.lower()}")
+        return value
+    if ctype == ConfigType.DOUBLE:
+        try:
+            return float(text.strip())
+        except ValueError:
+            raise ValueError("not a number") from None
+    if ctype == ConfigType.LIST:
+        stripped = text.strip()
+        return [item.strip() for item in stripped.split(",")] if stripped else []
+    return text.strip() if ctype != ConfigType.PASSWORD else text
+
+
+def render(value: Any) -> str | None:
+    """A parsed value as the string Kafka reports in DescribeConfigs."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return ",".join(value)
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+# ----------------------------------------------------------------------------------------- validators
+
+Validator = Callable[[Any], None]
+
+
+def at_least(minimum: float) -> Validator:
+    def check(value):
+        if value is not None and value < minimum:
+            raise ValueError(f"value must be at least {minimum}")
+    return check
+
+
+def between(low: float, high: float) -> Validator:
+    def check(value):
+        if value is not None and not low <= value <= high:
+            raise ValueError(f"value must be between {low} and {high}")
+    return check
+
+
+def one_of(*choices: str, case_sensitive: bool = True) -> Validator:
+    def check(value):
+        if value is None:
+            return
+        items = value if isinstance(value, list) else [value]
+        for item in items:
+            candidates = choices if case_sensitive else [c.lower() for c in choices]
+            if (item if case_sensitive else item.lower()) not in candidates:
+                raise ValueError(f"String must be one of: {', '.join(choices)}")
+    return check
+
+
+def non_empty_list(value):
+    if value is not None and not [v for v in value if v]:
+        raise ValueError("list must not be empty")
+
+
+# ------------------------------------------------------------------------------------- broker catalog
+
+@dataclass(frozen=True)
+class ConfigDef:
+    name: str
+    type: ConfigType
+    default: Any = None
+    validator: Validator | None = None
+    dynamic: bool = False   # updatable cluster-wide at runtime (IncrementalAlterConfigs on a broker)
+    sensitive: bool = False
+
+
+def _defs(*defs: ConfigDef) -> dict[str, ConfigDef]:
+    return {d.name: d for d in defs}
+
+
+COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
+TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
+
+
+def parse_checked(name: str, ctype: ConfigType, validator: Validator | None, text):
+    try:
+        value = parse_value(ctype, text)
+        if validator is not None:
+            validator(value)
+    except ValueError as exc:
+        raise ConfigError(f"Invalid value {text} for configuration {name}: {exc}", name) from None
+    return value
+
+
+# ------------------------------------------------------------------------------------ describe model
+
+@dataclass
+class DescribedConfig:
+    """One DescribeConfigs entry: value, where it came from, and its synonyms in precedence order."""
+
+    name: str
+    value: str | None
+    source: ConfigSource
+    read_only: bool
+    sensitive: bool
+    type: ConfigType
+    synonyms: list[tuple[str, str | None, ConfigSource]] = field(default_factory=list)
