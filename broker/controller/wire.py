@@ -27,6 +27,7 @@ METADATA_TOPIC = "__cluster_metadata"
 METADATA_TOPIC_ID = uuid.UUID(int=1)
 CLIENT_ID = "odradek-raft"
 PREVOTE_CLIENT_ID = "odradek-prevote"
+FETCH_MAX_WAIT_MS = 500      # the leader holds a fetch with nothing new this long (long poll)
 VERSIONS = {52: 0, 53: 0, 54: 0, 1: 15, 59: 0}
 _LEADER_CHANGE_KEY = struct.pack(">hh", 0, 2)      # control record key: version 0, type LEADER_CHANGE
 
@@ -103,7 +104,7 @@ def encode_request(msg, cluster_id: str) -> tuple[int, int, str, object]:
                                              fetch_offset=msg.fetch_offset,
                                              last_fetched_epoch=msg.last_fetched_epoch, partition_max_bytes=1 << 20)
         body = m.FetchRequest(cluster_id=cluster_id, replica_state=m.FetchRequest.ReplicaState(
-            replica_id=msg.replica_id, replica_epoch=-1), max_wait_ms=0, min_bytes=0,
+            replica_id=msg.replica_id, replica_epoch=-1), max_wait_ms=FETCH_MAX_WAIT_MS, min_bytes=0,
             topics=[m.FetchRequest.FetchTopic(topic_id=METADATA_TOPIC_ID, partitions=[part])])
         return 1, VERSIONS[1], CLIENT_ID, body
     if isinstance(msg, rm.FetchSnapshotRequest):
