@@ -78,6 +78,10 @@ class ClusterController:
     async def resign(self) -> None:
         await self.local.resign()
 
+    async def forward(self, api_key: int, version: int, body):
+        """Send a request as it came to the active controller; its answer, as it came back."""
+        return await self.client.call(api_key, version, body)
+
     # -- helpers -----------------------------------------------------------------------------------
     async def _local_or_none(self, method: str, *args, **kwargs):
         """Run on the local controller when it is active; None when the call must be forwarded."""
