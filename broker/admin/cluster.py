@@ -18,10 +18,11 @@ METADATA_TOPIC = "__cluster_metadata"
 def describe_cluster(client: KafkaClient) -> dict:
     conn = client.any_broker()
     if conn.supports(API.DESCRIBE_CLUSTER):
+        with_fenced = conn.api_versions[API.DESCRIBE_CLUSTER][1] >= 2
         version, resp = conn.request(API.DESCRIBE_CLUSTER,
                                      messages.DescribeClusterRequest(
                                          include_cluster_authorized_operations=False,
-                                         include_fenced_brokers=True), max_version=2)
+                                         include_fenced_brokers=with_fenced), max_version=2)
         check(resp.error_code, resp.error_message, "DescribeCluster")
         # v2 (KIP-1073) lists fenced brokers too; older versions only the live ones.
         brokers = [{"id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack,
