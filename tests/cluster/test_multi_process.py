@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import time
+import urllib.request
 import uuid
 
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -18,7 +19,19 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from protocol import ErrorCode, messages as m
 
-from broker.testing_cluster import REPO_ROOT, call, running_cluster
+from broker.testing_cluster import REPO_ROOT, call, free_port, running_cluster
+
+
+def _metrics(port: int) -> dict[str, float]:
+    """Prometheus text from /metrics as {series: value}."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            series, _, value = line.rpartition(" ")
+            out[series] = float(value)
+    return out
 
 
 def _admin(bootstrap: str, *args: str):
@@ -144,8 +157,10 @@ def test_killing_the_active_controller_elects_another(tmp_path):
 
 
 def test_a_killed_broker_is_fenced_and_loses_its_partitions(tmp_path):
-    racks = {4: {"broker.rack": "r1"}, 5: {"broker.rack": "r2"}, 6: {"broker.rack": "r2"}}
-    with running_cluster(tmp_path, nodes=3, topology="split", node_overrides=racks) as cluster:
+    metrics_ports = {c: free_port() for c in (1, 2, 3)}
+    settings = {4: {"broker.rack": "r1"}, 5: {"broker.rack": "r2"}, 6: {"broker.rack": "r2"},
+                **{c: {"metrics.port": str(port)} for c, port in metrics_ports.items()}}
+    with running_cluster(tmp_path, nodes=3, topology="split", node_overrides=settings) as cluster:
         _create_topic(cluster.bootstrap, "fragile", 6)
         cluster.wait_until(lambda: len(_leaders(cluster, 4, "fragile")) == 6, 20, "the topic")
         victim = 6
@@ -178,6 +193,17 @@ def test_a_killed_broker_is_fenced_and_loses_its_partitions(tmp_path):
             assert partition["isr"] == partition["replicas"]
             if partition["partition"] in led:
                 assert partition["leader"] == -1 and partition["offline"] == [victim]
+        # The active controller's metrics count the fenced broker and the offline partitions.
+        active = cluster.active_controller()
+        scraped = _metrics(metrics_ports[active])
+        assert scraped["kafka_controller_kafkacontroller_activecontrollercount"] == 1
+        assert scraped["kafka_controller_kafkacontroller_fencedbrokercount"] == 1
+        assert scraped["kafka_controller_kafkacontroller_activebrokercount"] == 2
+        assert scraped["kafka_controller_kafkacontroller_offlinepartitionscount"] == len(led)
+        assert scraped['kafka_server_raft_metrics_replica_lag{node_id="4"}'] <= 5
+        standby = next(c for c in cluster.controllers if c != active)
+        assert _metrics(metrics_ports[standby])[
+            "kafka_controller_kafkacontroller_activecontrollercount"] == 0
         # It comes back on restart and leads its partitions again.
         cluster.restart(victim)
         cluster.wait_until(lambda: all(_leaders(cluster, 4, "fragile")[p] == victim for p in led),
