@@ -58,6 +58,7 @@ class Controller(TopicOps, BrokerOps, LeadershipOps):
         self._lock = trio.Lock()                # one mutation at a time: each sees the previous one
         self._sessions = BrokerSessions(settings.broker_session_timeout_ms / 1000)
         self._rng = random.Random(settings.placement_seed)
+        self._applied_event = trio.Event()      # set (and replaced) whenever more log is applied
         quorum.snapshot_state = self._snapshot_state
         quorum.start(self._apply_snapshot, self._apply_entry)
 
@@ -106,8 +107,27 @@ class Controller(TopicOps, BrokerOps, LeadershipOps):
         """`listener(change)` runs synchronously after each committed batch, before the mutation returns."""
         self._listeners.append(listener)
 
+    def add_leader_listener(self, listener: Callable[[int, int], None]) -> None:
+        """`listener(epoch, leader_id)` runs whenever this replica learns of a new quorum leader."""
+        self._quorum.leader_listeners.append(listener)
+
     def remove_listener(self, listener) -> None:
         self._listeners.remove(listener)
+
+    @property
+    def leader_id(self) -> int:
+        """The active controller's node id as this replica knows it (-1: unknown)."""
+        return self._quorum.leader_id
+
+    @property
+    def applied_offset(self) -> int:
+        """Every metadata log entry below this offset is applied to `image`."""
+        return self._applied_end
+
+    async def wait_applied(self, end_offset: int) -> None:
+        """Return once every entry below `end_offset` is applied here."""
+        while self._applied_end < end_offset:
+            await self._applied_event.wait()
 
     @property
     def is_active(self) -> bool:
@@ -135,6 +155,8 @@ class Controller(TopicOps, BrokerOps, LeadershipOps):
 
     def _apply_entry(self, entry: Entry) -> None:
         self._applied_end = entry.offset + 1
+        self._applied_event.set()
+        self._applied_event = trio.Event()
         if not entry.control:
             self._set_image(self._image.apply(r.decode_records(entry.data), entry.offset))
 
