@@ -239,13 +239,14 @@ class Broker:
     async def _start(self, nursery: trio.Nursery) -> None:
         self.metrics.set_sources(**broker_sources(self))
         self.health.set("recovery", True)
+        if self.config.multi_node:
+            self.health.add_check("metadata", self.controller.metadata_status)
         if self.config["metrics.port"] >= 0:
             self.metrics_port = await nursery.start(functools.partial(
                 serve_ops_http, self.config["metrics.port"], health=self.health,
                 metrics=self.metrics))
         bound = await self._bind_listeners()
         await self._register(nursery)   # leading its partitions again before clients get in
-        self.health.set("controller", True)
         self._start_serving(nursery, bound)
         self.health.set("listeners", True)
         for hook in self.startup_hooks:

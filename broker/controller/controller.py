@@ -120,6 +120,10 @@ class Controller(TopicOps, BrokerOps, LeadershipOps):
         """The active controller's node id as this replica knows it (-1: unknown)."""
         return self._quorum.leader_id
 
+    def in_touch(self) -> bool:
+        """Whether this replica leads the quorum or hears from its leader (its image is current)."""
+        return self._quorum.in_touch()
+
     @property
     def applied_offset(self) -> int:
         """Every metadata log entry below this offset is applied to `image`."""
