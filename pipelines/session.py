@@ -24,7 +24,8 @@ def spark_session(jars_dir: str | None = None, *, app_name: str = "odradek-pipel
     from pyspark.sql import SparkSession
     builder = (SparkSession.builder.master(os.environ.get("SPARK_MASTER", "local[2]")).appName(app_name)
                .config("spark.sql.shuffle.partitions", "2")
-               .config("spark.ui.enabled", "false"))
+               .config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false"))
     jars = connector_jars(jars_dir)
     builder = (builder.config("spark.jars", ",".join(jars)) if jars
                else builder.config("spark.jars.packages", CONNECTOR_PACKAGE))
