@@ -37,8 +37,10 @@ def oci_layout(tmp_path_factory):
     if os.environ.get("ODRADEK_IMAGE_LAYOUT"):
         return Path(os.environ["ODRADEK_IMAGE_LAYOUT"])
     if shutil.which("runc") is None:
+        apt_env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        subprocess.run(["apt-get", "update", "-qq"], check=True, env=apt_env, capture_output=True)
         subprocess.run(["apt-get", "install", "-y", "-qq", "--no-install-recommends", "runc"], check=True,
-                       env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"}, capture_output=True)
+                       env=apt_env, capture_output=True)
     out = tmp_path_factory.mktemp("image")
     subprocess.run(["bash", str(REPO / "image" / "build-oci.sh"), str(out)], check=True, timeout=900,
                    env={**os.environ, "PYTHON": sys.executable})
