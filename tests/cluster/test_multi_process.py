@@ -20,7 +20,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from protocol import ErrorCode, messages as m
 
-from broker.testing_cluster import REPO_ROOT, call, free_port, running_cluster
+from broker.testing_cluster import REPO_ROOT, Cluster, call, free_port, running_cluster
 
 
 def _metrics(port: int) -> dict[str, float]:
@@ -113,8 +113,15 @@ def test_dedicated_controllers_and_observer_brokers(tmp_path):
     from kafka import KafkaConsumer, KafkaProducer, TopicPartition as KTopicPartition
     from kafka.admin import KafkaAdminClient, NewTopic as KNewTopic
 
-    with running_cluster(tmp_path, nodes=3, topology="split") as cluster:
+    # Broker 5 knows only KIP-853's bootstrap servers, not the voters: it asks them.
+    cluster = Cluster(tmp_path, nodes=3, topology="split")
+    bootstrap_servers = ",".join(f"127.0.0.1:{cluster.nodes[c].controller_port}"
+                                 for c in cluster.controllers)
+    cluster.nodes[5].settings.update({"controller.quorum.voters": "",
+                                      "controller.quorum.bootstrap.servers": bootstrap_servers})
+    with running_cluster(tmp_path, cluster=cluster) as cluster:
         assert cluster.brokers == [4, 5, 6] and cluster.controllers == [1, 2, 3]
+        assert "metadata quorum voters from 127.0.0.1:" in cluster.nodes[5].log()
         quorum = cluster.describe_quorum().topics[0].partitions[0]
         assert sorted(v.replica_id for v in quorum.current_voters) == [1, 2, 3]
         assert sorted(o.replica_id for o in quorum.observers) == [4, 5, 6]
