@@ -12,8 +12,8 @@ import uuid
 from protocol import DecodeError
 from protocol.generated.metadata import (
     ConfigRecord, FeatureLevelRecord, FenceBrokerRecord, NoOpRecord, PartitionChangeRecord, PartitionRecord,
-    ProducerIdsRecord, RegisterBrokerRecord, RemoveTopicRecord, TopicRecord, UnfenceBrokerRecord,
-    UnregisterBrokerRecord,
+    ProducerIdsRecord, RegisterBrokerRecord, RemoveTopicRecord, RemoveUserScramCredentialRecord,
+    TopicRecord, UnfenceBrokerRecord, UnregisterBrokerRecord, UserScramCredentialRecord,
 )
 from protocol.metadata_records import decode_metadata_record, encode_metadata_record
 
@@ -24,8 +24,8 @@ RecordDecodeError = DecodeError
 __all__ = [
     "BrokerEndpoint", "ConfigRecord", "FeatureLevelRecord", "FenceBrokerRecord", "NoOpRecord",
     "PartitionChangeRecord", "PartitionRecord", "ProducerIdsRecord", "RecordDecodeError",
-    "RegisterBrokerRecord", "RemoveTopicRecord", "TopicRecord", "UnfenceBrokerRecord",
-    "UnregisterBrokerRecord", "ZERO_UUID", "decode_record", "decode_records", "encode_record",
+    "RegisterBrokerRecord", "RemoveTopicRecord", "RemoveUserScramCredentialRecord", "TopicRecord", "UnfenceBrokerRecord",
+    "UnregisterBrokerRecord", "UserScramCredentialRecord", "ZERO_UUID", "decode_record", "decode_records", "encode_record",
     "encode_records",
 ]
 

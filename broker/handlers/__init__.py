@@ -29,6 +29,8 @@ MODULES = (
     "groups",          # coordinator engineer
     "transactions",    # coordinator engineer
     "quorum",          # DescribeQuorum, answered by the controller (broker.controller.admin)
+    "sasl",            # SaslHandshake, SaslAuthenticate (broker.security)
+    "scram_credentials",
 )
 
 

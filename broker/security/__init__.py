@@ -1,0 +1,5 @@
+"""Authentication: TLS listeners, SASL (PLAIN, SCRAM-SHA-256/512, OAUTHBEARER), principals.
+
+``listener.ListenerSecurity`` is built per listener at start-up; ``tls_connection`` and
+``authenticator`` secure each connection; ``principal.KafkaPrincipal`` is what authorization reads.
+"""
