@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 import protocol
+from broker.security.principal import ANONYMOUS, KafkaPrincipal
 
 if TYPE_CHECKING:
     from broker.server import Broker
@@ -105,6 +106,16 @@ class RequestContext:
 
     __slots__ = ("broker", "connection", "header", "_slot")
 
+    @property
+    def principal(self) -> KafkaPrincipal:
+        """The connection's authenticated principal (ANONYMOUS until authentication sets it)."""
+        return self.connection.principal
+
+    @property
+    def client_host(self) -> str:
+        """The client's IP address, as ACL host patterns match it."""
+        return self.connection.client_host
+
     def __init__(self, broker: "Broker", connection: "Connection", header, slot: _Slot):
         self.broker = broker
         self.connection = connection
@@ -128,8 +139,12 @@ class Connection:
         try:
             peer = stream.socket.getpeername()
             self.peer = f"{peer[0]}:{peer[1]}"
+            self.client_host = peer[0]
         except OSError:
             self.peer = "?"
+            self.client_host = ""
+        # Set by the listener's authentication (SSL / SASL); ACLs are matched against it.
+        self.principal: KafkaPrincipal = ANONYMOUS
         self.max_frame = broker.config["socket.request.max.bytes"]
         self.idle_ms = broker.config["connections.max.idle.ms"]
         self.last_activity = time.monotonic()
