@@ -16,6 +16,7 @@ import trio
 from . import acls
 from . import configs as cfg
 from . import records as r
+from . import scram
 from .disklog import Entry, Snapshot
 from .errors import ApiError, ErrorCode
 from .image import TOPIC_RESOURCE, ImageChange, MetadataImage
@@ -470,6 +471,16 @@ class Controller:
         await self._require_leader()
         async with self._lock:
             batch, results = plan(self._image, items)
+            await self._commit(batch)
+            return results
+
+    # -- SCRAM credentials -----------------------------------------------------------------------
+
+    async def alter_user_scram_credentials(self, deletions, upsertions) -> dict:
+        """{user: (error code, message)}; see `scram.alteration_records` for the checks."""
+        await self._require_leader()
+        async with self._lock:
+            batch, results = scram.alteration_records(self._image, deletions, upsertions)
             await self._commit(batch)
             return results
 

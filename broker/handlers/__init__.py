@@ -32,6 +32,8 @@ MODULES = (
     "transactions",    # coordinator engineer
     "quorum",          # DescribeQuorum, answered by the controller (broker.controller.admin)
     "acls",            # CreateAcls, DescribeAcls, DeleteAcls (broker.security)
+    "sasl",            # SaslHandshake, SaslAuthenticate (broker.security)
+    "scram_credentials",
 )
 
 

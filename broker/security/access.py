@@ -129,6 +129,7 @@ REQUEST_RULES: dict[int, tuple[Rule, ...]] = {
     25: (_txn_write, _group),                            # AddOffsetsToTxn
     26: (_txn_write,),                                   # EndTxn
     35: (Rule(Op.DESCRIBE, RT.CLUSTER),),                # DescribeLogDirs
+    50: (Rule(Op.DESCRIBE, RT.CLUSTER),),                # DescribeUserScramCredentials
     55: (Rule(Op.DESCRIBE, RT.CLUSTER),),                # DescribeQuorum
 }
 

@@ -1,8 +1,8 @@
-"""Who a request comes from: Kafka's ``KafkaPrincipal`` ("User:alice").
+"""Who a connection is: Kafka's ``KafkaPrincipal`` ("User:alice").
 
-The connection holds its authenticated principal (``Connection.principal``, ANONYMOUS until a
-listener's authentication sets it) and each request's context exposes it as ``ctx.principal``
-with the client's address as ``ctx.client_host``; the authorizer matches ACLs against both.
+Authentication (TLS client certificates, SASL) sets the principal of a connection; the authorizer
+reads it. A connection nobody authenticated (PLAINTEXT, SSL without a client certificate) is
+``User:ANONYMOUS``, as in Kafka.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 USER_TYPE = "User"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class KafkaPrincipal:
     principal_type: str
     name: str
@@ -21,15 +21,16 @@ class KafkaPrincipal:
         return f"{self.principal_type}:{self.name}"
 
     @classmethod
+    def user(cls, name: str) -> "KafkaPrincipal":
+        return cls(USER_TYPE, name)
+
+    @classmethod
     def parse(cls, text: str) -> "KafkaPrincipal":
-        """"User:alice" -> KafkaPrincipal("User", "alice"); the name may itself hold colons."""
-        if text is None:
-            raise ValueError("principal must not be null")
+        """"User:alice" -> KafkaPrincipal("User", "alice"); raises ValueError without a type."""
         principal_type, sep, name = text.partition(":")
-        if not sep:   # Kafka only requires the separator
-            raise ValueError(f"expected a principal of the form Type:name, got {text!r}")
+        if not sep or not principal_type:
+            raise ValueError(f"expected a principal like User:name, got {text!r}")
         return cls(principal_type, name)
 
 
 ANONYMOUS = KafkaPrincipal(USER_TYPE, "ANONYMOUS")
-WILDCARD_PRINCIPAL = KafkaPrincipal(USER_TYPE, "*")
