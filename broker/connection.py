@@ -127,6 +127,11 @@ class RequestContext:
         """Who sent the request (``broker.security.principal.KafkaPrincipal``)."""
         return self.connection.principal
 
+    @property
+    def client_host(self) -> str:
+        """The client's IP address, as ACL host patterns match it."""
+        return self.connection.client_host
+
     def __getattr__(self, name):
         # ctx.config, ctx.logs, ctx.controller, ... resolve to the broker's components.
         return getattr(self.broker, name)
@@ -147,8 +152,10 @@ class Connection:
         try:
             peer = stream.socket.getpeername()
             self.peer = f"{peer[0]}:{peer[1]}"
+            self.client_host = peer[0]
         except OSError:
             self.peer = "?"
+            self.client_host = ""
         self.max_frame = broker.config["socket.request.max.bytes"]
         if self.authenticator is not None:   # Kafka's bound on frames before authentication
             self.max_frame = min(self.max_frame, security.max_receive_size)

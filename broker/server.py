@@ -29,6 +29,7 @@ from broker.health import Health, serve_ops_http
 from broker.logs import RequestLogger
 from broker.metrics import BrokerMetrics, broker_sources
 from broker.partitions import PartitionManager
+from broker.security.authorizer import AuthorizerMetricsCollector, StandardAuthorizer
 from broker.security.audit import AuthenticationAudit
 from broker.security.listener import ListenerSecurity
 
@@ -54,6 +55,10 @@ class Broker:
         self.metrics_port: int | None = None
         self.metrics = BrokerMetrics(config.node_id)
         self.health = Health(metrics=self.metrics)
+        # authorizer.class.name: None means no authorization (everything allowed), as Kafka.
+        self.authorizer = StandardAuthorizer.from_config(config)
+        if self.authorizer is not None:
+            self.metrics.registry.register(AuthorizerMetricsCollector(self.authorizer))
         self.request_log = RequestLogger()
         self.request_memory = RequestMemory(config["queued.max.request.bytes"])
         # authentication per listener (TLS contexts, SASL mechanisms); ConfigError stops start-up
@@ -238,6 +243,9 @@ class Broker:
         self.config.set_dynamic(image.broker_configs.get("", {}),
                                 image.broker_configs.get(str(self.node_id), {}))
         self.logs.set_defaults(self.config.topic_defaults())
+        if self.authorizer is not None:   # the ACLs are in the image before any request
+            self.authorizer.load(image.acls)
+            self.controller.add_listener(self.authorizer.on_image_change)
         self.partitions = PartitionManager(self)
         self.controller.add_listener(self.partitions.on_image_change)
         await self.partitions.load_image(image)

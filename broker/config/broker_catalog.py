@@ -171,6 +171,12 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("share.coordinator.state.topic.num.partitions", T.INT, 50, at_least(1)),
     ConfigDef("share.coordinator.state.topic.replication.factor", T.SHORT, 3, at_least(1)),
     ConfigDef("share.coordinator.state.topic.min.isr", T.SHORT, 2, at_least(1)),
+    # authorization (broker/security): Kafka's StandardAuthorizer; empty = everything allowed
+    ConfigDef("authorizer.class.name", T.STRING, "",
+              one_of("", "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+                     "kafka.security.authorizer.AclAuthorizer")),
+    ConfigDef("super.users", T.STRING, None),          # "User:admin;User:ops"
+    ConfigDef("allow.everyone.if.no.acl.found", T.BOOLEAN, False),
     ConfigDef("unstable.api.versions.enable", T.BOOLEAN, False),
     ConfigDef("unstable.feature.versions.enable", T.BOOLEAN, False),
 )

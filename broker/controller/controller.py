@@ -13,6 +13,7 @@ from typing import Callable, Mapping, Sequence
 
 import trio
 
+from . import acls
 from . import configs as cfg
 from . import records as r
 from . import scram
@@ -454,6 +455,23 @@ class Controller:
                 batch += cfg.diff_records(rtype, name, before, after)
             if not validate_only:
                 await self._commit(batch)
+            return results
+
+    # -- ACLs --------------------------------------------------------------------------------------
+
+    async def create_acls(self, bindings) -> list:
+        """Store AclBindings -> [acls.AclCreateResult] (INVALID_REQUEST for a binding Kafka refuses)."""
+        return await self._plan_and_commit(acls.plan_create, bindings)
+
+    async def delete_acls(self, filters) -> list:
+        """Remove the ACLs each AclBindingFilter matches -> [acls.AclDeleteResult(deleted=[...])]."""
+        return await self._plan_and_commit(acls.plan_delete, filters)
+
+    async def _plan_and_commit(self, plan, items) -> list:
+        await self._require_leader()
+        async with self._lock:
+            batch, results = plan(self._image, items)
+            await self._commit(batch)
             return results
 
     # -- SCRAM credentials -----------------------------------------------------------------------

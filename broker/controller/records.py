@@ -11,8 +11,9 @@ import uuid
 
 from protocol import DecodeError
 from protocol.generated.metadata import (
-    ConfigRecord, FeatureLevelRecord, FenceBrokerRecord, NoOpRecord, PartitionChangeRecord, PartitionRecord,
-    ProducerIdsRecord, RegisterBrokerRecord, RemoveTopicRecord, RemoveUserScramCredentialRecord,
+    AccessControlEntryRecord, ConfigRecord, FeatureLevelRecord, FenceBrokerRecord, NoOpRecord,
+    PartitionChangeRecord, PartitionRecord, ProducerIdsRecord, RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord, RemoveTopicRecord, RemoveUserScramCredentialRecord,
     TopicRecord, UnfenceBrokerRecord, UnregisterBrokerRecord, UserScramCredentialRecord,
 )
 from protocol.metadata_records import decode_metadata_record, encode_metadata_record
@@ -22,7 +23,7 @@ BrokerEndpoint = RegisterBrokerRecord.BrokerEndpoint
 RecordDecodeError = DecodeError
 
 __all__ = [
-    "BrokerEndpoint", "ConfigRecord", "FeatureLevelRecord", "FenceBrokerRecord", "NoOpRecord",
+    "AccessControlEntryRecord", "RemoveAccessControlEntryRecord", "BrokerEndpoint", "ConfigRecord", "FeatureLevelRecord", "FenceBrokerRecord", "NoOpRecord",
     "PartitionChangeRecord", "PartitionRecord", "ProducerIdsRecord", "RecordDecodeError",
     "RegisterBrokerRecord", "RemoveTopicRecord", "RemoveUserScramCredentialRecord", "TopicRecord", "UnfenceBrokerRecord",
     "UnregisterBrokerRecord", "UserScramCredentialRecord", "ZERO_UUID", "decode_record", "decode_records", "encode_record",

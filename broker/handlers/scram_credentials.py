@@ -8,6 +8,8 @@ from __future__ import annotations
 from protocol import ErrorCode, messages
 
 from broker.controller.scram import ScramDeletion, ScramUpsertion
+from broker.security import access
+from broker.security.acls import AclOperation
 from broker.security.sasl.scram import MECHANISMS
 
 
@@ -45,6 +47,12 @@ async def handle_describe(ctx, header, body):
 
 async def handle_alter(ctx, header, body):
     Response = messages.AlterUserScramCredentialsResponse
+    if not access.cluster_allowed(ctx, AclOperation.ALTER):   # every user refused, as Kafka
+        users = dict.fromkeys([d.name for d in body.deletions] + [u.name for u in body.upsertions])
+        return Response(throttle_time_ms=0, results=[
+            Response.AlterUserScramCredentialsResult(
+                user=user, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, error_message=None)
+            for user in users])
     deletions = [ScramDeletion(d.name, d.mechanism) for d in body.deletions]
     upsertions = [ScramUpsertion(u.name, u.mechanism, u.iterations, u.salt, u.salted_password)
                   for u in body.upsertions]

@@ -1,0 +1,188 @@
+"""The authorizer's decisions (Kafka's StandardAuthorizer rules), ACL filters and validation."""
+
+import uuid
+
+import pytest
+
+from broker.controller.acls import plan_create, plan_delete
+from broker.controller.image import MetadataImage
+from broker.security.acls import (
+    AclBinding, AclBindingFilter, AclOperation as Op, AclPermissionType as Perm, InvalidAcl,
+    PatternType as PT, ResourceType as RT,
+)
+from broker.security.authorizer import StandardAuthorizer
+from broker.security.principal import ANONYMOUS, KafkaPrincipal
+
+ALICE = KafkaPrincipal("User", "alice")
+BOB = KafkaPrincipal("User", "bob")
+HOST = "10.0.0.1"
+
+
+def acl(rtype=RT.TOPIC, name="orders", pattern=PT.LITERAL, principal="User:alice", host="*",
+        op=Op.READ, perm=Perm.ALLOW):
+    return AclBinding(rtype, name, pattern, principal, host, op, perm)
+
+
+def authorizer(*acls, super_users=(), allow_everyone=False):
+    auth = StandardAuthorizer(super_users, allow_everyone)
+    auth.load({uuid.uuid4(): a for a in acls})
+    return auth
+
+
+def can(auth, op, name="orders", who=ALICE, host=HOST, rtype=RT.TOPIC):
+    return auth.authorize(who, host, op, rtype, name)
+
+
+def test_principal_parse_and_format():
+    assert KafkaPrincipal.parse("User:alice") == ALICE
+    assert str(ALICE) == "User:alice" and str(ANONYMOUS) == "User:ANONYMOUS"
+    assert KafkaPrincipal.parse("User:CN=a,O=b:c").name == "CN=a,O=b:c"
+    with pytest.raises(ValueError):
+        KafkaPrincipal.parse("alice")
+
+
+def test_literal_acl_allows_only_its_principal_operation_and_resource():
+    auth = authorizer(acl())
+    assert can(auth, Op.READ)
+    assert not can(auth, Op.WRITE)
+    assert not can(auth, Op.READ, who=BOB)
+    assert not can(auth, Op.READ, name="orders2")
+    assert not can(auth, Op.READ, rtype=RT.GROUP)
+
+
+def test_no_acl_found_defaults_to_deny_unless_allow_everyone():
+    assert not can(authorizer(), Op.READ)
+    assert can(authorizer(allow_everyone=True), Op.READ)
+    # Once a resource has any ACL (even for someone else), allow.everyone no longer applies to it.
+    auth = authorizer(acl(principal="User:bob"), allow_everyone=True)
+    assert not can(auth, Op.READ)
+    assert can(auth, Op.READ, name="other")
+
+
+def test_super_users_bypass_acls_including_deny():
+    auth = authorizer(acl(op=Op.ALL, perm=Perm.DENY, principal="User:*"),
+                      super_users=["User:alice"])
+    assert can(auth, Op.DELETE)
+    assert not can(auth, Op.READ, who=BOB)
+
+
+def test_wildcard_resource_and_principal():
+    auth = authorizer(acl(name="*", principal="User:*"))
+    assert can(auth, Op.READ, name="anything", who=BOB)
+    assert not can(auth, Op.WRITE, name="anything", who=BOB)
+    # As in Kafka, User:* matches principals of any type.
+    assert can(auth, Op.READ, who=KafkaPrincipal("Group", "x"))
+
+
+def test_prefixed_acls_match_names_starting_with_the_prefix():
+    auth = authorizer(acl(name="team-a.", pattern=PT.PREFIXED),
+                      acl(name="team-a.secret", pattern=PT.PREFIXED, perm=Perm.DENY))
+    assert can(auth, Op.READ, name="team-a.orders")
+    assert can(auth, Op.READ, name="team-a.")
+    assert not can(auth, Op.READ, name="team-a")
+    assert not can(auth, Op.READ, name="team-a.secret-stuff")
+    assert not can(auth, Op.READ, name="team-b.orders")
+
+
+def test_deny_wins_over_allow():
+    auth = authorizer(acl(op=Op.ALL), acl(op=Op.WRITE, perm=Perm.DENY, principal="User:*"))
+    assert can(auth, Op.READ)
+    assert not can(auth, Op.WRITE)
+
+
+def test_host_matching():
+    auth = authorizer(acl(host="10.0.0.1"))
+    assert can(auth, Op.READ, host="10.0.0.1")
+    assert not can(auth, Op.READ, host="10.0.0.2")
+    deny_one_host = authorizer(acl(), acl(host="10.0.0.2", perm=Perm.DENY))
+    assert can(deny_one_host, Op.READ, host="10.0.0.1")
+    assert not can(deny_one_host, Op.READ, host="10.0.0.2")
+
+
+@pytest.mark.parametrize("granted", [Op.READ, Op.WRITE, Op.DELETE, Op.ALTER, Op.ALL])
+def test_operations_that_imply_describe(granted):
+    auth = authorizer(acl(op=granted))
+    assert can(auth, Op.DESCRIBE)
+
+
+def test_implications_are_kafkas_only():
+    assert not can(authorizer(acl(op=Op.CREATE)), Op.DESCRIBE)
+    assert can(authorizer(acl(op=Op.ALTER_CONFIGS)), Op.DESCRIBE_CONFIGS)
+    assert not can(authorizer(acl(op=Op.ALTER_CONFIGS)), Op.DESCRIBE)
+    assert not can(authorizer(acl(op=Op.DESCRIBE)), Op.READ)
+    # A DENY implies nothing: denying READ does not deny DESCRIBE.
+    auth = authorizer(acl(op=Op.DESCRIBE), acl(op=Op.READ, perm=Perm.DENY))
+    assert can(auth, Op.DESCRIBE) and not can(auth, Op.READ)
+
+
+def test_authorized_operations_bitfield():
+    auth = authorizer(acl(op=Op.WRITE))
+    bits = auth.authorized_operations(ALICE, HOST, RT.TOPIC, "orders")
+    assert bits == (1 << Op.WRITE) | (1 << Op.DESCRIBE)
+
+
+def test_authorize_by_resource_type():
+    # KIP-679: WRITE on any topic is enough for an idempotent producer.
+    assert authorizer(acl(op=Op.WRITE)).authorize_by_resource_type(ALICE, HOST, Op.WRITE, RT.TOPIC)
+    assert not authorizer(acl(op=Op.READ)).authorize_by_resource_type(ALICE, HOST, Op.WRITE, RT.TOPIC)
+    # An allow dominated by a prefix deny does not count; a wildcard deny denies everything.
+    dominated = authorizer(acl(op=Op.WRITE, name="team.x"),
+                           acl(op=Op.WRITE, name="team.", pattern=PT.PREFIXED, perm=Perm.DENY))
+    assert not dominated.authorize_by_resource_type(ALICE, HOST, Op.WRITE, RT.TOPIC)
+    wildcard_deny = authorizer(acl(op=Op.WRITE), acl(op=Op.WRITE, name="*", perm=Perm.DENY))
+    assert not wildcard_deny.authorize_by_resource_type(ALICE, HOST, Op.WRITE, RT.TOPIC)
+    assert authorizer(super_users=["User:alice"]).authorize_by_resource_type(
+        ALICE, HOST, Op.WRITE, RT.TOPIC)
+
+
+def test_index_follows_additions_and_removals():
+    first, second = uuid.uuid4(), uuid.uuid4()
+    auth = StandardAuthorizer()
+    auth.load({first: acl(name="a.", pattern=PT.PREFIXED)})
+    assert can(auth, Op.READ, name="a.b")
+    auth.load({second: acl(name="b")})
+    assert not can(auth, Op.READ, name="a.b") and can(auth, Op.READ, name="b")
+    assert auth.index.count == 1
+
+
+def test_filters_match_like_kafka():
+    prefixed = acl(name="foo", pattern=PT.PREFIXED)
+    literal = acl(name="foobar")
+    wildcard = acl(name="*")
+    match = AclBindingFilter(RT.TOPIC, "foobar", PT.MATCH)
+    assert match.matches(prefixed) and match.matches(literal) and match.matches(wildcard)
+    assert not AclBindingFilter(RT.TOPIC, "foo", PT.LITERAL).matches(prefixed)
+    assert AclBindingFilter(RT.ANY, "foo", PT.ANY).matches(prefixed)
+    assert not AclBindingFilter(RT.ANY, "foobar", PT.PREFIXED).matches(prefixed)
+    assert not AclBindingFilter(principal="User:bob").matches(literal)
+    assert AclBindingFilter(operation=Op.READ, permission=Perm.ALLOW).matches(literal)
+
+
+@pytest.mark.parametrize("bad", [
+    acl(rtype=RT.ANY), acl(rtype=RT.UNKNOWN), acl(pattern=PT.MATCH), acl(pattern=PT.ANY),
+    acl(op=Op.ANY), acl(perm=Perm.ANY), acl(name=""), acl(principal="alice"),
+    acl(rtype=RT.CLUSTER, name="other"),
+])
+def test_invalid_bindings_are_refused(bad):
+    with pytest.raises(InvalidAcl):
+        bad.validate_new()
+
+
+def test_controller_plans_store_once_and_delete_by_filter():
+    image = MetadataImage()
+    records, results = plan_create(image, [acl(), acl(), acl(rtype=RT.ANY)])
+    assert [r.error_code for r in results] == [0, 0, 42]
+    assert len(records) == 1                       # the duplicate is stored once
+    image = image.apply(records, 0)
+    records, results = plan_create(image, [acl()])
+    assert records == [] and results[0].error_code == 0
+    records, results = plan_delete(image, [AclBindingFilter(), AclBindingFilter(RT.TOPIC),
+                                           AclBindingFilter(RT.UNKNOWN)])
+    assert len(records) == 1
+    assert [len(r.deleted) for r in results] == [1, 1, 0] and results[2].error_code == 42
+    image = image.apply(records, 1)
+    assert dict(image.acls) == {}
+    # A snapshot of the image carries its ACLs.
+    image = image.apply(plan_create(image, [acl(op=Op.WRITE)])[0], 2)
+    rebuilt = MetadataImage().apply(image.to_records(), 2)
+    assert list(rebuilt.acls.values()) == [acl(op=Op.WRITE)]
