@@ -105,8 +105,8 @@ class ScramServer(SaslServer):
             # delegation tokens are not supported: no such credential can exist
             raise AuthenticationFailed("Authentication failed: Invalid user credentials")
         credential = self._lookup(user, self.mechanism)
-        if credential is None:
-            raise AuthenticationFailed("Authentication failed: Invalid user credentials")
+        if credential is None:   # Kafka does not tell an unknown user from a wrong password
+            raise generic_failure(self.mechanism)
         if match["authzid"] and saslname_decode(match["authzid"]) != user:
             raise AuthenticationFailed("Authentication failed: Client requested an "
                                        "authorization id that is different from username")
