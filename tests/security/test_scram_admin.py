@@ -110,3 +110,18 @@ def test_command_config_tls_client_certificate(secure_broker, tmp_path):
     done = _odradek("cluster", "describe", "-b", secure_broker.address("MTLS"),
                     "--command-config", str(path))
     assert done.returncode == 0, done.stderr
+
+
+def test_broker_side_client_security_for_inter_broker_connections(secure_broker):
+    """What a broker uses to reach another node's SASL_SSL listener: that listener's ssl.* and the
+    username/password of its JAAS entry (here PLAIN's admin), as Kafka does."""
+    from broker.config import BrokerConfig, Listener
+    from broker.security.client import broker_client_security
+    from conftest import secure_config
+    config = BrokerConfig({**secure_config(secure_broker.pki, secure_broker.issuer),
+                           "log.dirs": "/nonexistent", "sasl.mechanism.inter.broker.protocol": "PLAIN"})
+    listener = Listener("SASL_SSL", "SASL_SSL", "127.0.0.1", secure_broker.ports["SASL_SSL"])
+    security = broker_client_security(config, listener)
+    with KafkaClient(secure_broker.address("SASL_SSL"), security=security) as client:
+        assert client.metadata().brokers
+        assert "User:admin" in secure_broker.principals()
