@@ -172,3 +172,47 @@ def test_java_client_gets_authorization_exceptions(sasl_broker, tmp_path):
         assert "GroupAuthorizationException" in str(raised.value)
     finally:
         client.close()
+
+
+def test_odradek_acls_command(sasl_broker, tmp_path, capsys):
+    import json
+
+    from broker.admin import main
+    config = tmp_path / "admin.properties"
+    config.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
+                      "sasl.username=admin\nsasl.password=admin-secret\n")
+    common = ["-b", sasl_broker.bootstrap, "--command-config", str(config)]
+    prefix = f"cli-{uuid.uuid4().hex[:6]}"
+    topic = f"{prefix}.orders"
+    new_topic(admin_client(sasl_broker), topic)
+    assert isinstance(produce(sasl_broker, topic, b"x"), KafkaError)
+
+    assert main(["acls", "create", *common, "--allow-principal", "User:alice", "--operation", "Write",
+                 "--operation", "describe", "--topic", prefix + ".",
+                 "--resource-pattern-type", "prefixed"]) == 0
+    assert produce(sasl_broker, topic, b"x") is None
+    capsys.readouterr()
+
+    assert main(["acls", "list", *common, "--topic", topic, "--resource-pattern-type", "match",
+                 "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert sorted((r["operation"], r["pattern_type"], r["resource_name"]) for r in listed) == [
+        ("DESCRIBE", "PREFIXED", prefix + "."), ("WRITE", "PREFIXED", prefix + ".")]
+    assert main(["acls", "list", *common, "--principal", "User:alice"]) == 0
+    table = capsys.readouterr().out
+    assert "PRINCIPAL" in table and "User:alice" in table and prefix in table
+
+    assert main(["acls", "delete", *common, "--allow-principal", "User:alice", "--operation", "write",
+                 "--topic", prefix + ".", "--resource-pattern-type", "prefixed", "--json"]) == 0
+    assert [r["operation"] for r in json.loads(capsys.readouterr().out)] == ["WRITE"]
+    assert isinstance(produce(sasl_broker, topic, b"x"), KafkaError)
+
+    # Refused: a bad operation is a usage error; alice may not manage ACLs.
+    assert main(["acls", "create", *common, "--allow-principal", "User:x", "--operation", "fly",
+                 "--topic", "t"]) == 1
+    alice = tmp_path / "alice.properties"
+    alice.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
+                     "sasl.username=alice\nsasl.password=alice-secret\n")
+    assert main(["acls", "create", "-b", sasl_broker.bootstrap, "--command-config", str(alice),
+                 "--allow-principal", "User:alice", "--topic", "t"]) == 1
+    assert "CLUSTER_AUTHORIZATION_FAILED" in capsys.readouterr().err
