@@ -123,6 +123,15 @@ def test_acl_apis_without_an_authorizer_say_security_disabled(tmp_path):
         assert describe_acls(client).error_code == E.SECURITY_DISABLED
         deleted = delete_acls(client, delete_filter())
         assert [r.error_code for r in deleted.filter_results] == [E.SECURITY_DISABLED]
+        # Everything is allowed, and KIP-430 reports every operation of the resource type.
+        topic = make_topic(client)
+        response = metadata(client, [topic], version=10, operations=True)
+        assert response.topics[0].topic_authorized_operations == sum(
+            1 << op for op in (Op.READ, Op.WRITE, Op.CREATE, Op.DESCRIBE, Op.DELETE, Op.ALTER,
+                               Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS))
+        assert response.cluster_authorized_operations == sum(
+            1 << op for op in (Op.CREATE, Op.CLUSTER_ACTION, Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS,
+                               Op.IDEMPOTENT_WRITE, Op.ALTER, Op.DESCRIBE))
 
 
 # --------------------------------------------------------------------------- produce and fetch
