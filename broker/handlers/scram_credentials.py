@@ -33,7 +33,7 @@ async def handle_describe(ctx, header, body):
                 results.append(Result(
                     user=name, error_code=ErrorCode.DUPLICATE_RESOURCE,
                     error_message="Cannot describe SCRAM credentials for the same user twice "
-                                  "in a single request", credential_infos=[]))
+                                  f"in a single request: {name}", credential_infos=[]))
             elif name not in by_user:
                 results.append(Result(
                     user=name, error_code=ErrorCode.RESOURCE_NOT_FOUND,
@@ -42,7 +42,7 @@ async def handle_describe(ctx, header, body):
             else:
                 results.append(Result(user=name, error_code=0, error_message=None,
                                       credential_infos=by_user[name]))
-    return Response(throttle_time_ms=0, error_code=0, error_message=None, results=results)
+    return Response(throttle_time_ms=0, error_code=0, error_message="", results=results)
 
 
 async def handle_alter(ctx, header, body):

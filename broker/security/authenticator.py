@@ -113,7 +113,7 @@ class SaslAuthenticator:
         except AuthenticationFailed as exc:
             return Response(error_code=ErrorCode.SASL_AUTHENTICATION_FAILED,
                             error_message=str(exc), auth_bytes=b""), True
-        response = Response(error_code=ErrorCode.NONE, auth_bytes=challenge)
+        response = Response(error_code=ErrorCode.NONE, error_message="", auth_bytes=challenge)
         if version >= 1 and self.state == AUTHENTICATED and self.session_deadline is not None:
             response.session_lifetime_ms = max(
                 1, int((self.session_deadline - time.monotonic()) * 1000))

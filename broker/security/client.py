@@ -152,3 +152,29 @@ class ClientSecurity:
 
 def _b64url(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def broker_client_security(config, listener, mechanism_config: str =
+                           "sasl.mechanism.inter.broker.protocol") -> ClientSecurity:
+    """How this broker connects to another node's `listener` (inter-broker, or the controller
+    listener with ``sasl.mechanism.controller.protocol``): the listener's own ssl.* settings (its
+    key store doubles as the client certificate, as in Kafka) and, for SASL, the ``username`` /
+    ``password`` options of the listener's JAAS entry for the mechanism."""
+    from .settings import ListenerSettings
+    settings = ListenerSettings(config, listener.name, listener.security_protocol)
+    security = ClientSecurity(listener.security_protocol)
+    if settings.uses_tls:
+        security.ssl_context = client_context(settings)
+    if settings.uses_sasl:
+        mechanism = config[mechanism_config].strip().upper()
+        if mechanism not in ("PLAIN", "OAUTHBEARER", *SCRAM_MECHANISMS):
+            raise ConfigError(f"{mechanism_config} {mechanism} is not supported", mechanism_config)
+        text = settings.for_mechanism(mechanism, "sasl.jaas.config")
+        options = parse_single_module(text).options if text else {}
+        security.mechanism, security.jaas_options = mechanism, options
+        security.username, security.password = options.get("username"), options.get("password")
+        if mechanism != "OAUTHBEARER" and not (security.username and security.password):
+            raise ConfigError(f"listener {listener.name}: the {mechanism} JAAS entry needs "
+                              "username and password for the broker's own connections",
+                              "sasl.jaas.config")
+    return security

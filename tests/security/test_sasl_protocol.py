@@ -112,6 +112,8 @@ def test_plain_success_then_requests_are_served(sasl):
     (b"\0nobody\0x", "Authentication failed: Invalid username or password"),
     (b"\0alice", "Invalid SASL/PLAIN response: expected 3 tokens, got 2"),
     (b"\0\0x", "Authentication failed: username not specified"),
+    (b"bob\0alice\0alice-secret",
+     "Authentication failed: Client requested an authorization id that is different from username"),
 ])
 def test_plain_failures_answer_kafkas_message_and_close(sasl, token, message):
     wire = sasl()
@@ -140,6 +142,8 @@ def test_scram_unknown_user(sasl):
     wire.handshake("SCRAM-SHA-512")
     answer = wire.authenticate(ScramClient("SCRAM-SHA-512", "nobody", "x").first_message())
     assert answer.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED
+    assert answer.error_message == ("Authentication failed during authentication due to invalid "
+                                    "credentials with SASL mechanism SCRAM-SHA-512")
     assert wire.closed_by_broker()
 
 
