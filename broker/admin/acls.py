@@ -5,6 +5,8 @@ DeleteAcls).
         --topic orders [--resource-pattern-type prefixed] [--allow-host 10.0.0.1]
     odradek acls list [--topic orders] [--principal User:alice] [--resource-pattern-type match]
     odradek acls delete --allow-principal User:alice --operation Read --topic orders
+    odradek acls create --allow-principal User:svc --producer --idempotent --topic orders
+    odradek acls create --allow-principal User:svc --consumer --topic orders --group billing
 
 Resources: ``--topic``, ``--group``, ``--transactional-id`` (repeatable), ``--cluster``,
 ``--delegation-token``, ``--user-principal``. Operations and pattern types are Kafka's names in
@@ -67,6 +69,34 @@ def _operations(args, default):
     return [_enum_value(AclOperation, op) for op in args.operation] if args.operation else default
 
 
+def _planned(args, default_operations) -> list[tuple[ResourceType, str, AclOperation]]:
+    """(resource type, name, operation) to create or delete: the named resources × --operation,
+    or kafka-acls' --producer / --consumer sets."""
+    if not (args.producer or args.consumer):
+        return [(rtype, name, op) for rtype, name in _resources(args)
+                for op in _operations(args, default_operations)]
+    if args.operation:
+        raise ValueError("--producer/--consumer choose the operations; leave out --operation")
+    topics = args.topic or []
+    if not topics:
+        raise ValueError("--producer and --consumer need --topic")
+    out = []
+    if args.producer:
+        out += [(ResourceType.TOPIC, t, op) for t in topics
+                for op in (AclOperation.WRITE, AclOperation.DESCRIBE, AclOperation.CREATE)]
+        out += [(ResourceType.TRANSACTIONAL_ID, t, op) for t in args.transactional_id or []
+                for op in (AclOperation.WRITE, AclOperation.DESCRIBE)]
+        if args.idempotent:
+            out.append((ResourceType.CLUSTER, CLUSTER_NAME, AclOperation.IDEMPOTENT_WRITE))
+    if args.consumer:
+        if not args.group:
+            raise ValueError("--consumer needs --group")
+        out += [(ResourceType.TOPIC, t, op) for t in topics
+                for op in (AclOperation.READ, AclOperation.DESCRIBE)]
+        out += [(ResourceType.GROUP, g, AclOperation.READ) for g in args.group]
+    return list(dict.fromkeys(out))
+
+
 def _pattern(args, default: PatternType) -> PatternType:
     return _enum_value(PatternType, args.resource_pattern_type) if args.resource_pattern_type \
         else default
@@ -89,9 +119,9 @@ def _print(rows: list[dict], args) -> None:
 
 
 def _create(client: KafkaClient, args: argparse.Namespace) -> int:
-    resources = _resources(args)
+    planned = _planned(args, [AclOperation.ALL])
     entries = _entries(args, ["*"])
-    if not resources:
+    if not planned:
         raise ValueError("name a resource: --topic, --group, --cluster, --transactional-id, ...")
     if not entries:
         raise ValueError("name a principal: --allow-principal or --deny-principal")
@@ -100,8 +130,7 @@ def _create(client: KafkaClient, args: argparse.Namespace) -> int:
     creations = [Request.AclCreation(resource_type=rtype, resource_name=name,
                                      resource_pattern_type=pattern, principal=principal, host=host,
                                      operation=operation, permission_type=permission)
-                 for rtype, name in resources for principal, host, permission in entries
-                 for operation in _operations(args, [AclOperation.ALL])]
+                 for rtype, name, operation in planned for principal, host, permission in entries]
     _, response = client.any_broker().request(CREATE, Request(creations=creations))
     rows = []
     for creation, result in zip(creations, response.results):
@@ -120,15 +149,14 @@ def _create(client: KafkaClient, args: argparse.Namespace) -> int:
 
 def _filters(args, pattern_default: PatternType) -> list[dict]:
     """Filter fields for every (resource, entry, operation) the options name; unnamed = any."""
-    resources = _resources(args) or [(ResourceType.ANY, None)]
+    planned = _planned(args, [AclOperation.ANY]) or [(ResourceType.ANY, None, AclOperation.ANY)]
     entries = _entries(args, [None]) or [(args.principal, (args.host or [None])[0],
                                           AclPermissionType.ANY)]
     pattern = _pattern(args, pattern_default if _resources(args) else PatternType.ANY)
     return [dict(resource_type_filter=rtype, resource_name_filter=name,
                  pattern_type_filter=pattern, principal_filter=principal, host_filter=host,
                  operation=operation, permission_type=permission)
-            for rtype, name in resources for principal, host, permission in entries
-            for operation in _operations(args, [AclOperation.ANY])]
+            for rtype, name, operation in planned for principal, host, permission in entries]
 
 
 def _list(client: KafkaClient, args: argparse.Namespace) -> int:
@@ -195,4 +223,14 @@ def add_commands(subparsers, common: argparse.ArgumentParser) -> None:
                                  "All (create's default)")
         parser.add_argument("--principal", metavar="TYPE:NAME",
                             help="list/delete: only ACLs of this principal")
+        if name != "list":
+            parser.add_argument("--producer", action="store_true",
+                                help="WRITE, DESCRIBE, CREATE on --topic (and WRITE, DESCRIBE on "
+                                     "--transactional-id)")
+            parser.add_argument("--idempotent", action="store_true",
+                                help="with --producer: IDEMPOTENT_WRITE on the cluster")
+            parser.add_argument("--consumer", action="store_true",
+                                help="READ, DESCRIBE on --topic and READ on --group")
+        else:
+            parser.set_defaults(producer=False, consumer=False, idempotent=False)
         parser.set_defaults(func=runs(handler))

@@ -216,3 +216,26 @@ def test_odradek_acls_command(sasl_broker, tmp_path, capsys):
     assert main(["acls", "create", "-b", sasl_broker.bootstrap, "--command-config", str(alice),
                  "--allow-principal", "User:alice", "--topic", "t"]) == 1
     assert "CLUSTER_AUTHORIZATION_FAILED" in capsys.readouterr().err
+
+
+def test_odradek_acls_producer_and_consumer_sets(sasl_broker, tmp_path, capsys):
+    import json
+
+    from broker.admin import main
+    config = tmp_path / "admin.properties"
+    config.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
+                      "sasl.username=admin\nsasl.password=admin-secret\n")
+    common = ["-b", sasl_broker.bootstrap, "--command-config", str(config)]
+    topic, group = f"sets-{uuid.uuid4().hex[:6]}", f"sets-g-{uuid.uuid4().hex[:6]}"
+    new_topic(admin_client(sasl_broker), topic)
+    assert main(["acls", "create", *common, "--allow-principal", "User:alice", "--producer",
+                 "--consumer", "--topic", topic, "--group", group, "--json"]) == 0
+    created = json.loads(capsys.readouterr().out)
+    assert sorted((r["resource_type"], r["operation"]) for r in created) == [
+        ("GROUP", "READ"), ("TOPIC", "CREATE"), ("TOPIC", "DESCRIBE"), ("TOPIC", "READ"),
+        ("TOPIC", "WRITE")]
+    assert produce(sasl_broker, topic, b"via --producer") is None
+    assert consume_one(sasl_broker, topic, group) == b"via --producer"
+    assert main(["acls", "delete", *common, "--allow-principal", "User:alice", "--consumer",
+                 "--topic", topic, "--group", group, "--json"]) == 0
+    assert len(json.loads(capsys.readouterr().out)) == 3
