@@ -170,6 +170,13 @@ def test_java_client_gets_authorization_exceptions(sasl_broker, tmp_path):
             for _ in range(20):
                 client.group_poll(member, timeout_ms=500)
         assert "GroupAuthorizationException" in str(raised.value)
+        transactional_id = f"jtxn-{uuid.uuid4().hex[:6]}"
+        with pytest.raises(Exception) as raised:
+            client.txn_produce(topic, transactional_id, [([Rec(key=None, value=b"t")], True)])
+        assert "TransactionalIdAuthorizationException" in str(raised.value)
+        allow(admin, ResourceType.TRANSACTIONAL_ID, transactional_id, AclOperation.WRITE)
+        client.txn_produce(topic, transactional_id, [([Rec(key=None, value=b"t")], True)])
+        assert [m.value for m in client.consume(topic, timeout=10)] == [b"v", b"t"]
     finally:
         client.close()
 
