@@ -16,7 +16,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from certs import make_pki  # noqa: E402
+from broker.security.pki import make_pki  # noqa: E402
 from tokens import TokenIssuer  # noqa: E402
 
 PLAIN_USERS = {"admin": "admin-secret", "alice": "alice-secret"}

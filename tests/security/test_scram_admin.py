@@ -125,3 +125,21 @@ def test_broker_side_client_security_for_inter_broker_connections(secure_broker)
     with KafkaClient(secure_broker.address("SASL_SSL"), security=security) as client:
         assert client.metadata().brokers
         assert "User:admin" in secure_broker.principals()
+
+
+def test_scram_credentials_survive_a_restart(tmp_path):
+    from broker.admin.users import set_credential
+    from broker.testing import running_broker
+    config = {"listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+              "sasl.enabled.mechanisms": "SCRAM-SHA-256"}
+    security = ClientSecurity.from_properties({
+        "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-256",
+        "sasl.username": "gina", "sasl.password": "gina-pw"})
+    for round_ in range(2):
+        with running_broker(tmp_path, config) as running:
+            ports = {l.name: p for l, p in running.broker._bound}
+            if round_ == 0:
+                with KafkaClient(f"127.0.0.1:{ports['PLAINTEXT']}") as client:
+                    set_credential(client, "gina", "SCRAM-SHA-256", "gina-pw", 4096)
+            with KafkaClient(f"127.0.0.1:{ports['SASL_PLAINTEXT']}", security=security) as client:
+                assert client.metadata().brokers

@@ -220,3 +220,22 @@ def test_cipher_suites_and_protocols(pki):
                                     "ssl.keystore.location": pki.path("server.pem"),
                                     "ssl.cipher.suites": "TLS_NO_SUCH_SUITE_WITH_NOTHING"},
                                    "SSL", "SSL"))
+
+
+def test_scram_credentials_in_the_metadata_image_and_snapshot():
+    from broker.controller import records as r
+    from broker.controller.image import MetadataImage
+    from broker.controller.scram import ScramDeletion, ScramUpsertion, alteration_records
+    image = MetadataImage(cluster_id="c")
+    salt = b"s" * 16
+    salted = salted_password("SCRAM-SHA-512", "pw", salt, 4096)
+    batch, results = alteration_records(image, [], [ScramUpsertion("ann", 2, 4096, salt, salted)])
+    assert results == {"ann": (0, None)}
+    image = image.apply(batch, 1)
+    stored = image.scram_credentials[("ann", "SCRAM-SHA-512")]
+    assert stored == credential_from_salted("SCRAM-SHA-512", salted, salt, 4096)
+    rebuilt = MetadataImage(cluster_id="c").apply(
+        r.decode_records(r.encode_records(image.to_records())), 1)
+    assert rebuilt.scram_credentials == image.scram_credentials
+    batch, results = alteration_records(image, [ScramDeletion("ann", 2)], [])
+    assert not image.apply(batch, 2).scram_credentials

@@ -1,5 +1,5 @@
-"""Test certificates made on the spot with ``cryptography``: a CA, server and client certificates,
-and the bad ones (expired, signed by another CA, for another host name)."""
+"""Development and test certificates made on the spot with ``cryptography``: a CA, server and
+client certificates, and the bad ones (expired, signed by another CA, for another host name)."""
 
 from __future__ import annotations
 
