@@ -11,6 +11,7 @@ against Apache Kafka and other Kafka-compatible brokers as well as Odradek.
     odradek produce TOPIC / odradek consume TOPIC   (console tools)
     odradek cluster describe|api-versions / odradek quorum describe
     odradek users scram set|delete|describe
+    odradek acls create|list|delete   (kafka-acls' options: --allow-principal, --topic, ...)
 
 Every command takes ``--bootstrap-server`` (``-b``), ``--json``, ``--timeout`` and ``--command-config``
 (Kafka client properties: TLS, SASL); prints tables
@@ -27,10 +28,10 @@ from __future__ import annotations
 
 import argparse
 
-from broker.admin import cluster, configs, console, groups, offsets, topics, users
+from broker.admin import acls, cluster, configs, console, groups, offsets, topics, users
 from broker.admin.common import common_options
 
-_MODULES = (topics, groups, configs, offsets, console, cluster, users)
+_MODULES = (topics, groups, configs, offsets, console, cluster, users, acls)
 
 
 def register(subparsers) -> None:

@@ -101,7 +101,7 @@ async def handle_describe_configs(ctx, header, body):
         denied = _denied(ctx, AclOperation.DESCRIBE_CONFIGS, resource.resource_type,
                          resource.resource_name)
         if denied is not None:
-            error, message, entries = denied, None, []
+            error, message, entries = denied, access.DENIED_MESSAGE[denied], []
         else:
             error, message, entries = _described_entries(
                 ctx, resource.resource_type, resource.resource_name, keys, body.include_synonyms,
@@ -131,8 +131,8 @@ async def _alter(ctx, resources, validate_only, call, response_class):
     forwarded, positions = [], []
     for index, (resource_type, name, changes) in enumerate(resources):
         denied = _denied(ctx, AclOperation.ALTER_CONFIGS, resource_type, name)
-        problem = (denied, None) if denied is not None else _check_alterable(ctx, resource_type,
-                                                                             name)
+        problem = (denied, access.DENIED_MESSAGE[denied]) if denied is not None \
+            else _check_alterable(ctx, resource_type, name)
         if problem is not None:
             answers[index] = Entry(error_code=problem[0], error_message=problem[1],
                                    resource_type=resource_type, resource_name=name)
@@ -179,7 +179,7 @@ def _alter_loggers(ctx, resource, validate_only: bool):
 
     denied = _denied(ctx, AclOperation.ALTER_CONFIGS, BROKER_LOGGER, resource.resource_name)
     if denied is not None:
-        return answer(denied)
+        return answer(denied, access.DENIED_MESSAGE[denied])
     if resource.resource_name != str(ctx.node_id):
         return answer(ErrorCode.INVALID_REQUEST, f"Unexpected broker id {resource.resource_name}")
     changes = []

@@ -19,6 +19,7 @@ from broker.security.acls import AclOperation, ResourceType
 
 ZERO_UUID = uuid.UUID(int=0)
 AUTHORIZATION_FAILED = "Authorization failed."
+TOPIC_AUTHORIZATION_FAILED = "Topic authorization failed."
 
 
 def _allowed(ctx, operation, names, log_if_denied=True) -> set[str]:
@@ -59,8 +60,7 @@ async def handle_create_topics(ctx, header, body):
         if name not in creatable:
             out.append(Response.CreatableTopicResult(
                 name=name, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
-                error_message=AUTHORIZATION_FAILED if version >= 1 else None,
-                configs=None if version >= 5 else []))
+                error_message=AUTHORIZATION_FAILED if version >= 1 else None, configs=[]))
             continue
         result = next(created)
         entry = Response.CreatableTopicResult(
@@ -68,13 +68,16 @@ async def handle_create_topics(ctx, header, body):
             error_message=result.error_message if version >= 1 else None)
         if result.error_code == 0:
             entry.topic_id = result.topic_id
+            if version >= 5 and result.name not in describable:
+                # Created, but its settings are not the caller's to see (KIP-525): as Kafka,
+                # no configs and -1 for the counts.
+                entry.topic_config_error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                entry.configs = []
+                out.append(entry)
+                continue
             entry.num_partitions = result.num_partitions
             entry.replication_factor = result.replication_factor
-            if version >= 5 and result.name not in describable:
-                # Created, but its configs are not the caller's to see (KIP-525).
-                entry.topic_config_error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-                entry.configs = None
-            elif version >= 5:
+            if version >= 5:
                 entry.configs = [
                     Response.CreatableTopicConfigs(
                         name=described.name, value=described.value, read_only=described.read_only,
@@ -111,9 +114,9 @@ async def handle_delete_topics(ctx, header, body):
     # Refused by name or id: TOPIC_AUTHORIZATION_FAILED, the name never revealed for an id.
     results = list(results) + [
         DeleteTopicResult(name=n, topic_id=ZERO_UUID, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
-                          error_message=AUTHORIZATION_FAILED) for n in refused_names] + [
+                          error_message=TOPIC_AUTHORIZATION_FAILED) for n in refused_names] + [
         DeleteTopicResult(name=None, topic_id=i, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
-                          error_message=AUTHORIZATION_FAILED) for i in refused_ids]
+                          error_message=TOPIC_AUTHORIZATION_FAILED) for i in refused_ids]
     out = []
     for result in results:
         entry = Response.DeletableTopicResult(name=result.name, error_code=result.error_code)

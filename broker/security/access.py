@@ -36,9 +36,19 @@ DENIED_ERROR = {
     RT.DELEGATION_TOKEN: ErrorCode.DELEGATION_TOKEN_AUTHORIZATION_FAILED,
 }
 
+# Kafka's default messages for those errors (what its brokers put in error_message fields).
+DENIED_MESSAGE = {
+    ErrorCode.TOPIC_AUTHORIZATION_FAILED: "Topic authorization failed.",
+    ErrorCode.GROUP_AUTHORIZATION_FAILED: "Group authorization failed.",
+    ErrorCode.CLUSTER_AUTHORIZATION_FAILED: "Cluster authorization failed.",
+    ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED: "Transactional Id authorization failed.",
+    ErrorCode.DELEGATION_TOKEN_AUTHORIZATION_FAILED: "Delegation Token authorization failed.",
+}
+
 
 def _authorizer(ctx):
-    return ctx.broker.authorizer
+    # getattr: handlers also run against stand-in brokers in tests that know nothing of security
+    return getattr(ctx.broker, "authorizer", None)
 
 
 def _api_name(ctx) -> str:
@@ -121,6 +131,10 @@ def _field(name):
 _group = Rule(Op.READ, RT.GROUP, _field("group_id"))
 _txn_write = Rule(Op.WRITE, RT.TRANSACTIONAL_ID, _field("transactional_id"))
 
+_cluster_action = Rule(Op.CLUSTER_ACTION, RT.CLUSTER)   # inter-broker APIs
+
+# APIs whose rules are listed here but whose handlers live elsewhere (or do not exist yet) are
+# guarded as soon as a handler module registers them.
 REQUEST_RULES: dict[int, tuple[Rule, ...]] = {
     11: (_group,),                                       # JoinGroup
     12: (_group,),                                       # Heartbeat
@@ -128,17 +142,54 @@ REQUEST_RULES: dict[int, tuple[Rule, ...]] = {
     14: (_group,),                                       # SyncGroup
     25: (_txn_write, _group),                            # AddOffsetsToTxn
     26: (_txn_write,),                                   # EndTxn
+    27: (_cluster_action,),                              # WriteTxnMarkers
     35: (Rule(Op.DESCRIBE, RT.CLUSTER),),                # DescribeLogDirs
+    45: (Rule(Op.ALTER, RT.CLUSTER),),                   # AlterPartitionReassignments
+    46: (Rule(Op.DESCRIBE, RT.CLUSTER),),                # ListPartitionReassignments
+    48: (Rule(Op.DESCRIBE_CONFIGS, RT.CLUSTER),),        # DescribeClientQuotas
+    49: (Rule(Op.ALTER_CONFIGS, RT.CLUSTER),),           # AlterClientQuotas
     50: (Rule(Op.DESCRIBE, RT.CLUSTER),),                # DescribeUserScramCredentials
     55: (Rule(Op.DESCRIBE, RT.CLUSTER),),                # DescribeQuorum
+    56: (_cluster_action,),                              # AlterPartition
+    57: (Rule(Op.ALTER, RT.CLUSTER),),                   # UpdateFeatures
+    62: (_cluster_action,),                              # BrokerRegistration
+    63: (_cluster_action,),                              # BrokerHeartbeat
+    64: (Rule(Op.ALTER, RT.CLUSTER),),                   # UnregisterBroker
+    67: (_cluster_action,),                              # AllocateProducerIds
+    74: (Rule(Op.DESCRIBE_CONFIGS, RT.CLUSTER),),        # ListClientMetricsResources
 }
 
 
-def error_response(api_key: int, code: ErrorCode):
-    """The response Kafka sends for a request refused as a whole: its top-level error set, every
-    other field at its empty default."""
+def _every_quota_entry(body, code):
+    Response = protocol.messages.AlterClientQuotasResponse
+    return Response(throttle_time_ms=0, entries=[
+        Response.EntryData(error_code=code, error_message=DENIED_MESSAGE[code], entity=[
+            Response.EntityData(entity_type=e.entity_type, entity_name=e.entity_name)
+            for e in entry.entity]) for entry in body.entries])
+
+
+def _every_marker(body, code):
+    Response = protocol.messages.WriteTxnMarkersResponse
+    return Response(markers=[Response.WritableTxnMarkerResult(
+        producer_id=marker.producer_id, topics=[Response.WritableTxnMarkerTopicResult(
+            name=topic.name, partitions=[Response.WritableTxnMarkerPartitionResult(
+                partition_index=index, error_code=code) for index in topic.partition_indexes])
+            for topic in marker.topics]) for marker in body.markers])
+
+
+# Responses without a top-level error field: the error goes on every item, as Kafka does.
+_PER_ITEM_ERRORS = {49: _every_quota_entry, 27: _every_marker}
+
+
+def error_response(api_key: int, code: ErrorCode, body=None):
+    """The response Kafka sends for a request refused as a whole: its top-level error set (or
+    every item's), every other field at its empty default."""
+    if api_key in _PER_ITEM_ERRORS:
+        return _PER_ITEM_ERRORS[api_key](body, code)
     response = protocol.messages.RESPONSES[api_key]()
     response.error_code = code
+    if hasattr(response, "error_message"):
+        response.error_message = DENIED_MESSAGE[code]
     return response
 
 
@@ -149,11 +200,11 @@ def guard(api_key: int, handler):
         return handler
 
     async def guarded(ctx, header, body):
-        if ctx.broker.authorizer is not None:
+        if _authorizer(ctx) is not None:
             for rule in rules:
                 code = rule.denied(ctx, body)
                 if code is not None:
-                    return error_response(api_key, code)
+                    return error_response(api_key, code, body)
         return await handler(ctx, header, body)
 
     guarded.__name__ = getattr(handler, "__name__", "guarded")

@@ -132,7 +132,7 @@ class AclBinding:
         if self.permission not in (AclPermissionType.DENY, AclPermissionType.ALLOW):
             raise InvalidAcl(f"Invalid permissionType {self.permission.name}")
         if not self.resource_name:
-            raise InvalidAcl("Resource name should not be empty")
+            raise InvalidAcl("Invalid empty resource name")
         if self.resource_type == ResourceType.CLUSTER and self.resource_name != CLUSTER_NAME:
             raise InvalidAcl("The only valid name for the CLUSTER resource is " + CLUSTER_NAME)
         if self.principal is None or ":" not in self.principal:

@@ -152,8 +152,9 @@ class StandardAuthorizer:
         return str(principal) in self.super_users
 
     def decide(self, principal: KafkaPrincipal, host: str, operation: AclOperation,
-               resource_type: ResourceType, name: str) -> tuple[bool, str]:
-        """(allowed, the rule that decided) without logging or counting."""
+               resource_type: ResourceType, name: str) -> tuple[bool, object]:
+        """(allowed, the rule that decided: a name or the deciding AclBinding), without logging
+        or counting."""
         if self.is_super_user(principal):
             return True, "SuperUser"
         applying = self.index.applying_to(resource_type, name)
@@ -169,10 +170,10 @@ class StandardAuthorizer:
             if not _grants(acl, operation):
                 continue
             if acl.permission == DENY:
-                return False, f"MatchingAcl(acl={acl})"
+                return False, acl
             allowed_by = acl
         if allowed_by is not None:
-            return True, f"MatchingAcl(acl={allowed_by})"
+            return True, allowed_by
         return False, "DefaultDeny"
 
     def authorize(self, principal: KafkaPrincipal, host: str, operation: AclOperation,
@@ -237,7 +238,7 @@ class StandardAuthorizer:
         kind = resource_type.name.title().replace("_", "")
         return (f"Principal = {principal} is {verdict} operation = {operation.name} from host = "
                 f"{host} on resource = {kind}:LITERAL:{name} for request = {api or '?'} "
-                f"based on rule {rule}")
+                f"based on rule {f'MatchingAcl(acl={rule})' if isinstance(rule, AclBinding) else rule}")
 
     def _log_denial(self, principal, operation, host, resource_type, name, api, rule) -> None:
         if not log.isEnabledFor(logging.INFO):

@@ -123,6 +123,15 @@ def test_acl_apis_without_an_authorizer_say_security_disabled(tmp_path):
         assert describe_acls(client).error_code == E.SECURITY_DISABLED
         deleted = delete_acls(client, delete_filter())
         assert [r.error_code for r in deleted.filter_results] == [E.SECURITY_DISABLED]
+        # Everything is allowed, and KIP-430 reports every operation of the resource type.
+        topic = make_topic(client)
+        response = metadata(client, [topic], version=10, operations=True)
+        assert response.topics[0].topic_authorized_operations == sum(
+            1 << op for op in (Op.READ, Op.WRITE, Op.CREATE, Op.DESCRIBE, Op.DELETE, Op.ALTER,
+                               Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS))
+        assert response.cluster_authorized_operations == sum(
+            1 << op for op in (Op.CREATE, Op.CLUSTER_ACTION, Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS,
+                               Op.IDEMPOTENT_WRITE, Op.ALTER, Op.DESCRIBE))
 
 
 # --------------------------------------------------------------------------- produce and fetch
@@ -233,8 +242,10 @@ def test_create_topics_needs_create_on_cluster_or_topic(admin, user):
     grant(admin, RT.TOPIC, prefix, Op.CREATE, pattern=PT.PREFIXED)
     result = create_topic(user, name)
     assert result.error_code == 0
-    # Created, but without DESCRIBE_CONFIGS the configs stay hidden (KIP-525).
-    assert result.configs is None and result.topic_config_error_code == E.TOPIC_AUTHORIZATION_FAILED
+    # Created, but without DESCRIBE_CONFIGS its settings stay hidden (KIP-525), as in Kafka 3.9.
+    assert result.configs == [] and result.topic_config_error_code == E.TOPIC_AUTHORIZATION_FAILED
+    assert (result.num_partitions, result.replication_factor) == (-1, -1)
+    assert name in {t.name for t in metadata(admin, None).topics}
 
 
 def test_delete_topics_needs_delete(admin, user):
@@ -531,3 +542,62 @@ def test_denials_are_counted_and_logged(secured, user, caplog):
                and USER_HOST in r.getMessage() for r in caplog.records)
     assert b"kafka_server_authorizermetrics_authorizationdenied_total" in \
         secured.broker.metrics.render()
+
+
+@pytest.fixture
+def newcomer(secured):
+    """A principal on its own host (127.0.0.4) that no other test grants anything."""
+    with HostClient(secured.port, "127.0.0.4") as client:
+        yield client
+
+
+def test_scram_and_broker_config_apis_need_cluster_rights(admin, newcomer):
+    user = newcomer
+    S = messages.AlterUserScramCredentialsRequest
+    upsert = S(deletions=[], upsertions=[S.ScramCredentialUpsertion(
+        name="carol", mechanism=1, iterations=4096, salt=b"s" * 16, salted_password=b"p" * 32)])
+    assert [r.error_code for r in user.request(51, 0, upsert).results] == \
+        [E.CLUSTER_AUTHORIZATION_FAILED]
+    described = user.request(50, 0, messages.DescribeUserScramCredentialsRequest(users=None))
+    assert described.error_code == E.CLUSTER_AUTHORIZATION_FAILED and described.results == []
+    assert admin.request(50, 0, messages.DescribeUserScramCredentialsRequest(
+        users=None)).results == []                                    # nothing was stored
+    A = messages.AlterConfigsRequest
+    legacy = A(resources=[A.AlterConfigsResource(resource_type=BROKER_CONFIG, resource_name="",
+                                                 configs=[])], validate_only=True)
+    grant(admin, RT.CLUSTER, "kafka-cluster", Op.ALTER_CONFIGS, Op.ALTER, host="127.0.0.4")
+    assert user.request(33, 2, legacy).responses[0].error_code == 0
+    assert [r.error_code for r in user.request(51, 0, upsert).results] == [0]
+    # ALTER does not imply DESCRIBE_CONFIGS; ALTER_CONFIGS does.
+    D = messages.DescribeConfigsRequest
+    broker_configs = user.request(32, 4, D(resources=[D.DescribeConfigsResource(
+        resource_type=BROKER_CONFIG, resource_name="1", configuration_keys=["num.partitions"])],
+        include_synonyms=False, include_documentation=False)).results[0]
+    assert broker_configs.error_code == 0 and broker_configs.configs
+
+
+def test_follower_fetch_needs_cluster_action(admin, user):
+    topic = make_topic(admin)
+    admin.produce(topic, 0, batch([b"replicated"]))
+    grant(admin, RT.TOPIC, topic, Op.READ)       # READ is not enough for a replica
+    F = messages.FetchRequest
+    follower = F(replica_id=2, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
+                 session_id=0, session_epoch=-1, topics=[F.FetchTopic(topic=topic, partitions=[
+                     F.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1 << 20)])],
+                 forgotten_topics_data=[], rack_id="")
+    [partition] = user.request(1, 11, follower).responses[0].partitions
+    assert partition.error_code == E.TOPIC_AUTHORIZATION_FAILED and not partition.records
+
+
+def test_denial_log_is_rate_limited(caplog):
+    from broker.security.authorizer import LOG_BURST, StandardAuthorizer
+    from broker.security.principal import KafkaPrincipal
+    caplog.set_level("INFO", logger="odradek.authorizer")
+    auth = StandardAuthorizer()
+    for _ in range(LOG_BURST * 5):
+        assert not auth.authorize(KafkaPrincipal("User", "eve"), "10.0.0.9", Op.READ, RT.TOPIC,
+                                  "secrets", api="Fetch")
+    lines = [r.getMessage() for r in caplog.records if r.name == "odradek.authorizer"]
+    assert auth.denied == LOG_BURST * 5
+    assert LOG_BURST <= len(lines) <= LOG_BURST * 2 + 2      # a second boundary may fall inside
+    assert "Principal = User:eve is Denied operation = READ from host = 10.0.0.9" in lines[0]

@@ -186,3 +186,35 @@ def test_controller_plans_store_once_and_delete_by_filter():
     image = image.apply(plan_create(image, [acl(op=Op.WRITE)])[0], 2)
     rebuilt = MetadataImage().apply(image.to_records(), 2)
     assert list(rebuilt.acls.values()) == [acl(op=Op.WRITE)]
+
+
+def test_lookups_touch_only_the_acls_that_can_apply():
+    acls = {uuid.uuid4(): acl(name=f"topic-{i}") for i in range(10_000)}
+    acls.update({uuid.uuid4(): acl(name=f"team-{i}.", pattern=PT.PREFIXED) for i in range(100)})
+    acls[uuid.uuid4()] = acl(name="*", op=Op.DESCRIBE)
+    auth = StandardAuthorizer()
+    auth.load(acls)
+    applying = auth.index.applying_to(RT.TOPIC, "team-7.orders")
+    assert sorted(a.resource_name for a in applying) == ["*", "team-7."]
+    assert len(auth.index.applying_to(RT.TOPIC, "topic-42")) == 2
+    assert auth.index.applying_to(RT.GROUP, "topic-42") == []
+    assert can(auth, Op.READ, name="team-7.orders") and not can(auth, Op.READ, name="team-x")
+
+
+def test_acl_apis_version_0_speak_literal_patterns(tmp_path):
+    from broker.testing import running_broker
+    from protocol import messages
+    from tests.security.acl_client import HostClient, create_acls, creation, describe_acls
+    overrides = {"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+                 "super.users": "User:ANONYMOUS"}
+    with running_broker(tmp_path / "v0", overrides) as broker, \
+            HostClient(broker.port, "127.0.0.1") as client:
+        assert create_acls(client, creation(RT.TOPIC, "v0-topic", Op.READ), version=0) == [0]
+        described = describe_acls(client, RT.TOPIC, "v0-topic", PT.LITERAL, version=0)
+        assert [(r.resource_name, [a.operation for a in r.acls]) for r in described.resources] == \
+            [("v0-topic", [Op.READ])]
+        D = messages.DeleteAclsRequest
+        response = client.request(31, 0, D(filters=[D.DeleteAclsFilter(
+            resource_type_filter=RT.TOPIC, resource_name_filter="v0-topic", principal_filter=None,
+            host_filter=None, operation=Op.ANY, permission_type=Perm.ANY)]))
+        assert [a.resource_name for a in response.filter_results[0].matching_acls] == ["v0-topic"]
