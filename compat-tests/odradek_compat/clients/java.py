@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import glob
+import hashlib
 import os
 import shutil
 import subprocess
@@ -27,16 +28,21 @@ def jars_missing(name: str) -> str | None:
 
 
 def compiled_classes(jar_set: str) -> str:
-    """Compiles Driver.java against the jar set once (again only when the source changes)."""
-    classes = os.path.join(CACHE, f"classes-{jar_set}")
-    stamp = os.path.join(classes, "Driver.class")
-    if os.path.exists(stamp) and os.path.getmtime(stamp) >= os.path.getmtime(SOURCE):
+    """Compiles Driver.java against the jar set once per version of the source. The cache may be
+    shared by several checkouts with different drivers, so the classes are keyed by the source's
+    hash, not by modification times."""
+    with open(SOURCE, "rb") as handle:
+        digest = hashlib.sha256(handle.read()).hexdigest()[:12]
+    classes = os.path.join(CACHE, f"classes-{jar_set}-{digest}")
+    if os.path.exists(os.path.join(classes, "Driver.class")):
         return classes
     tmp = tempfile.mkdtemp(dir=CACHE, prefix=f"classes-{jar_set}.")
     subprocess.run(["javac", "-nowarn", "-encoding", "UTF-8", "-d", tmp, "-cp",
                     os.path.join(CACHE, jar_set, "*"), SOURCE], check=True, capture_output=True, timeout=180)
-    shutil.rmtree(classes, ignore_errors=True)
-    os.replace(tmp, classes)
+    try:
+        os.rename(tmp, classes)
+    except OSError:   # another checkout compiled the same source meanwhile
+        shutil.rmtree(tmp, ignore_errors=True)
     return classes
 
 
