@@ -86,7 +86,7 @@ def handshake_rate(port: int, listener: str, pki, seconds: float) -> float:
     return count / (time.monotonic() - started)
 
 
-def run(seconds: float, record_size: int) -> dict:
+def run(seconds: float, record_size: int, only=None) -> dict:
     from broker.admin.client import KafkaClient
     from broker.admin.users import set_credential
     from broker.security.pki import make_pki
@@ -99,6 +99,8 @@ def run(seconds: float, record_size: int) -> dict:
                 set_credential(client, SCRAM_USER, "SCRAM-SHA-256", SCRAM_PASSWORD, 4096)
             results = {}
             for listener, config in client_configs(pki).items():
+                if only and listener not in only:
+                    continue
                 bootstrap = f"127.0.0.1:{ports[listener]}"
                 topic = f"bench-{listener.lower()}"
                 produced = workloads.produce(bootstrap, topic, record_size, seconds, config,
@@ -137,7 +139,7 @@ def ktls_status() -> str:
 
 def report(result: dict) -> str:
     rows = result["listeners"]
-    base = rows["PLAINTEXT"]
+    base = rows.get("PLAINTEXT") or next(iter(rows.values()))
     lines = [f"record size {result['record_size']} B, {result['seconds']:g} s per workload",
              f"{'listener':<11}{'produce MB/s':>14}{'ratio':>7}{'consume MB/s':>14}{'ratio':>7}"
              f"{'handshakes/s':>14}{'errors':>8}"]
@@ -155,8 +157,10 @@ def main(argv=None) -> int:
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--record-size", type=int, default=1024)
     parser.add_argument("--json", metavar="PATH")
+    parser.add_argument("--listeners", nargs="*", metavar="NAME",
+                        help="only these (PLAINTEXT first for the ratios)")
     args = parser.parse_args(argv)
-    result = run(args.seconds, args.record_size)
+    result = run(args.seconds, args.record_size, args.listeners)
     print(report(result))
     if args.json:
         with open(args.json, "w") as handle:

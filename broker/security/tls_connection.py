@@ -76,8 +76,6 @@ class TlsConnection(Connection):
             chunk = self._replace_chunk(max(need, FIRST_READ))
         elif self._start + need > len(chunk):
             chunk = self._replace_chunk(max(need, READ_AHEAD))
-        if self._end == len(chunk):
-            chunk = self._replace_chunk(max(need, READ_AHEAD))
         data = await self.tls.receive_some(len(chunk) - self._end)
         if not data:
             return False

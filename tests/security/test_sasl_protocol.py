@@ -237,6 +237,8 @@ def test_fuzzed_sasl_exchanges_never_hurt_the_broker(sasl, secure_broker):
     """Truncated, oversized, garbage and out-of-order tokens on a live listener: each connection
     is answered or closed, and a well-behaved client still authenticates afterwards."""
     rng = random.Random(15)
+    broker = secure_broker.broker
+    before = len(broker._connections)
     valid = [b"\0alice\0alice-secret", ScramClient("SCRAM-SHA-256", "alice", "x").first_message(),
              client_initial_response(unsecured_token("carol"))]
     for round_ in range(60):
@@ -272,6 +274,10 @@ def test_fuzzed_sasl_exchanges_never_hurt_the_broker(sasl, secure_broker):
         except (ConnectionError, OSError, protocol.DecodeError):
             pass
         wire.close()
+    deadline = time.monotonic() + 20   # every fuzzed connection is closed on the broker too
+    while len(broker._connections) > before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(broker._connections) <= before
     wire = sasl()
     wire.handshake("SCRAM-SHA-512")
     client = ScramClient("SCRAM-SHA-512", "bob", SCRAM_USERS["bob"])
