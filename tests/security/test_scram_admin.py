@@ -143,3 +143,14 @@ def test_scram_credentials_survive_a_restart(tmp_path):
                     set_credential(client, "gina", "SCRAM-SHA-256", "gina-pw", 4096)
             with KafkaClient(f"127.0.0.1:{ports['SASL_PLAINTEXT']}", security=security) as client:
                 assert client.metadata().brokers
+
+
+def test_describe_configs_never_shows_secrets(secure_broker):
+    from broker.admin.configs import BROKER, describe_configs
+    with KafkaClient(secure_broker.address("PLAINTEXT")) as client:
+        entries = describe_configs(client, BROKER, str(secure_broker.broker.node_id))
+    values = " ".join(str(e.value) for e in entries)
+    for secret in ("alice-secret", "admin-secret", "storepass", "PRIVATE KEY"):
+        assert secret not in values
+    sensitive = {e.name: e for e in entries if e.sensitive}
+    assert "ssl.keystore.password" in sensitive and sensitive["ssl.keystore.password"].value is None
