@@ -154,3 +154,22 @@ def test_describe_configs_never_shows_secrets(secure_broker):
         assert secret not in values
     sensitive = {e.name: e for e in entries if e.sensitive}
     assert "ssl.keystore.password" in sensitive and sensitive["ssl.keystore.password"].value is None
+
+
+def test_endpoint_identification_of_the_broker_side_client(secure_broker):
+    """ssl.endpoint.identification.algorithm=https (Kafka's default) refuses a certificate for
+    another host; empty turns the host name check off (the CA is still checked)."""
+    from broker.admin.client import KafkaError
+    trust = {"security.protocol": "SSL", "ssl.truststore.type": "PEM",
+             "ssl.truststore.location": secure_broker.pki.path("ca.pem")}
+    with pytest.raises(KafkaError, match="TLS handshake"):
+        with KafkaClient(secure_broker.address("WRONGHOST"),
+                         security=ClientSecurity.from_properties(trust)) as client:
+            client.metadata()
+    relaxed = ClientSecurity.from_properties({**trust,
+                                              "ssl.endpoint.identification.algorithm": ""})
+    with KafkaClient(secure_broker.address("WRONGHOST"), security=relaxed) as client:
+        assert client.metadata().brokers
+    with pytest.raises(KafkaError, match="TLS handshake"):
+        with KafkaClient(secure_broker.address("WRONGCA"), security=relaxed) as client:
+            client.metadata()
