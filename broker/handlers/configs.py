@@ -34,7 +34,6 @@ def _denied(ctx, operation: AclOperation, resource_type: int, name: str) -> int 
 
 def _described_entries(ctx, resource_type: int, name: str, keys, include_synonyms: bool, version):
     """(error code, message, entries) for one DescribeConfigs resource."""
-    Result = messages.DescribeConfigsResponse.DescribeConfigsResult
     config = ctx.config
     if resource_type == TOPIC:
         error = common.topic_name_error(name)

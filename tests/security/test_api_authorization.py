@@ -498,7 +498,15 @@ def test_describe_producers_needs_read(admin, user):
 
 # ----------------------------------------------------------------------------- cluster views
 
-def test_cluster_apis(admin, user):
+@pytest.fixture
+def loner(secured):
+    """Another principal on its own host (127.0.0.5): cluster-level grants stay with it."""
+    with HostClient(secured.port, "127.0.0.5") as client:
+        yield client
+
+
+def test_cluster_apis(admin, loner):
+    user, host = loner, "127.0.0.5"
     topic = make_topic(admin)
     cluster = user.request(60, 1, messages.DescribeClusterRequest(
         include_cluster_authorized_operations=True, endpoint_type=1))
@@ -520,12 +528,12 @@ def test_cluster_apis(admin, user):
     quorum = user.request(55, 2, Q(topics=[Q.TopicData(topic_name="__cluster_metadata",
                                                       partitions=[Q.PartitionData(partition_index=0)])]))
     assert quorum.error_code == E.CLUSTER_AUTHORIZATION_FAILED
-    grant(admin, RT.TOPIC, topic, Op.DESCRIBE)
+    grant(admin, RT.TOPIC, topic, Op.DESCRIBE, host=host)
     page = user.request(75, 0, T(topics=[T.TopicRequest(name=topic)], response_partition_limit=10,
                                  cursor=None))
     assert page.topics[0].error_code == 0 and page.topics[0].topic_authorized_operations == \
         1 << Op.DESCRIBE
-    grant(admin, RT.CLUSTER, "kafka-cluster", Op.DESCRIBE)
+    grant(admin, RT.CLUSTER, "kafka-cluster", Op.DESCRIBE, host=host)
     cluster = user.request(60, 1, messages.DescribeClusterRequest(
         include_cluster_authorized_operations=True, endpoint_type=1))
     assert cluster.cluster_authorized_operations == 1 << Op.DESCRIBE

@@ -218,3 +218,36 @@ def test_acl_apis_version_0_speak_literal_patterns(tmp_path):
             resource_type_filter=RT.TOPIC, resource_name_filter="v0-topic", principal_filter=None,
             host_filter=None, operation=Op.ANY, permission_type=Perm.ANY)]))
         assert [a.resource_name for a in response.filter_results[0].matching_acls] == ["v0-topic"]
+
+
+@pytest.mark.parametrize("api_key", [11, 12, 13, 14, 25, 26, 27, 35, 45, 46, 48, 49, 50, 55, 56, 57,
+                                     62, 63, 64, 67, 74])
+def test_whole_request_refusals_encode_at_every_version(api_key):
+    """The error responses of the request rules, for APIs this broker may serve later too."""
+    import protocol
+    from protocol import ErrorCode, messages
+    from broker.security.access import REQUEST_RULES, error_response
+
+    assert api_key in REQUEST_RULES
+    request = messages.REQUESTS[api_key]()
+    if api_key == 49:
+        A = messages.AlterClientQuotasRequest
+        request = A(entries=[A.EntryData(entity=[A.EntityData(entity_type="user", entity_name="u")],
+                                         ops=[])], validate_only=False)
+    if api_key == 27:
+        W = messages.WriteTxnMarkersRequest
+        request = W(markers=[W.WritableTxnMarker(
+            producer_id=1, producer_epoch=0, transaction_result=True, coordinator_epoch=0,
+            topics=[W.WritableTxnMarkerTopic(name="t", partition_indexes=[0])])])
+    code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    response = error_response(api_key, code, request)
+    low, high = messages.RESPONSES[api_key].VALID_VERSIONS
+    for version in range(low, high + 1):
+        encoded = b"".join(bytes(p) for p in protocol.encode_response_parts(api_key, version, 7,
+                                                                             response))
+        assert len(encoded) > 4
+    if api_key in (27, 49):
+        text = repr(response)
+        assert "CLUSTER_AUTHORIZATION_FAILED" in text
+    else:
+        assert response.error_code == code
