@@ -10,8 +10,11 @@ against Apache Kafka and other Kafka-compatible brokers as well as Odradek.
     odradek delete-records TOPIC --before-offset N
     odradek produce TOPIC / odradek consume TOPIC   (console tools)
     odradek cluster describe|api-versions / odradek quorum describe
+    odradek users scram set|delete|describe
+    odradek acls create|list|delete   (kafka-acls' options: --allow-principal, --topic, ...)
 
-Every command takes ``--bootstrap-server`` (``-b``), ``--json`` and ``--timeout``; prints tables
+Every command takes ``--bootstrap-server`` (``-b``), ``--json``, ``--timeout`` and ``--command-config``
+(Kafka client properties: TLS, SASL); prints tables
 (or JSON) on stdout, errors as ``odradek: error: <what>: <KAFKA_ERROR_NAME>: <message>`` on
 stderr, and exits 0 on success, 1 on a failure, 2 on a usage error.
 
@@ -25,10 +28,10 @@ from __future__ import annotations
 
 import argparse
 
-from broker.admin import cluster, configs, console, groups, offsets, topics
+from broker.admin import acls, cluster, configs, console, groups, offsets, topics, users
 from broker.admin.common import common_options
 
-_MODULES = (topics, groups, configs, offsets, console, cluster)
+_MODULES = (topics, groups, configs, offsets, console, cluster, users, acls)
 
 
 def register(subparsers) -> None:

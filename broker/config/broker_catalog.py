@@ -109,6 +109,40 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     # Odradek: fsync appended batches before acknowledging them (group commit); Kafka leaves it to the OS.
     ConfigDef("metrics.port", T.INT, -1, between(-1, 65535)),   # Odradek: /metrics, /healthz; -1 off
     ConfigDef("log.flush.before.acknowledge", T.BOOLEAN, False),
+    # security (authentication): TLS and SASL, Kafka's names and defaults; each may also be set
+    # per listener as listener.name.<listener>.<key> (SASL ones also .<mechanism>.<key>)
+    ConfigDef("ssl.keystore.type", T.STRING, "JKS", one_of("JKS", "PKCS12", "PEM", case_sensitive=False)),
+    ConfigDef("ssl.keystore.location", T.STRING, None),
+    ConfigDef("ssl.keystore.password", T.PASSWORD, None, sensitive=True),
+    ConfigDef("ssl.key.password", T.PASSWORD, None, sensitive=True),
+    ConfigDef("ssl.keystore.certificate.chain", T.PASSWORD, None, sensitive=True),
+    ConfigDef("ssl.keystore.key", T.PASSWORD, None, sensitive=True),
+    ConfigDef("ssl.truststore.type", T.STRING, "JKS", one_of("JKS", "PKCS12", "PEM", case_sensitive=False)),
+    ConfigDef("ssl.truststore.location", T.STRING, None),
+    ConfigDef("ssl.truststore.password", T.PASSWORD, None, sensitive=True),
+    ConfigDef("ssl.truststore.certificates", T.PASSWORD, None, sensitive=True),
+    ConfigDef("ssl.client.auth", T.STRING, "none", one_of("required", "requested", "none")),
+    ConfigDef("ssl.protocol", T.STRING, "TLSv1.3"),
+    ConfigDef("ssl.enabled.protocols", T.LIST, ["TLSv1.2", "TLSv1.3"],
+              one_of("TLSv1.2", "TLSv1.3", "TLSv1.1", "TLSv1")),
+    ConfigDef("ssl.cipher.suites", T.LIST, []),
+    ConfigDef("ssl.endpoint.identification.algorithm", T.STRING, "https"),
+    ConfigDef("ssl.principal.mapping.rules", T.STRING, "DEFAULT"),
+    ConfigDef("ssl.handshake.timeout.ms", T.LONG, 10000, at_least(1)),  # Odradek: TLS handshake bound
+    ConfigDef("sasl.enabled.mechanisms", T.LIST, ["GSSAPI"]),
+    ConfigDef("sasl.mechanism.inter.broker.protocol", T.STRING, "GSSAPI"),
+    ConfigDef("sasl.mechanism.controller.protocol", T.STRING, "GSSAPI"),
+    ConfigDef("sasl.jaas.config", T.PASSWORD, None, sensitive=True),
+    ConfigDef("sasl.server.callback.handler.class", T.STRING, None),
+    ConfigDef("sasl.server.max.receive.size", T.INT, 524288, at_least(1)),
+    ConfigDef("connections.max.reauth.ms", T.LONG, 0, at_least(0)),
+    ConfigDef("sasl.oauthbearer.jwks.endpoint.url", T.STRING, None),
+    ConfigDef("sasl.oauthbearer.jwks.endpoint.refresh.ms", T.LONG, 3600000, at_least(1)),
+    ConfigDef("sasl.oauthbearer.expected.audience", T.LIST, []),
+    ConfigDef("sasl.oauthbearer.expected.issuer", T.STRING, None),
+    ConfigDef("sasl.oauthbearer.clock.skew.seconds", T.INT, 30, at_least(0)),
+    ConfigDef("sasl.oauthbearer.sub.claim.name", T.STRING, "sub"),
+    ConfigDef("sasl.oauthbearer.scope.claim.name", T.STRING, "scope"),
     # internal topics and coordinators
     ConfigDef("offsets.topic.num.partitions", T.INT, 50, at_least(1)),
     ConfigDef("offsets.topic.replication.factor", T.SHORT, 3, at_least(1)),
@@ -141,8 +175,14 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("share.coordinator.state.topic.num.partitions", T.INT, 50, at_least(1)),
     ConfigDef("share.coordinator.state.topic.replication.factor", T.SHORT, 3, at_least(1)),
     ConfigDef("share.coordinator.state.topic.min.isr", T.SHORT, 2, at_least(1)),
+    # authorization (broker/security): Kafka's StandardAuthorizer; empty = everything allowed
+    ConfigDef("authorizer.class.name", T.STRING, "",
+              one_of("", "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+                     "kafka.security.authorizer.AclAuthorizer")),
+    ConfigDef("super.users", T.STRING, None),          # "User:admin;User:ops"
+    ConfigDef("allow.everyone.if.no.acl.found", T.BOOLEAN, False),
     ConfigDef("unstable.api.versions.enable", T.BOOLEAN, False),
     ConfigDef("unstable.feature.versions.enable", T.BOOLEAN, False),
 )
 
-BROKER_PREFIXES = ("listener.name.",)  # per-listener overrides (SSL/SASL settings, later)
+BROKER_PREFIXES = ("listener.name.",)  # per-listener overrides (SSL/SASL settings)

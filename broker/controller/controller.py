@@ -18,9 +18,11 @@ from typing import Callable, Mapping, Sequence
 
 import trio
 
+from . import acls
 from . import configs as cfg
 from . import election
 from . import records as r
+from . import scram
 from .broker_ops import BrokerOps
 from .brokers import BrokerSessions, HeartbeatResult, check_broker_epoch
 from .disklog import Entry, Snapshot
@@ -220,6 +222,33 @@ class Controller(TopicOps, BrokerOps, LeadershipOps):
                     # Allowed just now: offline partitions take any live replica at once.
                     await self._commit(election.elect_unclean_where_enabled(
                         self._image, self._settings.unclean_leader_election_enable, self.node_id))
+            return results
+
+    # -- ACLs --------------------------------------------------------------------------------------
+
+    async def create_acls(self, bindings) -> list:
+        """Store AclBindings -> [acls.AclCreateResult] (INVALID_REQUEST for a binding Kafka refuses)."""
+        return await self._plan_and_commit(acls.plan_create, bindings)
+
+    async def delete_acls(self, filters) -> list:
+        """Remove the ACLs each AclBindingFilter matches -> [acls.AclDeleteResult(deleted=[...])]."""
+        return await self._plan_and_commit(acls.plan_delete, filters)
+
+    async def _plan_and_commit(self, plan, items) -> list:
+        await self._require_leader()
+        async with self._lock:
+            batch, results = plan(self._image, items)
+            await self._commit(batch)
+            return results
+
+    # -- SCRAM credentials -----------------------------------------------------------------------
+
+    async def alter_user_scram_credentials(self, deletions, upsertions) -> dict:
+        """{user: (error code, message)}; see `scram.alteration_records` for the checks."""
+        await self._require_leader()
+        async with self._lock:
+            batch, results = scram.alteration_records(self._image, deletions, upsertions)
+            await self._commit(batch)
             return results
 
     # -- producer ids ----------------------------------------------------------------------------

@@ -12,10 +12,19 @@ import uuid
 
 from protocol import ErrorCode, messages
 
-from broker.controller.controller import CreatePartitionsSpec, CreateTopicSpec
+from broker.controller.controller import CreatePartitionsSpec, CreateTopicSpec, DeleteTopicResult
 from broker.controller.errors import ApiError
+from broker.security import access
+from broker.security.acls import AclOperation, ResourceType
 
 ZERO_UUID = uuid.UUID(int=0)
+AUTHORIZATION_FAILED = "Authorization failed."
+TOPIC_AUTHORIZATION_FAILED = "Topic authorization failed."
+
+
+def _allowed(ctx, operation, names, log_if_denied=True) -> set[str]:
+    return access.allowed_names(ctx, operation, ResourceType.TOPIC, names,
+                                log_if_denied=log_if_denied)
 
 
 # ----------------------------------------------------------------------------------- CreateTopics
@@ -23,8 +32,17 @@ ZERO_UUID = uuid.UUID(int=0)
 async def handle_create_topics(ctx, header, body):
     Response = messages.CreateTopicsResponse
     version = header.api_version
+    # CREATE on the cluster covers every topic; otherwise CREATE on each (Kafka's controller).
+    names = [topic.name for topic in body.topics]
+    if access.cluster_allowed(ctx, AclOperation.CREATE, log_if_denied=False):
+        creatable = set(names)
+    else:
+        creatable = _allowed(ctx, AclOperation.CREATE, names)
+    describable = _allowed(ctx, AclOperation.DESCRIBE_CONFIGS, creatable, log_if_denied=False)
     specs = []
     for topic in body.topics:
+        if topic.name not in creatable:
+            continue
         assignments = {a.partition_index: list(a.broker_ids) for a in topic.assignments}
         configs = {c.name: c.value for c in topic.configs}
         specs.append(CreateTopicSpec(name=topic.name, num_partitions=topic.num_partitions,
@@ -37,12 +55,26 @@ async def handle_create_topics(ctx, header, body):
             Response.CreatableTopicResult(name=spec.name, error_code=exc.code,
                                           error_message=exc.message) for spec in specs])
     out = []
-    for result in results:
+    created = iter(results)
+    for name in names:
+        if name not in creatable:
+            out.append(Response.CreatableTopicResult(
+                name=name, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                error_message=AUTHORIZATION_FAILED if version >= 1 else None, configs=[]))
+            continue
+        result = next(created)
         entry = Response.CreatableTopicResult(
             name=result.name, error_code=result.error_code,
             error_message=result.error_message if version >= 1 else None)
         if result.error_code == 0:
             entry.topic_id = result.topic_id
+            if version >= 5 and result.name not in describable:
+                # Created, but its settings are not the caller's to see (KIP-525): as Kafka,
+                # no configs and -1 for the counts.
+                entry.topic_config_error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                entry.configs = []
+                out.append(entry)
+                continue
             entry.num_partitions = result.num_partitions
             entry.replication_factor = result.replication_factor
             if version >= 5:
@@ -67,11 +99,24 @@ async def handle_delete_topics(ctx, header, body):
         ids = [t.topic_id for t in body.topics if t.name is None]
     else:
         names, ids = list(body.topic_names), []
+    image = ctx.image
+    known_ids = {i: image.topics_by_id[i].name for i in ids if i in image.topics_by_id}
+    deletable = _allowed(ctx, AclOperation.DELETE, names + list(known_ids.values()))
+    refused_names = [n for n in names if n not in deletable]
+    refused_ids = [i for i in ids if i in known_ids and known_ids[i] not in deletable]
+    names = [n for n in names if n in deletable]
+    ids = [i for i in ids if i not in known_ids or known_ids[i] in deletable]
     try:
         results = await ctx.controller.delete_topics(names=names, topic_ids=ids)
     except ApiError as exc:
         return Response(throttle_time_ms=0, responses=[
             Response.DeletableTopicResult(name=name, error_code=exc.code) for name in names])
+    # Refused by name or id: TOPIC_AUTHORIZATION_FAILED, the name never revealed for an id.
+    results = list(results) + [
+        DeleteTopicResult(name=n, topic_id=ZERO_UUID, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                          error_message=TOPIC_AUTHORIZATION_FAILED) for n in refused_names] + [
+        DeleteTopicResult(name=None, topic_id=i, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                          error_message=TOPIC_AUTHORIZATION_FAILED) for i in refused_ids]
     out = []
     for result in results:
         entry = Response.DeletableTopicResult(name=result.name, error_code=result.error_code)
@@ -89,33 +134,44 @@ async def handle_delete_topics(ctx, header, body):
 
 async def handle_create_partitions(ctx, header, body):
     Response = messages.CreatePartitionsResponse
+    alterable = _allowed(ctx, AclOperation.ALTER, (topic.name for topic in body.topics))
     specs = [
         CreatePartitionsSpec(
             name=topic.name, count=topic.count,
             assignments=[list(a.broker_ids) for a in topic.assignments]
             if topic.assignments else None)
-        for topic in body.topics
+        for topic in body.topics if topic.name in alterable
     ]
+    refused = [Response.CreatePartitionsTopicResult(
+        name=topic.name, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+        error_message=AUTHORIZATION_FAILED) for topic in body.topics if topic.name not in alterable]
     try:
         results = await ctx.controller.create_partitions(specs, validate_only=body.validate_only)
     except ApiError as exc:
         return Response(throttle_time_ms=0, results=[
             Response.CreatePartitionsTopicResult(name=spec.name, error_code=exc.code,
-                                                 error_message=exc.message) for spec in specs])
+                                                 error_message=exc.message) for spec in specs]
+            + refused)
     return Response(throttle_time_ms=0, results=[
         Response.CreatePartitionsTopicResult(name=result.name, error_code=result.error_code,
                                              error_message=result.error_message)
-        for result in results])
+        for result in results] + refused)
 
 
 # ---------------------------------------------------------------------------------- DeleteRecords
 
 async def handle_delete_records(ctx, header, body):
     Response = messages.DeleteRecordsResponse
+    deletable = _allowed(ctx, AclOperation.DELETE, (topic.name for topic in body.topics))
     topics = []
     for topic in body.topics:
         partitions = []
         for request in topic.partitions:
+            if topic.name not in deletable:
+                partitions.append(Response.DeleteRecordsPartitionResult(
+                    partition_index=request.partition_index, low_watermark=-1,
+                    error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                continue
             low_watermark, error = await ctx.partitions.delete_records(
                 topic.name, request.partition_index, request.offset)
             partitions.append(Response.DeleteRecordsPartitionResult(
