@@ -27,9 +27,16 @@ log = logging.getLogger("odradek.cluster")
 class _HandlerContext:
     """Just enough of a broker request context for the topic handlers to run on a controller."""
 
+    # No broker, so no authorizer: the broker that took the request authorized it before forwarding.
+    broker = None
+
     def __init__(self, controller, config):
         self.controller = controller
         self.config = config
+
+    @property
+    def image(self):
+        return self.controller.image
 
 
 class ControllerApi:
