@@ -65,8 +65,9 @@ def _password(args) -> str:
 
 
 def _set(client: KafkaClient, args: argparse.Namespace) -> int:
+    password = _password(args)   # once: stdin holds one line for every mechanism
     for mechanism in args.mechanism:
-        set_credential(client, args.user, mechanism, _password(args), args.iterations)
+        set_credential(client, args.user, mechanism, password, args.iterations)
     info(f"set {', '.join(args.mechanism)} credentials of {args.user}")
     return 0
 

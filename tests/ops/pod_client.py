@@ -17,9 +17,12 @@ import time
 from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+# Extra client settings (security.protocol, sasl.*, ssl.ca.location) as JSON in $CLIENT_CONFIG.
+EXTRA = json.loads(os.environ.get("CLIENT_CONFIG") or "{}")
+
 
 def create(bootstrap: str, topic: str, partitions: str, replication: str) -> dict:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient({"bootstrap.servers": bootstrap, **EXTRA})
     future = admin.create_topics([NewTopic(topic, int(partitions), int(replication))],
                                  request_timeout=60)[topic]
     future.result(timeout=90)
@@ -28,7 +31,7 @@ def create(bootstrap: str, topic: str, partitions: str, replication: str) -> dic
 
 def _producer(bootstrap: str) -> Producer:
     return Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
-                     "message.timeout.ms": 180000, "linger.ms": 5})
+                     "message.timeout.ms": 180000, "linger.ms": 5, **EXTRA})
 
 
 def produce(bootstrap: str, topic: str, count: str, prefix: str) -> dict:
@@ -62,7 +65,7 @@ def produce_until(bootstrap: str, topic: str, stop_file: str, prefix: str) -> di
 
 def consume(bootstrap: str, topic: str, expected: str, group: str) -> dict:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
-                         "auto.offset.reset": "earliest", "enable.auto.commit": True})
+                         "auto.offset.reset": "earliest", "enable.auto.commit": True, **EXTRA})
     consumer.subscribe([topic])
     values: list[str] = []
     deadline = time.monotonic() + 180

@@ -183,14 +183,17 @@ class PodNetwork:
         env.update(extra_env or {})
         mounts = sorted(container.get("volumeMounts", []),
                         key=lambda m: (m["mountPath"] == "/tmp", len(m["mountPath"])))
-        steps = []
+        steps, read_only = [], []
         for mount in mounts:
             self._mount_point(mount["mountPath"])
             source = volumes[mount["name"]]
             source.mkdir(parents=True, exist_ok=True)
-            steps.append(f"mount --bind {shlex.quote(str(source))} {shlex.quote(mount['mountPath'])}")
+            target = shlex.quote(mount["mountPath"])
+            # a mount inside another volume needs its mount point there (the runtime makes it)
+            steps.append(f"mkdir -p {target} && mount --bind {shlex.quote(str(source))} {target}")
             if mount.get("readOnly"):
-                steps.append(f"mount -o remount,bind,ro {shlex.quote(mount['mountPath'])}")
+                read_only.append(f"mount -o remount,bind,ro {target}")
+        steps += read_only[::-1]
         argv = list(container.get("command", [])) + list(container.get("args", []))
         # ip netns exec: network namespace + a fresh mount namespace with /etc/netns/<ns>/hosts
         # over /etc/hosts; the volumes are bound inside it, then the container's argv replaces

@@ -98,8 +98,12 @@ class RenderedCluster:
         return out
 
 
-def _client(net, timeout: float, *args: str) -> dict:
-    result = net.run_in("client", [sys.executable, str(CLIENT), *args], timeout=timeout)
+def _client(net, timeout: float, *args: str, config: dict | None = None,
+            check: bool = True) -> dict | subprocess.CompletedProcess:
+    result = net.run_in("client", [sys.executable, str(CLIENT), *args], timeout=timeout,
+                        env={"CLIENT_CONFIG": json.dumps(config or {})})
+    if not check:
+        return result
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(result.stdout.strip().splitlines()[-1])
 
@@ -109,7 +113,8 @@ def _start(net, cluster: RenderedCluster, pod: str):
 
 
 def _ready(net, pod: str, port: int) -> bool:
-    return net.pods[pod].running and net.pods[pod].http_status(port, "/readyz") == 200
+    assert net.pods[pod].running, f"{pod} exited:\n{net.pods[pod].log_tail()}"
+    return net.pods[pod].http_status(port, "/readyz") == 200
 
 
 def _wait_ready(net, cluster, pods, timeout=150):
@@ -176,3 +181,69 @@ def test_three_combined_pods_form_a_cluster_serve_clients_and_survive_a_rolling_
         assert got["count"] == total and got["distinct"] == total, (got["count"], got["distinct"])
         for pod in pods:
             assert net.pods[pod].terminate(timeout=cluster.grace[pod]) == 0, net.pods[pod].log_tail()
+
+
+@pytest.mark.timeout(300)
+def test_tls_and_scram_from_secrets(helm, sandbox_ok, tmp_path):
+    """SASL_SSL client listener with the keystore from a tls Secret and users from a Secret: the
+    broker pod, the chart's SCRAM Job and its `helm test` pod all run as rendered; clients
+    authenticate with SCRAM and PLAIN over TLS, a wrong password is refused."""
+    from broker.security.pki import CertificateAuthority
+
+    cluster = RenderedCluster(render(helm, [
+        "listeners.client.protocol=SASL_SSL", "tls.existingSecret=odradek-tls",
+        "sasl.existingSecret=odradek-users", "sasl.users={admin,alice}"]), tmp_path)
+    (pod,) = cluster.pods
+    bootstrap = f"{RELEASE}-odradek.{NAMESPACE}.svc:9092"
+    # the Secrets, as their files appear in the pods
+    ca = CertificateAuthority()
+    server = ca.issue(pod, hosts=[f"{pod}.{cluster.headless}.{NAMESPACE}.svc",
+                                  f"{RELEASE}-odradek.{NAMESPACE}.svc"])
+    tls = tmp_path / "secret-odradek-tls"
+    tls.mkdir()
+    (tls / "tls.crt").write_bytes(server.cert_pem())
+    (tls / "tls.key").write_bytes(server.key_pem())
+    (tls / "ca.crt").write_bytes(ca.cert_pem())
+    users = tmp_path / "secret-odradek-users"
+    users.mkdir()
+    (users / "admin").write_text("admin-secret")
+    (users / "alice").write_text("alice-secret")
+    secrets = {"tls": tls, "sasl": users}
+
+    with pod_sandbox.PodNetwork(tmp_path, NAMESPACE, cluster.headless,
+                                {f"{RELEASE}-odradek": pod}) as net:
+        net.add([pod, "client"])
+        net.start_container(pod, cluster.container(pod), {**cluster.volumes(pod), **secrets})
+        _wait_ready(net, cluster, [pod])
+
+        job = next(d for d in cluster.docs if d["kind"] == "Job")
+        job_spec = job["spec"]["template"]["spec"]
+        (job_container,) = job_spec["containers"]
+        runner = net.start_container("client", job_container,
+                                     {**cluster.volumes("scram-job", job_spec), **secrets})
+        assert runner.process.wait(timeout=120) == 0, runner.log_tail()
+
+        tls_client = {"security.protocol": "SASL_SSL", "ssl.ca.location": str(tls / "ca.crt")}
+        scram = {**tls_client, "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": "alice",
+                 "sasl.password": "alice-secret"}
+        plain = {**tls_client, "sasl.mechanism": "PLAIN", "sasl.username": "alice",
+                 "sasl.password": "alice-secret"}
+        sent = _client(net, 120, "produce", bootstrap, "secure", "50", "s", config=scram)
+        assert sent == {"sent": 50, "delivered": 50, "errors": [], "left": 0}
+        got = _client(net, 120, "consume", bootstrap, "secure", "50", "gs", config=plain)
+        assert got["values"] == sorted(f"s-{i}" for i in range(50))
+        admin512 = {**tls_client, "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "admin",
+                    "sasl.password": "admin-secret"}
+        got = _client(net, 120, "consume", bootstrap, "secure", "50", "gs2", config=admin512)
+        assert got["count"] == 50
+        test_spec = cluster.test_pod["spec"]
+        (test_container,) = test_spec["containers"]
+        tester = net.start_container("client", test_container,
+                                     {**cluster.volumes("helm-test", test_spec), **secrets})
+        assert tester.process.wait(timeout=120) == 0, tester.log_tail()
+        assert "produced and consumed: hello from helm test" in tester.log_tail()
+
+        wrong = {**scram, "sasl.password": "not-alice", "message.timeout.ms": 8000}
+        refused = _client(net, 60, "produce", bootstrap, "secure", "1", "w", config=wrong)
+        assert refused["delivered"] == 0 and refused["errors"], refused
+        assert net.pods[pod].terminate(timeout=cluster.grace[pod]) == 0, net.pods[pod].log_tail()
