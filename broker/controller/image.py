@@ -79,6 +79,8 @@ class MetadataImage:
     broker_configs: Mapping[str, Mapping[str, str]] = field(default_factory=_empty)   # key "" = cluster-wide default
     next_producer_id: int = 0
     features: Mapping[str, int] = field(default_factory=_empty)
+    # client quotas: entity (sorted (type, name-or-None) pairs) -> {quota key: value}
+    client_quotas: Mapping[tuple, Mapping[str, float]] = field(default_factory=_empty)
 
     def apply(self, records, offset: int | None = None) -> "MetadataImage":
         """Return the image after `records` (an atomic batch); `offset` becomes the image's offset."""
@@ -123,6 +125,9 @@ class MetadataImage:
                     partition_epoch=p.partition_epoch))
             out += [r.ConfigRecord(resource_type=TOPIC_RESOURCE, resource_name=t.name, name=k, value=v)
                     for k, v in sorted(self.topic_configs.get(t.name, {}).items())]
+        for entity, values in sorted(self.client_quotas.items(), key=lambda item: repr(item[0])):
+            data = [r.ClientQuotaRecord.EntityData(entity_type=t, entity_name=n) for t, n in entity]
+            out += [r.ClientQuotaRecord(entity=data, key=k, value=v) for k, v in sorted(values.items())]
         if self.next_producer_id:
             out.append(r.ProducerIdsRecord(broker_id=-1, next_producer_id=self.next_producer_id))
         return out
@@ -140,6 +145,7 @@ class _Builder:
         self.broker_configs = dict(base.broker_configs)
         self.features = dict(base.features)
         self.next_producer_id = base.next_producer_id
+        self.client_quotas = dict(base.client_quotas)
 
     def build(self, offset: int) -> MetadataImage:
         ro = MappingProxyType
@@ -147,7 +153,7 @@ class _Builder:
             cluster_id=self.base.cluster_id, offset=offset, brokers=ro(self.brokers), topics=ro(self.topics),
             topics_by_id=ro(self.topics_by_id), topic_configs=ro(self.topic_configs),
             broker_configs=ro(self.broker_configs), next_producer_id=self.next_producer_id,
-            features=ro(self.features))
+            features=ro(self.features), client_quotas=ro(self.client_quotas))
 
     def replay(self, record) -> None:
         handler = getattr(self, "_" + type(record).__name__, None)
@@ -252,6 +258,18 @@ class _Builder:
             table[rec.resource_name] = MappingProxyType(configs)
         else:
             table.pop(rec.resource_name, None)
+
+    def _ClientQuotaRecord(self, rec) -> None:
+        entity = tuple(sorted((e.entity_type, e.entity_name) for e in rec.entity))
+        values = dict(self.client_quotas.get(entity, {}))
+        if rec.remove:
+            values.pop(rec.key, None)
+        else:
+            values[rec.key] = rec.value
+        if values:
+            self.client_quotas[entity] = MappingProxyType(values)
+        else:
+            self.client_quotas.pop(entity, None)
 
     def _ProducerIdsRecord(self, rec) -> None:
         if rec.next_producer_id < self.next_producer_id:
