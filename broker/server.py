@@ -29,6 +29,7 @@ from broker.health import Health, serve_ops_http
 from broker.logs import RequestLogger
 from broker.metrics import BrokerMetrics, broker_sources
 from broker.partitions import PartitionManager
+from broker.quotas import BrokerQuotas
 
 log = logging.getLogger("odradek.server")
 
@@ -54,6 +55,7 @@ class Broker:
         self.health = Health(metrics=self.metrics)
         self.request_log = RequestLogger()
         self.request_memory = RequestMemory(config["queued.max.request.bytes"])
+        self.quotas = BrokerQuotas(config)
         self._bound: list[tuple[Listener, int]] = []   # (listener, bound port)
         self._shutdown = trio.Event()
         self._draining = False
@@ -233,6 +235,8 @@ class Broker:
         self.logs.set_defaults(self.config.topic_defaults())
         self.partitions = PartitionManager(self)
         self.controller.add_listener(self.partitions.on_image_change)
+        self.quotas.load(image.client_quotas)
+        self.controller.add_listener(self.quotas.on_image_change)
         await self.partitions.load_image(image)
 
     async def _start(self, nursery: trio.Nursery) -> None:

@@ -106,6 +106,12 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     # Odradek: fsync appended batches before acknowledging them (group commit); Kafka leaves it to the OS.
     ConfigDef("metrics.port", T.INT, -1, between(-1, 65535)),   # Odradek: /metrics, /healthz; -1 off
     ConfigDef("log.flush.before.acknowledge", T.BOOLEAN, False),
+    # client quotas (broker.quotas): Kafka's sampled windows and connection creation rate limits
+    ConfigDef("quota.window.num", T.INT, 11, at_least(1)),
+    ConfigDef("quota.window.size.seconds", T.INT, 1, at_least(1)),
+    ConfigDef("controller.quota.window.num", T.INT, 11, at_least(1)),
+    ConfigDef("controller.quota.window.size.seconds", T.INT, 1, at_least(1)),
+    ConfigDef("max.connection.creation.rate", T.INT, INT_MAX, at_least(0), dynamic=True),
     # internal topics and coordinators
     ConfigDef("offsets.topic.num.partitions", T.INT, 50, at_least(1)),
     ConfigDef("offsets.topic.replication.factor", T.SHORT, 3, at_least(1)),

@@ -26,6 +26,7 @@ from broker.connection import CloseConnection
 from broker.coordinator.verification import refused_batches
 from broker.handlers import common
 from broker.partitions import PartitionError
+from broker.quotas import identity
 from storage.errors import StorageError
 
 API_KEY = 0
@@ -93,6 +94,7 @@ async def _append_and_acknowledge(ctx, acks, results, to_append):
                 exc.error_code, exc.message, -1
 
     ctx.broker.record_produce(appended)
+    _charge_produce_quota(ctx)
     if acks == 0:
         failed = [(name, a.index, a.error_code) for name, answers in results for a in answers
                   if a.error_code]
@@ -103,6 +105,15 @@ async def _append_and_acknowledge(ctx, acks, results, to_append):
         return None
     return Response(responses=[Response.TopicProduceResponse(name=name, partition_responses=answers)
                                for name, answers in results], throttle_time_ms=0)
+
+
+def _charge_produce_quota(ctx):
+    """producer_byte_rate counts the whole request's bytes, as Kafka does; over the quota the
+    response carries the throttle and the connection is muted (even for acks=0)."""
+    quotas = ctx.broker.quotas
+    if quotas.produce.enabled:
+        user, client_id = identity(ctx)
+        quotas.throttle(ctx, quotas.produce, quotas.produce.record(user, client_id, ctx.size))
 
 
 async def _verify_transactional(ctx, transactional_id, to_append):
