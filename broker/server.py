@@ -30,6 +30,7 @@ from broker.logs import RequestLogger
 from broker.metrics import BrokerMetrics, broker_sources
 from broker.partitions import PartitionManager
 from broker.quotas import BrokerQuotas
+from broker.quotas.metrics import QuotaCollector
 
 log = logging.getLogger("odradek.server")
 
@@ -56,6 +57,7 @@ class Broker:
         self.request_log = RequestLogger()
         self.request_memory = RequestMemory(config["queued.max.request.bytes"])
         self.quotas = BrokerQuotas(config)
+        self.metrics.registry.register(QuotaCollector(self.quotas))
         self._bound: list[tuple[Listener, int]] = []   # (listener, bound port)
         self._shutdown = trio.Event()
         self._draining = False

@@ -118,7 +118,7 @@ def produce(client, topic, payload, acks=-1):
     return client.request(0, 9, body)
 
 
-def test_produce_over_quota_is_answered_then_muted(client):
+def test_produce_over_quota_is_answered_then_muted(broker, client):
     client.create_topic("limited")
     assert alter(client, [("client-id", "raw-test")], [("producer_byte_rate", 100_000)]) == \
         [(0, None)]
@@ -140,6 +140,15 @@ def test_produce_over_quota_is_answered_then_muted(client):
     # Nothing was dropped: every batch is in the log.
     offsets = client.list_offset("limited", 0, -1).offset
     assert offsets == len(throttles)
+    # Kafka's per-entity quota metrics (the quota is on the client id: user label empty)
+    text = broker.broker.metrics.render().decode()
+    labels = '{client_id="raw-test",user=""}'
+    assert f"kafka_server_produce_byte_rate{labels}" in text
+    assert f"kafka_server_produce_throttled_requests_total{labels} 1.0" in text
+    throttle_line = next(line for line in text.splitlines()
+                         if line.startswith(f"kafka_server_produce_throttle_time{labels}"))
+    assert float(throttle_line.split()[-1]) == throttle
+    assert "kafka_server_fetch_byte_rate" not in text   # no fetch quota: nothing recorded
 
 
 def test_fetch_over_quota_returns_no_data_then_everything(client):
