@@ -312,6 +312,10 @@ class Connection:
         try:
             if previous is not None:
                 await previous.wait()
+            if self._muted_until:
+                # Requests read before a quota throttle wait it out too: as in Kafka, where a
+                # throttled channel processes nothing more until the throttle time has passed.
+                await self._wait_unmuted()
             slot.parts = await self._process(frame, size, slot, received)
         except CloseConnection as exc:
             log.info("closing connection %s: %s", self.peer, exc)

@@ -37,7 +37,9 @@ def _accepts(port: int) -> bool:
 class BrokerProcess:
     """A broker subprocess on a fixed loopback port, restartable over the same data dir."""
 
-    def __init__(self, name: str = "broker", advertised_port: int | None = None) -> None:
+    def __init__(self, name: str = "broker", advertised_port: int | None = None,
+                 overrides: dict[str, str] | None = None) -> None:
+        self.overrides = dict(overrides or {})   # extra server.properties for Odradek
         self.port = free_port()
         self.advertised_port = advertised_port or self.port
         self.data_dir = tempfile.mkdtemp(prefix=f"odradek-compat-{name}-")
@@ -56,7 +58,8 @@ class BrokerProcess:
                 "--override", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
                 "--override", f"advertised.listeners=PLAINTEXT://127.0.0.1:{self.advertised_port}",
                 "--override", f"log.dirs={os.path.join(self.data_dir, 'data')}",
-                "--override", "node.id=1"]
+                "--override", "node.id=1",
+                *[arg for key, value in self.overrides.items() for arg in ("--override", f"{key}={value}")]]
 
     def start(self) -> None:
         log = open(self.log_path, "ab")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import glob
+import hashlib
 import os
 import shutil
 import subprocess
@@ -27,16 +28,20 @@ def jars_missing(name: str) -> str | None:
 
 
 def compiled_classes(jar_set: str) -> str:
-    """Compiles Driver.java against the jar set once (again only when the source changes)."""
-    classes = os.path.join(CACHE, f"classes-{jar_set}")
-    stamp = os.path.join(classes, "Driver.class")
-    if os.path.exists(stamp) and os.path.getmtime(stamp) >= os.path.getmtime(SOURCE):
+    """Compiles Driver.java against the jar set once per version of the source: the classes live
+    under the source's hash, so worktrees sharing one .cache never run each other's driver."""
+    with open(SOURCE, "rb") as f:
+        digest = hashlib.sha256(f.read()).hexdigest()[:12]
+    classes = os.path.join(CACHE, f"classes-{jar_set}-{digest}")
+    if os.path.exists(os.path.join(classes, "Driver.class")):
         return classes
     tmp = tempfile.mkdtemp(dir=CACHE, prefix=f"classes-{jar_set}.")
     subprocess.run(["javac", "-nowarn", "-encoding", "UTF-8", "-d", tmp, "-cp",
                     os.path.join(CACHE, jar_set, "*"), SOURCE], check=True, capture_output=True, timeout=180)
-    shutil.rmtree(classes, ignore_errors=True)
-    os.replace(tmp, classes)
+    try:
+        os.replace(tmp, classes)
+    except OSError:   # another run compiled the same source meanwhile
+        shutil.rmtree(tmp, ignore_errors=True)
     return classes
 
 
