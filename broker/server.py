@@ -303,7 +303,18 @@ class Broker:
                     log.error("accept on %s failed: %s; retrying", listener, exc.strerror)
                     await trio.sleep(0.1)
                     continue
+                # KIP-612: over the connection creation rate the acceptor waits; a connection
+                # from an IP over its own rate is closed after its throttle time.
+                delay_ms = self.quotas.connections.accept_delay_ms(listener.name)
+                if delay_ms:
+                    await trio.sleep(delay_ms / 1000)
                 address = _peer_address(stream)
+                ip_throttle_ms = self.quotas.connections.ip_throttle_ms(address)
+                if ip_throttle_ms:
+                    log.info("closing connection from %s in %d ms: connection_creation_rate "
+                             "exceeded", address, ip_throttle_ms)
+                    self._connection_nursery.start_soon(_close_after, stream, ip_throttle_ms)
+                    continue
                 if self._connections_per_ip.get(address, 0) >= \
                         self.config["max.connections.per.ip"]:
                     log.info("closing connection from %s: max.connections.per.ip reached",
@@ -383,6 +394,14 @@ def _default_startup_hooks() -> list[Callable]:
             return []
         raise
     return [CoordinatorService.startup_hook]
+
+
+async def _close_after(stream: trio.SocketStream, delay_ms: int) -> None:
+    try:
+        await trio.sleep(delay_ms / 1000)
+    finally:
+        with trio.CancelScope(shield=True):
+            await trio.aclose_forcefully(stream)
 
 
 def _peer_address(stream: trio.SocketStream) -> str:

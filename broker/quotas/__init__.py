@@ -11,6 +11,8 @@ image's client quotas (``ClientQuotaRecord``s, see ``broker.controller.client_qu
   (THROTTLING_QUOTA_EXCEEDED) for CreateTopics v6+, CreatePartitions v3+, DeleteTopics v5+,
   permissive (only throttled afterwards) for older versions.
 
+``connections`` applies the connection creation rate limits (KIP-612) when connections are accepted.
+
 Throttling (KIP-219): the response goes out at once carrying ``throttle_time_ms``; then the
 connection reads nothing more from that client for that long (``Connection.mute``). Nothing is
 dropped. The request's user is its principal's name (``ANONYMOUS`` without authentication).
@@ -21,6 +23,7 @@ from __future__ import annotations
 from broker.controller.client_quotas import (
     CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE,
 )
+from broker.quotas.connections import ConnectionRateQuotas
 from broker.quotas.manager import ClientQuotaManager, monotonic_ms
 from broker.quotas.task_time import TaskTimer
 
@@ -57,6 +60,7 @@ class BrokerQuotas:
             clock=clock)
         self.managers = {"produce": self.produce, "fetch": self.fetch, "request": self.request,
                          "controllermutation": self.controller_mutation}
+        self.connections = ConnectionRateQuotas(config, clock)
         self.task_timer = TaskTimer()
         self._quotas = None
 
@@ -67,6 +71,7 @@ class BrokerQuotas:
         self._quotas = client_quotas
         for manager in self.managers.values():
             manager.update(client_quotas)
+        self.connections.update(client_quotas)
         if self.request.enabled:
             self.task_timer.install()
         else:
