@@ -191,3 +191,18 @@ def test_controller_mutation_rate(client, version, strict):
     else:
         assert codes == [0, 0, 0]
         assert 2000 <= response.throttle_time_ms <= 2500    # 5 in debt at 2/s
+
+
+def test_request_percentage_throttles_handler_time(broker, client):
+    # 0.01 % of one thread over the (1 s) windows: a few Metadata requests use more than that
+    assert alter(client, [("user", "ANONYMOUS")], [("request_percentage", 0.01)]) == [(0, None)]
+    throttles = []
+    for _ in range(20):
+        response = client.request(3, 12, messages.MetadataRequest(topics=None))
+        throttles.append(response.throttle_time_ms)
+        if response.throttle_time_ms:
+            break
+    assert 0 < throttles[-1] <= 1000, throttles        # capped at one quota window
+    assert broker.broker.quotas.task_timer.installed
+    assert alter(client, [("user", "ANONYMOUS")], [("request_percentage", None)]) == [(0, None)]
+    assert not broker.broker.quotas.task_timer.installed
