@@ -129,8 +129,9 @@ async def handle_fetch(ctx, header, body):
     max_bytes = body.max_bytes if body.max_bytes > 0 else 0
     min_bytes = body.min_bytes
     quotas = ctx.broker.quotas
-    quota_checked = (quotas.fetch.enabled or quotas.request.enabled) \
-        and not _from_follower(body, version)
+    from_follower = _from_follower(body, version)
+    ctx.request_quota_charged |= from_follower   # replication is exempt from client quotas
+    quota_checked = (quotas.fetch.enabled or quotas.request.enabled) and not from_follower
     if quota_checked and quotas.fetch.enabled:
         # As Kafka: never more than the quota allows over a window's worth of samples.
         user, client_id = identity(ctx)

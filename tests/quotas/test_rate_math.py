@@ -132,3 +132,14 @@ def test_no_quotas_record_nothing():
     manager = ClientQuotaManager("producer_byte_rate")
     assert manager.record("ANONYMOUS", "c", 10**9) == 0
     assert manager.sensors == {}
+
+
+def test_the_user_is_the_connections_principal_name():
+    from types import SimpleNamespace
+
+    from broker.quotas import principal_name
+    assert principal_name(SimpleNamespace()) == "ANONYMOUS"      # no authentication yet
+    assert principal_name(SimpleNamespace(principal=None)) == "ANONYMOUS"
+    # a KafkaPrincipal-like object (User:alice) is charged as "alice"
+    assert principal_name(SimpleNamespace(principal=SimpleNamespace(principal_type="User",
+                                                                    name="alice"))) == "alice"
