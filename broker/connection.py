@@ -360,7 +360,8 @@ class Connection:
             response = await handler(ctx, header, body)
         finally:
             metrics.request_done()
-        quotas.finish_request(ctx, header, response)
+            task_seconds = quotas.end_request(ctx)
+        quotas.finish_request(ctx, header, response, task_seconds)
         self.broker.observe_request(header, time.monotonic() - started, response,
                                     started - received)
         if response is None:   # acks=0 produce: the client expects no response at all

@@ -85,10 +85,15 @@ class BrokerQuotas:
         """Start charging the request's task time (only while request quotas exist)."""
         ctx.quota_task = self.task_timer.start()
 
-    def finish_request(self, ctx, header, response) -> int:
+    def end_request(self, ctx) -> float:
+        """Stop charging the request's task (also when its handler failed); its seconds."""
+        if ctx.quota_task is None:
+            return 0.0
+        return self.task_timer.stop(ctx.quota_task)
+
+    def finish_request(self, ctx, header, response, task_seconds: float = 0.0) -> int:
         """After the handler: the request quota (unless the handler already charged it), then
         the response's throttle_time_ms and the connection's mute. Returns the throttle in ms."""
-        task_seconds = self.task_timer.stop(ctx.quota_task) if ctx.quota_task is not None else 0.0
         throttle, manager = ctx.throttle_ms, ctx.throttle_manager
         exempt = header.api_key in EXEMPT_API_KEYS or (header.api_key == PRODUCE_KEY
                                                        and response is None)
