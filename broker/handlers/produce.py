@@ -76,6 +76,9 @@ async def _append_and_acknowledge(ctx, acks, results, to_append):
     for (partition, records, answer, _), outcome in zip(to_append, outcomes):
         if isinstance(outcome, StorageError):
             answer.error_code, answer.error_message = outcome.error_code, outcome.message
+            answer.record_errors = [
+                Response.BatchIndexAndErrorMessage(batch_index=index, batch_index_error_message=message)
+                for index, message in getattr(outcome, "record_errors", ())]
             continue
         answer.base_offset = outcome.first_offset
         answer.log_append_time_ms = outcome.log_append_time
