@@ -8,6 +8,8 @@
 #include <Python.h>
 #include <stdint.h>
 
+static PyObject *ScanError;
+
 #define NO_KEY 1
 #define BAD_TIMESTAMP 2
 #define CHECK_KEYS 1
@@ -37,7 +39,7 @@ static int read_varint(const unsigned char *buf, Py_ssize_t *pos, Py_ssize_t end
         }
         shift += 7;
     }
-    PyErr_Format(PyExc_ValueError, "varint is longer than %d bytes", max_bytes);
+    PyErr_Format(ScanError, "varint is longer than %d bytes", max_bytes);
     return -1;
 }
 
@@ -47,7 +49,7 @@ static int field(const unsigned char *buf, Py_ssize_t *pos, Py_ssize_t limit, in
 {
     int rc = read_varint(buf, pos, limit, max_bytes, out);
     if (rc == 0)
-        PyErr_SetString(PyExc_ValueError, "record runs past its declared size");
+        PyErr_SetString(ScanError, "record runs past its declared size");
     return rc == 1 ? 0 : -1;
 }
 
@@ -57,12 +59,12 @@ static int skip_bytes(const unsigned char *buf, Py_ssize_t *pos, Py_ssize_t limi
     if (field(buf, pos, limit, 5, length) < 0)
         return -1;
     if (*length < -1) {
-        PyErr_Format(PyExc_ValueError, "invalid negative %s size %lld", what, (long long)*length);
+        PyErr_Format(ScanError, "invalid negative %s size %lld", what, (long long)*length);
         return -1;
     }
     if (*length > 0) {
         if (*length > limit - *pos) {
-            PyErr_Format(PyExc_ValueError, "%s runs past the record's declared size", what);
+            PyErr_Format(ScanError, "%s runs past the record's declared size", what);
             return -1;
         }
         *pos += *length;
@@ -93,13 +95,13 @@ static PyObject *scan(PyObject *self, PyObject *args)
         if (rc == 0)
             break;
         if (length < 0) {
-            PyErr_Format(PyExc_ValueError, "invalid record size %lld", (long long)length);
+            PyErr_Format(ScanError, "invalid record size %lld", (long long)length);
             goto fail;
         }
         if (length > end - body)
             break;
         if (length < 1) {
-            PyErr_SetString(PyExc_ValueError, "empty record");
+            PyErr_SetString(ScanError, "empty record");
             goto fail;
         }
         Py_ssize_t limit = body + length;
@@ -110,27 +112,27 @@ static PyObject *scan(PyObject *self, PyObject *args)
             || field(buf, &p, limit, 5, &headers) < 0)
             goto fail;
         if (headers < 0) {
-            PyErr_Format(PyExc_ValueError, "invalid negative header count %lld", (long long)headers);
+            PyErr_Format(ScanError, "invalid negative header count %lld", (long long)headers);
             goto fail;
         }
         for (int64_t h = 0; h < headers; h++) {
             if (skip_bytes(buf, &p, limit, "header key", &hkey) < 0)
                 goto fail;
             if (hkey < 0) {
-                PyErr_SetString(PyExc_ValueError, "invalid negative header key size");
+                PyErr_SetString(ScanError, "invalid negative header key size");
                 goto fail;
             }
             if (skip_bytes(buf, &p, limit, "header value", &hvalue) < 0)
                 goto fail;
         }
         if (p != limit) {
-            PyErr_Format(PyExc_ValueError,
+            PyErr_Format(ScanError,
                          "invalid record size: expected to read %lld bytes in record payload, "
                          "but instead read %lld", (long long)length, (long long)(p - body));
             goto fail;
         }
         if ((flags & CHECK_OFFSETS) && offset_delta != index) {
-            PyErr_Format(PyExc_ValueError, "inner record offset delta %lld of record %zd is not %zd",
+            PyErr_Format(ScanError, "inner record offset delta %lld of record %zd is not %zd",
                          (long long)offset_delta, index, index);
             goto fail;
         }
@@ -170,4 +172,15 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_recordscan", NULL, -1, methods};
 
-PyMODINIT_FUNC PyInit__recordscan(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__recordscan(void)
+{
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL)
+        return NULL;
+    ScanError = PyErr_NewException("protocol._recordscan.ScanError", PyExc_ValueError, NULL);
+    if (ScanError == NULL || PyModule_AddObjectRef(m, "ScanError", ScanError) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -20,6 +20,8 @@ the fallback when it is not built, and the reference the tests hold it to.
 
 from __future__ import annotations
 
+from protocol.compression import decompress_stream
+
 NO_KEY = 1
 BAD_TIMESTAMP = 2
 
@@ -28,8 +30,16 @@ CHECK_TIMESTAMPS = 2
 CHECK_OFFSETS = 4
 
 
-class ScanError(ValueError):
-    """A record that does not parse (Kafka's InvalidRecordException)."""
+try:
+    from protocol import _recordscan  # type: ignore[attr-defined]
+except ImportError:  # not built: the same walk in Python (scan_python below)
+    _recordscan = None
+
+if _recordscan is not None:
+    ScanError = _recordscan.ScanError
+else:
+    class ScanError(ValueError):
+        """A record that does not parse (Kafka's InvalidRecordException)."""
 
 
 def _varint(buf, pos: int, end: int, max_bytes: int):
@@ -116,19 +126,8 @@ def scan_python(buf, pos: int, index: int, count: int, base_timestamp: int, low:
     return pos, index, errors
 
 
-try:
-    from protocol._recordscan import scan as _scan_c  # type: ignore[import-not-found]
-
-    def scan(buf, pos, index, count, base_timestamp, low, high, flags):
-        try:
-            return _scan_c(buf, pos, index, count, base_timestamp, low, high, flags)
-        except ValueError as exc:
-            raise ScanError(str(exc)) from None
-
-    ACCELERATED = True
-except ImportError:  # not built: the same walk in Python
-    scan = scan_python
-    ACCELERATED = False
+ACCELERATED = _recordscan is not None
+scan = _recordscan.scan if ACCELERATED else scan_python
 
 
 # -- a whole batch --------------------------------------------------------------------------
@@ -144,10 +143,11 @@ def walk_batch(batch, flags: int, low: int = INT64_MIN, high: int = INT64_MAX) -
     do not match the batch (count, truncation, trailing bytes, malformed records) and
     compression.CompressionError for a payload that does not decompress.
     """
-    from protocol.compression import decompress_stream
-
     count = batch.record_count
-    low, high = max(low, INT64_MIN), min(high, INT64_MAX)
+    if low < INT64_MIN:
+        low = INT64_MIN
+    if high > INT64_MAX:
+        high = INT64_MAX
     if batch.compression == 0:
         body = batch.body()
         pos, index, errors = scan(body, 0, 0, count, batch.base_timestamp, low, high, flags)
