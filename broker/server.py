@@ -156,7 +156,7 @@ class Broker:
         if resource_type == TOPIC_RESOURCE:
             validate_topic_configs(configs)
         elif resource_type == BROKER_RESOURCE:
-            self.config.validate_dynamic(configs)
+            self.config.validate_dynamic(configs, name)
 
     # --------------------------------------------------------------------------------- running
     @classmethod

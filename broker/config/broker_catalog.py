@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .kafka_catalog import KAFKA_BROKER_CONFIGS
 from .values import (INT_MAX, LONG_MAX, COMPRESSION_TYPES, TIMESTAMP_TYPES, ConfigDef, ConfigType, _defs,
                      at_least, between, one_of)
 
@@ -141,5 +142,8 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("unstable.api.versions.enable", T.BOOLEAN, False),
     ConfigDef("unstable.feature.versions.enable", T.BOOLEAN, False),
 )
+
+# Every other key Kafka defines (known, described, not acted on yet): kafka_catalog.py.
+BROKER_CONFIGS.update({name: d for name, d in KAFKA_BROKER_CONFIGS.items() if name not in BROKER_CONFIGS})
 
 BROKER_PREFIXES = ("listener.name.",)  # per-listener overrides (SSL/SASL settings, later)

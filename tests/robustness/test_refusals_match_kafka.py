@@ -19,7 +19,7 @@ import pytest
 from protocol import ErrorCode
 from protocol.records import HEADER, Compression, SimpleRecord, build_batch
 
-from tests.apache_kafka import apache_kafka  # noqa: F401  (fixture)
+from tests import apache_kafka as oracle
 from tests.broker.raw_client import RawClient, batch
 from tests.robustness.support import with_fixed_crc
 
@@ -99,6 +99,9 @@ ACCEPTED = {
     "uncompressed-deltas-0-0-0": build_batch([SimpleRecord(value=b"v", timestamp=NOW, offset_delta=0)] * 3,
                                              last_offset_delta=2),
 }
+
+
+apache_kafka = oracle.apache_kafka   # the session fixture, used through `target`
 
 
 @pytest.fixture(params=["odradek", "kafka"])
