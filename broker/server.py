@@ -22,6 +22,7 @@ import trio
 
 import protocol
 from broker.config import BrokerConfig, Listener, validate_topic_configs
+from broker.config.ip_overrides import limits_by_address
 from broker.connection import RequestMemory
 from broker.fetch_session import FetchSessionCache
 from broker.handlers import load_registry
@@ -298,8 +299,7 @@ class Broker:
                     await trio.sleep(0.1)
                     continue
                 address = _peer_address(stream)
-                if self._connections_per_ip.get(address, 0) >= \
-                        self.config["max.connections.per.ip"]:
+                if self._connections_per_ip.get(address, 0) >= self._ip_connection_limit(address):
                     log.info("closing connection from %s: max.connections.per.ip reached",
                              address)
                     await trio.aclose_forcefully(stream)
@@ -308,6 +308,11 @@ class Broker:
                 self._connections_per_ip[address] = self._connections_per_ip.get(address, 0) + 1
                 self._connection_nursery.start_soon(self._handle_connection, listener, stream,
                                                     address)
+
+    def _ip_connection_limit(self, address: str) -> int:
+        """max.connections.per.ip, or this address's entry in max.connections.per.ip.overrides."""
+        overrides = limits_by_address(self.config["max.connections.per.ip.overrides"])
+        return overrides.get(address, self.config["max.connections.per.ip"])
 
     async def _handle_connection(self, listener: Listener, stream: trio.SocketStream,
                                  address: str) -> None:
