@@ -23,6 +23,7 @@ import trio
 import protocol
 from broker.config import BrokerConfig, Listener, validate_topic_configs
 from broker.config.ip_overrides import limits_by_address
+from broker.log_dirs import watch_log_dirs
 from broker.connection import RequestMemory
 from broker.fetch_session import FetchSessionCache
 from broker.handlers import load_registry
@@ -238,6 +239,7 @@ class Broker:
 
     async def _start(self, nursery: trio.Nursery) -> None:
         self.metrics.set_sources(**broker_sources(self))
+        watch_log_dirs(self)
         self.health.set("recovery", True)
         if self.config["metrics.port"] >= 0:
             self.metrics_port = await nursery.start(functools.partial(

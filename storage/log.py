@@ -82,6 +82,8 @@ class Log:
         self._flush_cond = threading.Condition(threading.Lock())
         self._flushing = False
         self.offline: str | None = None  # the I/O error that took the log offline
+        # Told (once) when an I/O error takes this log offline: the manager reports its log dir.
+        self.on_offline: Callable[["Log", BaseException], None] | None = None
         self._segments: list[LogSegment] = []
         self._bases: list[int] = []
         self._pending_deletes: list[tuple[int, list[str]]] = []  # (due ms, paths)
@@ -307,7 +309,10 @@ class Log:
             raise KafkaStorageError(f"log {self.topic}-{self.partition} is offline: {self.offline}")
 
     def _go_offline(self, exc: BaseException) -> KafkaStorageError:
+        first = self.offline is None
         self.offline = f"{type(exc).__name__}: {exc}"
+        if first and self.on_offline is not None:
+            self.on_offline(self, exc)
         return KafkaStorageError(f"I/O error on {self.topic}-{self.partition}: {exc}")
 
     # ======================================================================= append
