@@ -39,8 +39,31 @@ def _partition_response(index, error, message=None, base_offset=-1, log_append_t
         log_start_offset=log_start_offset, record_errors=[], error_message=message)
 
 
+# The low byte of a batch's attributes and its transactional bit.
+_ATTRIBUTES_LOW_BYTE = 22
+_TRANSACTIONAL_BIT = 0x10
+
+
+def _has_transactional_records(body) -> bool:
+    return any(data.records is not None and len(data.records) > _ATTRIBUTES_LOW_BYTE
+               and data.records[_ATTRIBUTES_LOW_BYTE] & _TRANSACTIONAL_BIT
+               for topic in body.topic_data for data in topic.partition_data)
+
+
+def _refuse_all(body, code):
+    return Response(responses=[Response.TopicProduceResponse(name=topic.name, partition_responses=[
+        _partition_response(data.index, code) for data in topic.partition_data])
+        for topic in body.topic_data], throttle_time_ms=0)
+
+
 async def handle_produce(ctx, header, body):
     acks = body.acks
+    if body.transactional_id is None and _has_transactional_records(body):
+        # As Kafka: transactional records need the request's transactional id (the one the
+        # producer is authorised for); without it the whole request is refused, nothing appended.
+        if acks == 0:
+            raise CloseConnection("transactional records without a transactional id (acks=0)")
+        return _refuse_all(body, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     results: list[tuple[str, list]] = []
     to_append = []      # (partition, records, answer, first batch header)
 

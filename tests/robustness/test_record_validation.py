@@ -43,7 +43,8 @@ THREE = batch([b"a", b"b", b"c"])
     ({"record_count": 0}, ErrorCode.INVALID_RECORD),
     ({"record_count": -3}, ErrorCode.INVALID_RECORD),
     ({"attributes": 0x20}, ErrorCode.INVALID_RECORD),       # clients may not write control batches
-    ({"attributes": 0x10}, ErrorCode.INVALID_RECORD),       # transactional without a producer id
+    # transactional records in a request without a transactional id: refused as Kafka refuses them
+    ({"attributes": 0x10}, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
     ({"attributes": 5}, None),         # unknown compression codecs: refused (Kafka's code for it
     ({"attributes": 7}, None),         # comes from an IllegalArgumentException, not pinned here)
 ])

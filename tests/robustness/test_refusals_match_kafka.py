@@ -164,3 +164,29 @@ def test_librdkafka_counts_the_records_of_a_refused_batch(target):
                          on_delivery=lambda err, _msg: outcomes.update([err.name() if err else "OK"]))
     assert producer.flush(30) == 0
     assert outcomes == {"INVALID_RECORD": 2, "_INVALID_DIFFERENT_RECORD": 8}
+
+
+def test_transactional_records_without_a_transactional_id_are_refused(target):
+    # Kafka refuses the whole request with TRANSACTIONAL_ID_AUTHORIZATION_FAILED (the id is what
+    # the producer is authorised for); it does not look the producer id up.
+    from protocol import messages
+
+    I, P = messages.InitProducerIdRequest, messages.ProduceRequest
+    with RawClient(*target, timeout=30) as client:
+        topic = _new_topic(client, {})
+        _produce_when_ready(client, topic, _keys(b"warm-up"), 9)
+        deadline = time.monotonic() + 30
+        while True:   # Kafka's producer-id manager needs a moment after start
+            pid = client.request(22, 4, I(transactional_id=None, transaction_timeout_ms=60000,
+                                          producer_id=-1, producer_epoch=-1))
+            if pid.error_code == 0 or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert pid.error_code == 0
+        records = build_batch([SimpleRecord(value=b"v", timestamp=NOW)], producer_id=pid.producer_id,
+                              producer_epoch=pid.producer_epoch, base_sequence=0, transactional=True)
+        body = P(transactional_id=None, acks=-1, timeout_ms=5000, topic_data=[P.TopicProduceData(
+            name=topic, partition_data=[P.PartitionProduceData(index=0, records=records)])])
+        answer = client.request(0, 9, body).responses[0].partition_responses[0]
+        assert answer.error_code == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        assert client.fetch(topic, 0, 0).responses[0].partitions[0].high_watermark == 1
