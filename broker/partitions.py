@@ -77,7 +77,7 @@ _FLUSH_MESSAGES_NEVER = 1 << 62
 def _appends_inline(items) -> bool:
     """Whether these (partition, records) appends are cheap enough to run on the event loop."""
     total = 0
-    for partition, records in items:
+    for partition, records, *_ in items:
         total += len(records)
         config = partition.log.config
         if config.flush_messages < _FLUSH_MESSAGES_NEVER or config.compression_type != "producer":
@@ -231,10 +231,11 @@ class PartitionManager:
 
         def append_all():
             outcomes = []
-            for partition, records in items:
+            for partition, records, *guard in items:   # (partition, records[, verification guard])
                 try:
                     outcomes.append(partition.log.append(
-                        records, leader_epoch=partition.leader_epoch, origin=origin))
+                        records, leader_epoch=partition.leader_epoch, origin=origin,
+                        verification_guard=guard[0] if guard else None))
                 except StorageError as exc:
                     outcomes.append(exc)
             return outcomes

@@ -81,10 +81,10 @@ async def handle_produce(ctx, header, body):
             except RecordBatchError as exc:
                 answer.error_code, answer.error_message = exc.error_code, str(exc)
                 continue
-            to_append.append((partition, data.records, answer, first_batch))
+            to_append.append((partition, data.records, answer, first_batch, None))
 
-    # No checkpoint between the verification and an inline append: no commit/abort marker can
-    # land in between and leave the batch outside its (then closed) transaction.
+    # A commit/abort marker landing between the verification and the append would leave the batch
+    # outside its (then closed) transaction: storage's verification guard refuses it then.
     to_append = await _verify_transactional(ctx, body.transactional_id, to_append)
     # Once batches go to the log they must also become visible (high watermark), even if the
     # client disconnects meanwhile: the rest of the request is shielded from cancellation.
@@ -94,9 +94,10 @@ async def handle_produce(ctx, header, body):
 
 async def _append_and_acknowledge(ctx, acks, results, to_append):
     partitions = ctx.partitions
-    outcomes = await partitions.append_many([(p, records) for p, records, _, _ in to_append])
+    outcomes = await partitions.append_many([(p, records, guard)
+                                             for p, records, _, _, guard in to_append])
     appended = []
-    for (partition, records, answer, _), outcome in zip(to_append, outcomes):
+    for (partition, records, answer, _, _), outcome in zip(to_append, outcomes):
         if isinstance(outcome, StorageError):
             answer.error_code, answer.error_message = outcome.error_code, outcome.message
             answer.record_errors = [
@@ -136,10 +137,13 @@ async def _verify_transactional(ctx, transactional_id, to_append):
     candidates = [(i, item[0], item[3]) for i, item in enumerate(to_append) if item[3].is_transactional]
     if not candidates or not ctx.config["transaction.partition.verification.enable"]:
         return to_append
+    # Guards first (as Kafka): a marker written while the coordinator is asked voids them.
+    guards = {i: partition.log.start_verification(batch.producer_id, batch.producer_epoch)
+              for i, partition, batch in candidates}
     refused = await refused_batches(ctx, transactional_id, candidates)
     for i, (code, message) in refused.items():
         to_append[i][2].error_code, to_append[i][2].error_message = code, message
-    return [item for i, item in enumerate(to_append) if i not in refused]
+    return [(*item[:4], guards.get(i)) for i, item in enumerate(to_append) if i not in refused]
 
 
 def _check(ctx, acks: int, topic: str, data, api_version: int):
