@@ -15,7 +15,7 @@ from protocol import recordscan
 from protocol.compression import CompressionError
 from protocol.records import (
     COMPRESSION_MASK, CONTROL_MASK, LOG_OVERHEAD, MIN_BATCH_LENGTH, TRANSACTIONAL_MASK,
-    RecordBatch, RecordBatchError, build_batch, iter_batches,
+    RecordBatch, RecordBatchError, SimpleRecord, build_batch, iter_batches,
 )
 from storage.config import LogConfig
 from storage.errors import ErrorCode, InvalidBatchError, InvalidTimestampRecordsError, RecordErrorsError
@@ -144,9 +144,9 @@ TOPIC_CODECS = {"uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 
 
 def apply_topic_compression(batches: list[RecordBatch], config: LogConfig) -> list[RecordBatch]:
-    """compression.type other than "producer": Kafka re-encodes data batches in the
-    topic's codec (offsets, producer fields and timestamps kept).  The default
-    ("producer") leaves the bytes untouched."""
+    """compression.type other than "producer": Kafka re-encodes data batches in another codec
+    than the topic's (the one place a batch is rewritten).  The default ("producer") leaves the
+    bytes untouched."""
     target = TOPIC_CODECS.get(config.compression_type)
     if target is None:
         return batches
@@ -156,15 +156,17 @@ def apply_topic_compression(batches: list[RecordBatch], config: LogConfig) -> li
             out.append(batch)
             continue
         try:
-            records = list(batch.records())
+            records = [SimpleRecord(r.value, r.key, r.headers, r.timestamp, offset_delta=i)
+                       for i, r in enumerate(batch.records())]
         except RecordBatchError as exc:
             raise InvalidBatchError(exc.message, exc.error_code) from exc
+        # As Kafka's rebuild: offsets 0..n-1, the first record's timestamp as the base, the
+        # largest as the max; producer fields kept (the log then stamps offsets and epoch).
         data = build_batch(
             records, base_offset=batch.base_offset, compression_type=target,
             timestamp_type=batch.timestamp_type, producer_id=batch.producer_id,
             producer_epoch=batch.producer_epoch, base_sequence=batch.base_sequence,
             transactional=batch.is_transactional, partition_leader_epoch=batch.partition_leader_epoch,
-            base_timestamp=batch.base_timestamp, max_timestamp=batch.max_timestamp,
-            last_offset_delta=batch.last_offset_delta)
+            base_timestamp=records[0].timestamp if records else batch.base_timestamp)
         out.append(RecordBatch(data, 0))
     return out
