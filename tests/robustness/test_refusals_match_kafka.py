@@ -190,3 +190,41 @@ def test_transactional_records_without_a_transactional_id_are_refused(target):
         answer = client.request(0, 9, body).responses[0].partition_responses[0]
         assert answer.error_code == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
         assert client.fetch(topic, 0, 0).responses[0].partitions[0].high_watermark == 1
+
+
+@pytest.mark.parametrize("codec,topic_codec,expected", [
+    (Compression.NONE, "gzip", Compression.GZIP),
+    (Compression.LZ4, "zstd", Compression.ZSTD),
+    (Compression.GZIP, "uncompressed", Compression.NONE),
+])
+def test_topic_compression_rewrites_batches_as_kafka(target, codec, topic_codec, expected):
+    # Kafka rebuilds the batch: offsets 0..n-1, the first record's timestamp as the base
+    # timestamp (build_batch's default is the smallest), the largest as the max, producer kept.
+    from protocol.records import iter_batches
+
+    records = [SimpleRecord(value=b"v%d" % i, key=b"k", timestamp=NOW + 10 - i) for i in range(3)]
+    with RawClient(*target, timeout=30) as client:
+        topic = _new_topic(client, {"compression.type": topic_codec})
+        data = build_batch(records, compression_type=codec, producer_id=-1)
+        assert _produce_when_ready(client, topic, data, 9).error_code == 0
+        fetched = client.fetch(topic, 0, 0).responses[0].partitions[0]
+    [stored] = list(iter_batches(bytes(fetched.records)))
+    assert (stored.compression, stored.last_offset_delta) == (expected, 2)
+    assert (stored.base_timestamp, stored.max_timestamp) == (NOW + 10, NOW + 10)
+    assert [(r.offset, r.timestamp, r.value) for r in stored.records()] == \
+        [(i, NOW + 10 - i, b"v%d" % i) for i in range(3)]
+
+
+def test_log_append_time_with_topic_compression_as_kafka(target):
+    from protocol.records import TimestampType, iter_batches
+
+    records = [SimpleRecord(value=b"v", timestamp=NOW - 5000 + i) for i in range(3)]
+    with RawClient(*target, timeout=30) as client:
+        topic = _new_topic(client, {"compression.type": "gzip", "message.timestamp.type": "LogAppendTime"})
+        answer = _produce_when_ready(client, topic, build_batch(records), 9)
+        assert answer.error_code == 0 and answer.log_append_time_ms >= NOW
+        [stored] = list(iter_batches(bytes(client.fetch(topic, 0, 0).responses[0].partitions[0].records)))
+    assert stored.timestamp_type == TimestampType.LOG_APPEND_TIME
+    assert stored.base_timestamp == NOW - 5000          # the first record's own time, as Kafka
+    assert stored.max_timestamp == answer.log_append_time_ms
+    assert {r.timestamp for r in stored.records()} == {answer.log_append_time_ms}
