@@ -22,6 +22,8 @@ import trio
 
 import protocol
 from broker.config import BrokerConfig, Listener, validate_topic_configs
+from broker.config.ip_overrides import limits_by_address
+from broker.log_dirs import watch_log_dirs
 from broker.connection import RequestMemory
 from broker.fetch_session import FetchSessionCache
 from broker.handlers import load_registry
@@ -160,7 +162,7 @@ class Broker:
         if resource_type == TOPIC_RESOURCE:
             validate_topic_configs(configs)
         elif resource_type == BROKER_RESOURCE:
-            self.config.validate_dynamic(configs)
+            self.config.validate_dynamic(configs, name)
 
     # --------------------------------------------------------------------------------- running
     @classmethod
@@ -243,6 +245,7 @@ class Broker:
 
     async def _start(self, nursery: trio.Nursery) -> None:
         self.metrics.set_sources(**broker_sources(self))
+        watch_log_dirs(self)
         self.health.set("recovery", True)
         if self.config["metrics.port"] >= 0:
             self.metrics_port = await nursery.start(functools.partial(
@@ -315,8 +318,7 @@ class Broker:
                              "exceeded", address, ip_throttle_ms)
                     self._connection_nursery.start_soon(_close_after, stream, ip_throttle_ms)
                     continue
-                if self._connections_per_ip.get(address, 0) >= \
-                        self.config["max.connections.per.ip"]:
+                if self._connections_per_ip.get(address, 0) >= self._ip_connection_limit(address):
                     log.info("closing connection from %s: max.connections.per.ip reached",
                              address)
                     await trio.aclose_forcefully(stream)
@@ -325,6 +327,11 @@ class Broker:
                 self._connections_per_ip[address] = self._connections_per_ip.get(address, 0) + 1
                 self._connection_nursery.start_soon(self._handle_connection, listener, stream,
                                                     address)
+
+    def _ip_connection_limit(self, address: str) -> int:
+        """max.connections.per.ip, or this address's entry in max.connections.per.ip.overrides."""
+        overrides = limits_by_address(self.config["max.connections.per.ip.overrides"])
+        return overrides.get(address, self.config["max.connections.per.ip"])
 
     async def _handle_connection(self, listener: Listener, stream: trio.SocketStream,
                                  address: str) -> None:

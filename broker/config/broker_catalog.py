@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from .ip_overrides import check_ip_overrides
+from .kafka_catalog import KAFKA_BROKER_CONFIGS
 from .values import (INT_MAX, LONG_MAX, COMPRESSION_TYPES, TIMESTAMP_TYPES, ConfigDef, ConfigType, _defs,
                      at_least, between, one_of)
 
@@ -40,6 +42,7 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("connections.max.idle.ms", T.LONG, 600000),
     ConfigDef("max.connections", T.INT, INT_MAX, at_least(0), dynamic=True),
     ConfigDef("max.connections.per.ip", T.INT, INT_MAX, at_least(0), dynamic=True),
+    ConfigDef("max.connections.per.ip.overrides", T.STRING, "", check_ip_overrides, dynamic=True),
     ConfigDef("num.network.threads", T.INT, 3, at_least(1), dynamic=True),
     ConfigDef("num.io.threads", T.INT, 8, at_least(1), dynamic=True),
     ConfigDef("queued.max.requests", T.INT, 500, at_least(1)),
@@ -147,5 +150,8 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("unstable.api.versions.enable", T.BOOLEAN, False),
     ConfigDef("unstable.feature.versions.enable", T.BOOLEAN, False),
 )
+
+# Every other key Kafka defines (known, described, not acted on yet): kafka_catalog.py.
+BROKER_CONFIGS.update({name: d for name, d in KAFKA_BROKER_CONFIGS.items() if name not in BROKER_CONFIGS})
 
 BROKER_PREFIXES = ("listener.name.",)  # per-listener overrides (SSL/SASL settings, later)

@@ -82,7 +82,9 @@ def _read_all(ctx, reads, uses_ids, isolation, max_bytes):
     partitions = ctx.partitions
     budget = max_bytes
     for read in reads:
-        read.slices, read.size, read.aborted, read.partition = [], 0, None, None
+        # As Kafka: a list of aborted transactions for read_committed data and for any error (an
+        # empty one then), none (null) for read_uncommitted data.
+        read.slices, read.size, read.aborted, read.partition = [], 0, [], None
         read.high_watermark = read.last_stable_offset = read.log_start_offset = -1
         fetch = read.fetch
         try:
@@ -105,6 +107,7 @@ def _read_all(ctx, reads, uses_ids, isolation, max_bytes):
             read.error = exc.error_code
             continue
         read.error = ErrorCode.NONE
+        read.aborted = None
         read.slices = slices
         read.size = sum(len(s) for s in slices)
         budget -= read.size

@@ -17,7 +17,7 @@ import sys
 import tempfile
 import time
 
-STARTUP_TIMEOUT = 30
+STARTUP_TIMEOUT = float(os.environ.get("COMPAT_STARTUP_TIMEOUT", "30"))  # a JVM broker may need more
 
 
 def free_port() -> int:

@@ -1,0 +1,77 @@
+"""Differential check: the recorded golden request frames (real clients' conversations with Kafka)
+replayed against the reference Apache Kafka 3.9 and against Odradek, the decoded responses compared
+field by field (compare.py holds the allow-list of fields that legitimately differ).
+
+Differences left are decisions, listed in DECISIONS with the reason; anything else fails. The
+default run replays two clients' conversations; all four with `-m slow`, or by command:
+
+    python -m tests.differential.replay KAFKA_HOST:PORT ODRADEK_HOST:PORT
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from broker.testing import running_broker
+from tests import apache_kafka as oracle
+from tests.differential.replay import GOLDEN, compare_replays, load_requests, replay
+
+apache_kafka = oracle.apache_kafka   # the session fixture
+
+# Differences that are decisions, not bugs: {pattern on the difference line: why}.
+DECISIONS = {
+    "* CreateTopics v* .topics[0].configs: 36 entries != 33":
+        "Kafka 3.9 still lists message.format.version, message.downconversion.enable and "
+        "message.timestamp.difference.max.ms, which Kafka 4.0 removed (Odradek is a 4.x broker)",
+    "* DescribeConfigs v* .results[0].configs: 36 entries != 33": "the same three 3.9-only topic configs",
+    "* WriteTxnMarkers v1: connection closed by Odradek only":
+        "single node: no inter-broker WriteTxnMarkers (not advertised; an unadvertised API closes the "
+        "connection, as Kafka does)",
+    "* ConsumerGroupDescribe v0: connection closed by Odradek only":
+        "the KIP-848 consumer group protocol is not implemented (not advertised)",
+    "* ListGroups v* .groups: * entries != *":
+        "Kafka keeps a group left empty without offsets (e.g. after MEMBER_ID_REQUIRED) until its "
+        "offsets-retention check, up to 10 minutes; Odradek forgets it at once",
+    "* DescribeGroups v* .groups[0].group_state: 'Empty' != 'Dead'": "the same empty-group retention",
+    "* OffsetCommit v* .topics[0].partitions[0].error_code: 25 != 22": "the same: Kafka's retained empty group knows no member "
+                                               "(UNKNOWN_MEMBER_ID), Odradek has no group (ILLEGAL_GENERATION)",
+}
+
+
+def _pattern(text: str) -> re.Pattern:
+    """A DECISIONS key: literal text where * matches anything."""
+    return re.compile(".*".join(re.escape(part) for part in text.split("*")) + "$")
+
+
+_DECIDED = [_pattern(p) for p in DECISIONS]
+
+
+def _unexplained(found: list[str]) -> list[str]:
+    return [line for line in found if not any(p.match(line) for p in _DECIDED)]
+
+
+@pytest.fixture(scope="module")
+def odradek(tmp_path_factory):
+    with running_broker(tmp_path_factory.mktemp("differential") / "data",
+                        {"group.initial.rebalance.delay.ms": "0"}) as running:
+        yield running
+
+
+def _check(client: str, kafka, odradek) -> None:
+    frames = load_requests(GOLDEN / f"{client}.jsonl")
+    found = compare_replays(replay(frames, ("127.0.0.1", kafka.port)),
+                            replay(frames, ("127.0.0.1", odradek.port)))
+    assert _unexplained(found) == []
+
+
+@pytest.mark.parametrize("client", ["kafka-python", "aiokafka"])
+def test_golden_conversations_answer_as_kafka(apache_kafka, odradek, client):
+    _check(client, apache_kafka, odradek)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("client", ["confluent-kafka", "java"])
+def test_golden_conversations_answer_as_kafka_all_clients(apache_kafka, odradek, client):
+    _check(client, apache_kafka, odradek)
