@@ -33,6 +33,9 @@ from broker.metrics import BrokerMetrics, broker_sources
 from broker.partitions import PartitionManager
 from broker.quotas import BrokerQuotas
 from broker.quotas.metrics import QuotaCollector
+from broker.security.authorizer import AuthorizerMetricsCollector, StandardAuthorizer
+from broker.security.audit import AuthenticationAudit
+from broker.security.listener import ListenerSecurity
 
 log = logging.getLogger("odradek.server")
 
@@ -56,10 +59,19 @@ class Broker:
         self.metrics_port: int | None = None
         self.metrics = BrokerMetrics(config.node_id)
         self.health = Health(metrics=self.metrics)
+        # authorizer.class.name: None means no authorization (everything allowed), as Kafka.
+        self.authorizer = StandardAuthorizer.from_config(config)
+        if self.authorizer is not None:
+            self.metrics.registry.register(AuthorizerMetricsCollector(self.authorizer))
         self.request_log = RequestLogger()
         self.request_memory = RequestMemory(config["queued.max.request.bytes"])
         self.quotas = BrokerQuotas(config)
         self.metrics.registry.register(QuotaCollector(self.quotas))
+        # authentication per listener (TLS contexts, SASL mechanisms); ConfigError stops start-up
+        self.listener_security = {l.name: ListenerSecurity.for_listener(config, l)
+                                  for l in config.client_listeners}
+        self.auth_audit = AuthenticationAudit()
+        self.metrics.registry.register(self.auth_audit)
         self._bound: list[tuple[Listener, int]] = []   # (listener, bound port)
         self._shutdown = trio.Event()
         self._draining = False
@@ -237,6 +249,9 @@ class Broker:
         self.config.set_dynamic(image.broker_configs.get("", {}),
                                 image.broker_configs.get(str(self.node_id), {}))
         self.logs.set_defaults(self.config.topic_defaults())
+        if self.authorizer is not None:   # the ACLs are in the image before any request
+            self.authorizer.load(image.acls)
+            self.controller.add_listener(self.authorizer.on_image_change)
         self.partitions = PartitionManager(self)
         self.controller.add_listener(self.partitions.on_image_change)
         self.quotas.load(image.client_quotas)
@@ -336,11 +351,16 @@ class Broker:
     async def _handle_connection(self, listener: Listener, stream: trio.SocketStream,
                                  address: str) -> None:
         from broker.connection import Connection
+        from broker.security.tls_connection import TlsConnection
 
         try:
             if self._draining:
                 return
-            connection = Connection(self, stream, listener.name)
+            security = self.listener_security.get(listener.name)
+            if security is not None and security.uses_tls:
+                connection = TlsConnection(self, stream, listener.name, security)
+            else:
+                connection = Connection(self, stream, listener.name, security)
             if not self._connections:
                 self._connections_idle = trio.Event()
             self._connections.add(connection)

@@ -11,8 +11,11 @@ against Apache Kafka and other Kafka-compatible brokers as well as Odradek.
     odradek delete-records TOPIC --before-offset N
     odradek produce TOPIC / odradek consume TOPIC   (console tools)
     odradek cluster describe|api-versions / odradek quorum describe
+    odradek users scram set|delete|describe
+    odradek acls create|list|delete   (kafka-acls' options: --allow-principal, --topic, ...)
 
-Every command takes ``--bootstrap-server`` (``-b``), ``--json`` and ``--timeout``; prints tables
+Every command takes ``--bootstrap-server`` (``-b``), ``--json``, ``--timeout`` and ``--command-config``
+(Kafka client properties: TLS, SASL); prints tables
 (or JSON) on stdout, errors as ``odradek: error: <what>: <KAFKA_ERROR_NAME>: <message>`` on
 stderr, and exits 0 on success, 1 on a failure, 2 on a usage error.
 
@@ -26,10 +29,10 @@ from __future__ import annotations
 
 import argparse
 
-from broker.admin import cluster, configs, console, groups, offsets, quotas, topics
+from broker.admin import acls, cluster, configs, console, groups, offsets, quotas, topics, users
 from broker.admin.common import common_options
 
-_MODULES = (topics, groups, configs, quotas, offsets, console, cluster)
+_MODULES = (topics, groups, configs, quotas, offsets, console, cluster, users, acls)
 
 
 def register(subparsers) -> None:

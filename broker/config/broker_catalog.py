@@ -115,6 +115,39 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("controller.quota.window.num", T.INT, 11, at_least(1)),
     ConfigDef("controller.quota.window.size.seconds", T.INT, 1, at_least(1)),
     ConfigDef("max.connection.creation.rate", T.INT, INT_MAX, at_least(0), dynamic=True),
+    # security (authentication): TLS and SASL, Kafka's names and defaults; each may also be set
+    # per listener as listener.name.<listener>.<key> (SASL ones also .<mechanism>.<key>)
+    ConfigDef("ssl.keystore.type", T.STRING, "JKS", one_of("JKS", "PKCS12", "PEM", case_sensitive=False)),
+    ConfigDef("ssl.keystore.location", T.STRING, None),
+    ConfigDef("ssl.keystore.password", T.PASSWORD, None, sensitive=True),
+    ConfigDef("ssl.key.password", T.PASSWORD, None, sensitive=True),
+    ConfigDef("ssl.keystore.certificate.chain", T.PASSWORD, None, sensitive=True),
+    ConfigDef("ssl.keystore.key", T.PASSWORD, None, sensitive=True),
+    ConfigDef("ssl.truststore.type", T.STRING, "JKS", one_of("JKS", "PKCS12", "PEM", case_sensitive=False)),
+    ConfigDef("ssl.truststore.location", T.STRING, None),
+    ConfigDef("ssl.truststore.password", T.PASSWORD, None, sensitive=True),
+    ConfigDef("ssl.truststore.certificates", T.PASSWORD, None, sensitive=True),
+    ConfigDef("ssl.client.auth", T.STRING, "none", one_of("required", "requested", "none")),
+    ConfigDef("ssl.protocol", T.STRING, "TLSv1.3"),
+    ConfigDef("ssl.enabled.protocols", T.LIST, ["TLSv1.2", "TLSv1.3"],
+              one_of("TLSv1.2", "TLSv1.3", "TLSv1.1", "TLSv1")),
+    ConfigDef("ssl.cipher.suites", T.LIST, []),
+    ConfigDef("ssl.endpoint.identification.algorithm", T.STRING, "https"),
+    ConfigDef("ssl.principal.mapping.rules", T.STRING, "DEFAULT"),
+    ConfigDef("ssl.handshake.timeout.ms", T.LONG, 10000, at_least(1)),  # Odradek: TLS handshake bound
+    ConfigDef("sasl.enabled.mechanisms", T.LIST, ["GSSAPI"]),
+    ConfigDef("sasl.mechanism.inter.broker.protocol", T.STRING, "GSSAPI"),
+    ConfigDef("sasl.mechanism.controller.protocol", T.STRING, "GSSAPI"),
+    ConfigDef("sasl.jaas.config", T.PASSWORD, None, sensitive=True),
+    ConfigDef("sasl.server.callback.handler.class", T.STRING, None),
+    ConfigDef("sasl.server.max.receive.size", T.INT, 524288, at_least(1)),
+    ConfigDef("connections.max.reauth.ms", T.LONG, 0, at_least(0)),
+    ConfigDef("sasl.oauthbearer.jwks.endpoint.url", T.STRING, None),
+    ConfigDef("sasl.oauthbearer.expected.audience", T.LIST, []),
+    ConfigDef("sasl.oauthbearer.expected.issuer", T.STRING, None),
+    ConfigDef("sasl.oauthbearer.clock.skew.seconds", T.INT, 30, at_least(0)),
+    ConfigDef("sasl.oauthbearer.sub.claim.name", T.STRING, "sub"),
+    ConfigDef("sasl.oauthbearer.scope.claim.name", T.STRING, "scope"),
     # internal topics and coordinators
     ConfigDef("offsets.topic.num.partitions", T.INT, 50, at_least(1)),
     ConfigDef("offsets.topic.replication.factor", T.SHORT, 3, at_least(1)),
@@ -147,6 +180,12 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("share.coordinator.state.topic.num.partitions", T.INT, 50, at_least(1)),
     ConfigDef("share.coordinator.state.topic.replication.factor", T.SHORT, 3, at_least(1)),
     ConfigDef("share.coordinator.state.topic.min.isr", T.SHORT, 2, at_least(1)),
+    # authorization (broker/security): Kafka's StandardAuthorizer; empty = everything allowed
+    ConfigDef("authorizer.class.name", T.STRING, "",
+              one_of("", "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+                     "kafka.security.authorizer.AclAuthorizer")),
+    ConfigDef("super.users", T.STRING, None),          # "User:admin;User:ops"
+    ConfigDef("allow.everyone.if.no.acl.found", T.BOOLEAN, False),
     ConfigDef("unstable.api.versions.enable", T.BOOLEAN, False),
     ConfigDef("unstable.feature.versions.enable", T.BOOLEAN, False),
 )
@@ -154,4 +193,4 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
 # Every other key Kafka defines (known, described, not acted on yet): kafka_catalog.py.
 BROKER_CONFIGS.update({name: d for name, d in KAFKA_BROKER_CONFIGS.items() if name not in BROKER_CONFIGS})
 
-BROKER_PREFIXES = ("listener.name.",)  # per-listener overrides (SSL/SASL settings, later)
+BROKER_PREFIXES = ("listener.name.",)  # per-listener overrides (SSL/SASL settings)

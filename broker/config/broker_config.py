@@ -97,10 +97,6 @@ class BrokerConfig:
             raise ConfigError("broker.id must equal node.id when both are set", "broker.id")
         protocol_map = self.protocol_map
         listeners = self.listeners  # parses and validates
-        for listener in listeners:
-            if listener.security_protocol != "PLAINTEXT":
-                raise ConfigError(f"listener {listener.name}: security protocol "
-                                  f"{listener.security_protocol} is not supported yet", "listeners")
         if not self.client_listeners:
             raise ConfigError("no client listener configured (listeners)", "listeners")
         advertised = parse_listeners(self.get("advertised.listeners"), protocol_map,

@@ -36,6 +36,7 @@ Reading (always the latest committed state; never mutate it)::
     image.topic_configs[name]         # {key: value}: dynamic (non-default) configs only
     image.broker_configs[""|"<id>"]   # cluster-wide default ("") and per-broker dynamic configs
     image.next_producer_id
+    image.acls[uuid]                  # broker.security.acls.AclBinding, by ACL id
 
     controller.add_listener(fn)       # fn(ImageChange) runs synchronously after every committed batch
                                       #   and before the mutation that caused it returns; ImageChange has
@@ -61,6 +62,9 @@ before any placement work)::
     await controller.incremental_alter_configs([(resource_type, name, [(key, op, value)])],
                                                validate_only=False)   # op: SET 0 DELETE 1 APPEND 2 SUBTRACT 3
         -> [ConfigResult(resource_type, resource_name, error_code, error_message)]
+    await controller.create_acls([AclBinding]) -> [acls.AclCreateResult(error_code, error_message)]
+    await controller.delete_acls([AclBindingFilter]) -> [acls.AclDeleteResult(error_code, error_message,
+                                                                              deleted=[AclBinding])]
     await controller.allocate_producer_ids(broker_id, broker_epoch=-1) -> ProducerIdBlock(first_producer_id, size=1000)
     await controller.register_broker(broker_id, incarnation_id, [(listener, host, port, protocol_id)],
                                      rack=None) -> broker_epoch        # registered fenced

@@ -13,8 +13,10 @@ from typing import Callable, Mapping, Sequence
 
 import trio
 
+from . import acls
 from . import configs as cfg
 from . import records as r
+from . import scram
 from .disklog import Entry, Snapshot
 from .errors import ApiError, ErrorCode
 from .image import TOPIC_RESOURCE, ImageChange, MetadataImage
@@ -453,6 +455,33 @@ class Controller:
                 batch += cfg.diff_records(rtype, name, before, after)
             if not validate_only:
                 await self._commit(batch)
+            return results
+
+    # -- ACLs --------------------------------------------------------------------------------------
+
+    async def create_acls(self, bindings) -> list:
+        """Store AclBindings -> [acls.AclCreateResult] (INVALID_REQUEST for a binding Kafka refuses)."""
+        return await self._plan_and_commit(acls.plan_create, bindings)
+
+    async def delete_acls(self, filters) -> list:
+        """Remove the ACLs each AclBindingFilter matches -> [acls.AclDeleteResult(deleted=[...])]."""
+        return await self._plan_and_commit(acls.plan_delete, filters)
+
+    async def _plan_and_commit(self, plan, items) -> list:
+        await self._require_leader()
+        async with self._lock:
+            batch, results = plan(self._image, items)
+            await self._commit(batch)
+            return results
+
+    # -- SCRAM credentials -----------------------------------------------------------------------
+
+    async def alter_user_scram_credentials(self, deletions, upsertions) -> dict:
+        """{user: (error code, message)}; see `scram.alteration_records` for the checks."""
+        await self._require_leader()
+        async with self._lock:
+            batch, results = scram.alteration_records(self._image, deletions, upsertions)
+            await self._commit(batch)
             return results
 
     # -- producer ids ----------------------------------------------------------------------------

@@ -12,6 +12,9 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Mapping
 
+from broker.security.acls import AclBinding, binding_from_record, record_fields
+from broker.security.sasl.scram import MECHANISM_BY_TYPE, MECHANISMS as SCRAM_MECHANISMS, ScramCredential
+
 from . import records as r
 
 # ConfigRecord.resource_type values (Kafka's ConfigResource.Type).
@@ -81,6 +84,9 @@ class MetadataImage:
     features: Mapping[str, int] = field(default_factory=_empty)
     # client quotas: entity (sorted (type, name-or-None) pairs) -> {quota key: value}
     client_quotas: Mapping[tuple, Mapping[str, float]] = field(default_factory=_empty)
+    # (user, mechanism name) -> ScramCredential, from UserScramCredentialRecords
+    scram_credentials: Mapping[tuple[str, str], ScramCredential] = field(default_factory=_empty)
+    acls: Mapping[uuid.UUID, AclBinding] = field(default_factory=_empty)   # by ACL id
 
     def apply(self, records, offset: int | None = None) -> "MetadataImage":
         """Return the image after `records` (an atomic batch); `offset` becomes the image's offset."""
@@ -128,8 +134,14 @@ class MetadataImage:
         for entity, values in sorted(self.client_quotas.items(), key=lambda item: repr(item[0])):
             data = [r.ClientQuotaRecord.EntityData(entity_type=t, entity_name=n) for t, n in entity]
             out += [r.ClientQuotaRecord(entity=data, key=k, value=v) for k, v in sorted(values.items())]
+        for (user, mechanism), c in sorted(self.scram_credentials.items()):
+            out.append(r.UserScramCredentialRecord(
+                name=user, mechanism=SCRAM_MECHANISMS[mechanism][1], salt=c.salt,
+                stored_key=c.stored_key, server_key=c.server_key, iterations=c.iterations))
         if self.next_producer_id:
             out.append(r.ProducerIdsRecord(broker_id=-1, next_producer_id=self.next_producer_id))
+        out += [r.AccessControlEntryRecord(id=acl_id, **record_fields(acl))
+                for acl_id, acl in sorted(self.acls.items())]
         return out
 
 
@@ -146,6 +158,8 @@ class _Builder:
         self.features = dict(base.features)
         self.next_producer_id = base.next_producer_id
         self.client_quotas = dict(base.client_quotas)
+        self.scram_credentials = dict(base.scram_credentials)
+        self.acls = None   # copied on the first ACL change, so listeners can skip by identity
 
     def build(self, offset: int) -> MetadataImage:
         ro = MappingProxyType
@@ -153,7 +167,9 @@ class _Builder:
             cluster_id=self.base.cluster_id, offset=offset, brokers=ro(self.brokers), topics=ro(self.topics),
             topics_by_id=ro(self.topics_by_id), topic_configs=ro(self.topic_configs),
             broker_configs=ro(self.broker_configs), next_producer_id=self.next_producer_id,
-            features=ro(self.features), client_quotas=ro(self.client_quotas))
+            features=ro(self.features), client_quotas=ro(self.client_quotas),
+            scram_credentials=ro(self.scram_credentials),
+            acls=self.base.acls if self.acls is None else ro(self.acls))
 
     def replay(self, record) -> None:
         handler = getattr(self, "_" + type(record).__name__, None)
@@ -279,8 +295,34 @@ class _Builder:
     def _FeatureLevelRecord(self, rec) -> None:
         self.features[rec.name] = rec.feature_level
 
+    # -- SCRAM credentials -----------------------------------------------------------------------
+
+    def _UserScramCredentialRecord(self, rec) -> None:
+        mechanism = MECHANISM_BY_TYPE.get(rec.mechanism)
+        if mechanism is None:
+            raise ImageError(f"unknown SCRAM mechanism {rec.mechanism}")
+        self.scram_credentials[(rec.name, mechanism)] = ScramCredential(
+            mechanism, bytes(rec.salt), bytes(rec.stored_key), bytes(rec.server_key), rec.iterations)
+
+    def _RemoveUserScramCredentialRecord(self, rec) -> None:
+        self.scram_credentials.pop((rec.name, MECHANISM_BY_TYPE.get(rec.mechanism)), None)
+
     def _NoOpRecord(self, rec) -> None:
         pass
+
+    # -- ACLs --------------------------------------------------------------------------------------
+
+    def _changing_acls(self) -> dict:
+        if self.acls is None:
+            self.acls = dict(self.base.acls)
+        return self.acls
+
+    def _AccessControlEntryRecord(self, rec) -> None:
+        self._changing_acls()[rec.id] = binding_from_record(rec)
+
+    def _RemoveAccessControlEntryRecord(self, rec) -> None:
+        if self._changing_acls().pop(rec.id, None) is None:
+            raise ImageError(f"removal of unknown ACL {rec.id}")
 
 
 @dataclass(frozen=True)

@@ -11,9 +11,10 @@ import uuid
 
 from protocol import DecodeError
 from protocol.generated.metadata import (
-    ClientQuotaRecord, ConfigRecord, FeatureLevelRecord, FenceBrokerRecord, NoOpRecord, PartitionChangeRecord, PartitionRecord,
-    ProducerIdsRecord, RegisterBrokerRecord, RemoveTopicRecord, TopicRecord, UnfenceBrokerRecord,
-    UnregisterBrokerRecord,
+    AccessControlEntryRecord, ClientQuotaRecord, ConfigRecord, FeatureLevelRecord, FenceBrokerRecord,
+    NoOpRecord, PartitionChangeRecord, PartitionRecord, ProducerIdsRecord, RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord, RemoveTopicRecord, RemoveUserScramCredentialRecord,
+    TopicRecord, UnfenceBrokerRecord, UnregisterBrokerRecord, UserScramCredentialRecord,
 )
 from protocol.metadata_records import decode_metadata_record, encode_metadata_record
 
@@ -22,10 +23,11 @@ BrokerEndpoint = RegisterBrokerRecord.BrokerEndpoint
 RecordDecodeError = DecodeError
 
 __all__ = [
-    "BrokerEndpoint", "ClientQuotaRecord", "ConfigRecord", "FeatureLevelRecord", "FenceBrokerRecord", "NoOpRecord",
+    "AccessControlEntryRecord", "RemoveAccessControlEntryRecord", "BrokerEndpoint", "ClientQuotaRecord",
+    "ConfigRecord", "FeatureLevelRecord", "FenceBrokerRecord", "NoOpRecord",
     "PartitionChangeRecord", "PartitionRecord", "ProducerIdsRecord", "RecordDecodeError",
-    "RegisterBrokerRecord", "RemoveTopicRecord", "TopicRecord", "UnfenceBrokerRecord",
-    "UnregisterBrokerRecord", "ZERO_UUID", "decode_record", "decode_records", "encode_record",
+    "RegisterBrokerRecord", "RemoveTopicRecord", "RemoveUserScramCredentialRecord", "TopicRecord", "UnfenceBrokerRecord",
+    "UnregisterBrokerRecord", "UserScramCredentialRecord", "ZERO_UUID", "decode_record", "decode_records", "encode_record",
     "encode_records",
 ]
 

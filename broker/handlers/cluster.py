@@ -8,7 +8,9 @@ import os
 from protocol import ErrorCode, messages
 
 from broker.handlers import common
-from broker.handlers.metadata import broker_entries
+from broker.handlers.metadata import broker_entries, cluster_operations
+from broker.security import access
+from broker.security.acls import AclOperation, ResourceType
 
 BROKERS_ENDPOINT_TYPE = 1
 
@@ -27,7 +29,7 @@ async def handle_describe_cluster(ctx, header, body):
     return Response(
         throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=BROKERS_ENDPOINT_TYPE,
         cluster_id=image.cluster_id, controller_id=ctx.node_id, brokers=brokers,
-        cluster_authorized_operations=(common.CLUSTER_OPERATIONS
+        cluster_authorized_operations=(cluster_operations(ctx)
                                        if body.include_cluster_authorized_operations
                                        else common.OPERATIONS_NOT_REQUESTED))
 
@@ -40,8 +42,17 @@ async def handle_describe_topic_partitions(ctx, header, body):
     live = {b.broker_id for b in image.brokers.values() if not b.fenced}
     if body.topics:
         names = sorted({t.name for t in body.topics})
+        visible = access.allowed_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, names)
     else:
         names = sorted(image.topics)
+        visible = access.allowed_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, names,
+                                       log_if_denied=False)
+    # Named topics the principal may not DESCRIBE are refused (after the others, as Kafka);
+    # when listing all, they are left out.
+    refused = [Response.DescribeTopicPartitionsResponseTopic(
+        error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=name, is_internal=False,
+        partitions=[]) for name in names if name not in visible] if body.topics else []
+    names = [name for name in names if name in visible]
     cursor = body.cursor
     if cursor is not None:
         names = [n for n in names if n >= cursor.topic_name]
@@ -72,11 +83,13 @@ async def handle_describe_topic_partitions(ctx, header, body):
                 offline_replicas=[b for b in partition.replicas if b not in live]))
         topics.append(Response.DescribeTopicPartitionsResponseTopic(
             error_code=0, name=name, topic_id=topic.topic_id, is_internal=common.is_internal(name),
-            partitions=partitions, topic_authorized_operations=common.TOPIC_OPERATIONS))
+            partitions=partitions,
+            topic_authorized_operations=access.authorized_operations(ctx, ResourceType.TOPIC,
+                                                                     name)))
         if rest:
             next_cursor = Response.Cursor(topic_name=name, partition_index=rest[0])
             break
-    return Response(throttle_time_ms=0, topics=topics, next_cursor=next_cursor)
+    return Response(throttle_time_ms=0, topics=topics + refused, next_cursor=next_cursor)
 
 
 # -------------------------------------------------------------------------------- DescribeLogDirs
@@ -117,6 +130,13 @@ async def handle_elect_leaders(ctx, header, body):
     image = ctx.image
     live = {b.broker_id for b in image.brokers.values() if not b.fenced}
     everything = body.topic_partitions is None
+    if not access.cluster_allowed(ctx, AclOperation.ALTER):
+        denied = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        return Response(throttle_time_ms=0, error_code=denied, replica_election_results=[
+            Response.ReplicaElectionResult(topic=t.topic, partition_result=[
+                Response.PartitionResult(partition_id=index, error_code=denied,
+                                         error_message=None) for index in t.partitions])
+            for t in body.topic_partitions or []])
     if everything:
         requested = [(name, sorted(t.partitions)) for name, t in sorted(image.topics.items())]
     else:

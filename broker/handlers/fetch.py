@@ -23,6 +23,8 @@ from broker.connection import SlicedRecords
 from broker.fetch_session import PartitionFetch
 from broker.partitions import PartitionError
 from broker.quotas import identity
+from broker.security import access
+from broker.security.acls import AclOperation, ResourceType
 from storage.errors import StorageError
 
 API_KEY = 1
@@ -76,7 +78,27 @@ def _resolve(image, key, uses_ids) -> str:
     return topic_key
 
 
-def _read_all(ctx, reads, uses_ids, isolation, max_bytes):
+def _denied_topics(ctx, body, version, reads, uses_ids) -> frozenset:
+    """Topics this fetch may not read: a follower needs CLUSTER_ACTION (then every topic is
+    refused without it), a consumer READ on each topic."""
+    if not access.enabled(ctx):
+        return frozenset()
+    image = ctx.image
+    names = set()
+    for read in reads:
+        try:
+            names.add(_resolve(image, read.key, uses_ids))
+        except PartitionError:
+            pass
+    replica_id = body.replica_state.replica_id if version >= 15 else body.replica_id
+    if replica_id >= 0:
+        return frozenset() if access.cluster_allowed(ctx, AclOperation.CLUSTER_ACTION) \
+            else frozenset(names)
+    return frozenset(names - access.allowed_names(ctx, AclOperation.READ, ResourceType.TOPIC,
+                                                  names))
+
+
+def _read_all(ctx, reads, uses_ids, isolation, max_bytes, denied=frozenset()):
     """Read every partition within the byte budgets (on the event loop: no data is copied)."""
     image = ctx.image
     partitions = ctx.partitions
@@ -89,6 +111,8 @@ def _read_all(ctx, reads, uses_ids, isolation, max_bytes):
         fetch = read.fetch
         try:
             name = _resolve(image, read.key, uses_ids)
+            if name in denied:
+                raise PartitionError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
             partition = partitions.leader(name, fetch.partition, fetch.current_leader_epoch)
         except PartitionError as exc:
             read.error = exc.code
@@ -145,11 +169,12 @@ async def handle_fetch(ctx, header, body):
     deadline = trio.current_time() + max(body.max_wait_ms, 0) / 1000
     keys = list(context.partitions.keys())
     reads = [_Read(key, context.partitions[key]) for key in keys]
+    denied = _denied_topics(ctx, body, version, reads, uses_ids)
 
     while True:
         # Index lookups and file slices only (the bytes go out with sendfile): cheaper inline
         # than a worker-thread trip, and nothing can land between this read and the wait below.
-        _read_all(ctx, reads, uses_ids, isolation, max_bytes)
+        _read_all(ctx, reads, uses_ids, isolation, max_bytes, denied)
         total = sum(r.size for r in reads)
         errors = any(r.error for r in reads)
         remaining = deadline - trio.current_time()

@@ -12,11 +12,21 @@ from protocol import ErrorCode, messages
 
 from broker.coordinator.group_coordinator import OffsetCommitItem
 from broker.coordinator.service import OFFSETS_TOPIC, TRANSACTION_TOPIC, CoordinatorService
-from broker.handlers.common import DELETE, DESCRIBE, OPERATIONS_NOT_REQUESTED, READ
+from broker.handlers.common import OPERATIONS_NOT_REQUESTED
+from broker.security import access
+from broker.security.acls import AclOperation, ResourceType
 
 E = ErrorCode
-GROUP_OPERATIONS = (1 << READ) | (1 << DELETE) | (1 << DESCRIBE)
+Op, RT = AclOperation, ResourceType
 GROUP_KEY, TRANSACTION_KEY = 0, 1
+
+
+def _group_allowed(ctx, operation, group_id, log_if_denied=True) -> bool:
+    return access.allowed(ctx, operation, RT.GROUP, group_id or "", log_if_denied=log_if_denied)
+
+
+def _topics_allowed(ctx, operation, names) -> set[str]:
+    return access.allowed_names(ctx, operation, RT.TOPIC, names)
 
 
 async def wait_for(pending):
@@ -49,6 +59,13 @@ async def find_coordinator(ctx, header, body):
 
 async def _locate(ctx, service, key_type, key):
     """(error, message, node id, host, port) of the coordinator for a key."""
+    if key_type == GROUP_KEY and not _group_allowed(ctx, Op.DESCRIBE, key):
+        code = E.GROUP_AUTHORIZATION_FAILED
+        return code, code.name, -1, "", -1
+    if key_type == TRANSACTION_KEY and not access.allowed(ctx, Op.DESCRIBE, RT.TRANSACTIONAL_ID,
+                                                          key or ""):
+        code = E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        return code, code.name, -1, "", -1
     if key_type == GROUP_KEY:
         topic, partition = OFFSETS_TOPIC, service.offsets_partition(key or "")
         code = await service.group_coordinator_error(key or "")
@@ -158,7 +175,11 @@ async def offset_commit(ctx, header, body):
     Response = messages.OffsetCommitResponse
     version = header.api_version
     service = await CoordinatorService.of(ctx.broker)
-    code = await service.group_coordinator_error(body.group_id)
+    if _group_allowed(ctx, Op.READ, body.group_id):
+        code = await service.group_coordinator_error(body.group_id)
+        readable = _topics_allowed(ctx, Op.READ, (t.name for t in body.topics))
+    else:
+        code, readable = E.GROUP_AUTHORIZATION_FAILED, set()
     image = ctx.broker.image
     errors: dict[tuple[str, int], ErrorCode] = {}
     items = []
@@ -169,6 +190,8 @@ async def offset_commit(ctx, header, body):
             key = (topic.name, p.partition_index)
             if code is not E.NONE:
                 errors[key] = code
+            elif topic.name not in readable:
+                errors[key] = E.TOPIC_AUTHORIZATION_FAILED
             elif image.partition(topic.name, p.partition_index) is None:
                 errors[key] = E.UNKNOWN_TOPIC_OR_PARTITION
             else:
@@ -203,7 +226,7 @@ async def offset_fetch(ctx, header, body):
         for group in body.groups:
             wanted = None if group.topics is None else \
                 [(t.name, p) for t in group.topics for p in t.partition_indexes]
-            code, rows = await _fetch_group(service, group.group_id, wanted, require_stable)
+            code, rows = await _fetch_group(ctx, service, group.group_id, wanted, require_stable)
             groups.append(Response.OffsetFetchResponseGroup(
                 group_id=group.group_id, error_code=code, topics=[
                     Response.OffsetFetchResponseTopics(name=name, partitions=[
@@ -215,7 +238,7 @@ async def offset_fetch(ctx, header, body):
         return Response(groups=groups)
     topics = body.topics if (version >= 2 or body.topics is not None) else []
     wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
-    code, rows = await _fetch_group(service, body.group_id, wanted, require_stable)
+    code, rows = await _fetch_group(ctx, service, body.group_id, wanted, require_stable)
     if code is not E.NONE and version < 2 and wanted:
         # no top-level error field before v2: every partition carries it
         rows = [_row(t, p, code) for t, p in wanted]
@@ -233,11 +256,26 @@ def _row(topic, partition, code):
     return FetchedOffset(topic, partition, error=code)
 
 
-async def _fetch_group(service, group_id, wanted, require_stable):
+async def _fetch_group(ctx, service, group_id, wanted, require_stable):
+    """Kafka: DESCRIBE on the group, then DESCRIBE on each topic; asked-for topics the principal
+    may not describe answer TOPIC_AUTHORIZATION_FAILED, and "all offsets" leaves them out."""
+    if not _group_allowed(ctx, Op.DESCRIBE, group_id):
+        return E.GROUP_AUTHORIZATION_FAILED, []
     code = await service.group_coordinator_error(group_id)
     if code is not E.NONE:
         return code, []
-    return service.groups.fetch_offsets(group_id, wanted, require_stable)
+    if not access.enabled(ctx):
+        return service.groups.fetch_offsets(group_id, wanted, require_stable)
+    if wanted is None:
+        code, rows = service.groups.fetch_offsets(group_id, None, require_stable)
+        visible = access.allowed_names(ctx, Op.DESCRIBE, RT.TOPIC, {r.topic for r in rows},
+                                       log_if_denied=False)
+        return code, [r for r in rows if r.topic in visible]
+    visible = access.allowed_names(ctx, Op.DESCRIBE, RT.TOPIC, {t for t, _ in wanted})
+    code, rows = service.groups.fetch_offsets(
+        group_id, [tp for tp in wanted if tp[0] in visible], require_stable)
+    refused = [_row(t, p, E.TOPIC_AUTHORIZATION_FAILED) for t, p in wanted if t not in visible]
+    return code, list(rows) + refused
 
 
 def _by_topic(rows):
@@ -249,13 +287,16 @@ def _by_topic(rows):
 
 async def offset_delete(ctx, header, body):
     Response = messages.OffsetDeleteResponse
+    if not _group_allowed(ctx, Op.DELETE, body.group_id):
+        return Response(error_code=E.GROUP_AUTHORIZATION_FAILED)
     service = await CoordinatorService.of(ctx.broker)
     code = await service.group_coordinator_error(body.group_id)
     if code is not E.NONE:
         return Response(error_code=code)
     image = ctx.broker.image
     requested = [(t.name, p.partition_index) for t in body.topics for p in t.partitions]
-    known = [tp for tp in requested if image.partition(*tp) is not None]
+    readable = _topics_allowed(ctx, Op.READ, (t.name for t in body.topics))
+    known = [tp for tp in requested if tp[0] in readable and image.partition(*tp) is not None]
     top, per = service.groups.delete_offsets(body.group_id, known)
     await service.settle()
     if top is not E.NONE:
@@ -263,7 +304,9 @@ async def offset_delete(ctx, header, body):
     topics: dict[str, list] = {}
     for name, index in requested:
         topics.setdefault(name, []).append(Response.OffsetDeleteResponsePartition(
-            partition_index=index, error_code=per.get((name, index), E.UNKNOWN_TOPIC_OR_PARTITION)))
+            partition_index=index,
+            error_code=(per.get((name, index), E.UNKNOWN_TOPIC_OR_PARTITION) if name in readable
+                        else E.TOPIC_AUTHORIZATION_FAILED)))
     return Response(topics=[Response.OffsetDeleteResponseTopic(name=n, partitions=ps) for n, ps in topics.items()])
 
 
@@ -274,6 +317,9 @@ async def list_groups(ctx, header, body):
     service = await CoordinatorService.of(ctx.broker)
     rows = service.groups.list_groups(body.states_filter if version >= 4 else (),
                                       body.types_filter if version >= 5 else ())
+    # DESCRIBE on the cluster lists every group; otherwise only the groups one may describe.
+    if not access.cluster_allowed(ctx, Op.DESCRIBE, log_if_denied=False):
+        rows = [row for row in rows if _group_allowed(ctx, Op.DESCRIBE, row[0], False)]
     return Response(error_code=E.NONE, groups=[
         Response.ListedGroup(group_id=g, protocol_type=ptype, group_state=state if version >= 4 else "",
                              group_type="classic" if version >= 5 else "")
@@ -286,8 +332,13 @@ async def describe_groups(ctx, header, body):
     service = await CoordinatorService.of(ctx.broker)
     out = []
     for group_id in body.groups:
+        if not _group_allowed(ctx, Op.DESCRIBE, group_id):
+            out.append(Response.DescribedGroup(error_code=E.GROUP_AUTHORIZATION_FAILED,
+                                               group_id=group_id))
+            continue
         code = await service.group_coordinator_error(group_id)
-        ops = GROUP_OPERATIONS if version >= 3 and body.include_authorized_operations else OPERATIONS_NOT_REQUESTED
+        ops = access.authorized_operations(ctx, RT.GROUP, group_id) \
+            if version >= 3 and body.include_authorized_operations else OPERATIONS_NOT_REQUESTED
         if code is not E.NONE:
             out.append(Response.DescribedGroup(error_code=code, group_id=group_id, authorized_operations=ops))
             continue
@@ -312,6 +363,10 @@ async def delete_groups(ctx, header, body):
     service = await CoordinatorService.of(ctx.broker)
     results = []
     for group_id in body.groups_names:
+        if not _group_allowed(ctx, Op.DELETE, group_id):
+            results.append(Response.DeletableGroupResult(group_id=group_id,
+                                                         error_code=E.GROUP_AUTHORIZATION_FAILED))
+            continue
         code = await service.group_coordinator_error(group_id)
         if code is E.NONE:
             code = service.groups.delete_groups([group_id])[group_id]

@@ -27,6 +27,8 @@ from broker.coordinator.verification import refused_batches
 from broker.handlers import common
 from broker.partitions import PartitionError
 from broker.quotas import identity
+from broker.security import access
+from broker.security.acls import AclOperation, ResourceType
 from storage.errors import StorageError
 
 API_KEY = 0
@@ -67,6 +69,8 @@ async def handle_produce(ctx, header, body):
         return _refuse_all(body, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     results: list[tuple[str, list]] = []
     to_append = []      # (partition, records, answer, first batch header)
+    writable = access.allowed_names(ctx, AclOperation.WRITE, ResourceType.TOPIC,
+                                    (topic.name for topic in body.topic_data))
 
     for topic in body.topic_data:
         answers = []
@@ -74,6 +78,9 @@ async def handle_produce(ctx, header, body):
         for data in topic.partition_data:
             answer = _partition_response(data.index, ErrorCode.NONE)
             answers.append(answer)
+            if topic.name not in writable:
+                answer.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                continue
             try:
                 partition, first_batch = _check(ctx, acks, topic.name, data, header.api_version)
             except PartitionError as exc:
@@ -84,6 +91,12 @@ async def handle_produce(ctx, header, body):
                 continue
             to_append.append((partition, data.records, answer, first_batch, None))
 
+    if not _may_write_transactionally(ctx, body.transactional_id, to_append):
+        for _, answers in results:
+            for answer in answers:
+                answer.error_code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+                answer.error_message = None
+        to_append = []
     # A commit/abort marker landing between the verification and the append would leave the batch
     # outside its (then closed) transaction: storage's verification guard refuses it then.
     to_append = await _verify_transactional(ctx, body.transactional_id, to_append)
@@ -141,6 +154,15 @@ def _charge_produce_quota(ctx):
     if quotas.produce.enabled:
         user, client_id = identity(ctx)
         quotas.throttle(ctx, quotas.produce, quotas.produce.record(user, client_id, ctx.size))
+
+
+def _may_write_transactionally(ctx, transactional_id, to_append) -> bool:
+    """Transactional batches need WRITE on the request's transactional id (Kafka refuses the
+    whole request otherwise)."""
+    if not access.enabled(ctx) or not any(item[3].is_transactional for item in to_append):
+        return True
+    return transactional_id is not None and access.allowed(
+        ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id)
 
 
 async def _verify_transactional(ctx, transactional_id, to_append):

@@ -12,8 +12,16 @@ from protocol import ErrorCode, messages
 
 from broker.coordinator.group_coordinator import OffsetCommitItem
 from broker.coordinator.service import CoordinatorError, CoordinatorService
+from broker.handlers import common
+from broker.security import access
+from broker.security.acls import AclOperation, ResourceType
 
 E = ErrorCode
+Op, RT = AclOperation, ResourceType
+
+
+def _may_write_txn(ctx, transactional_id) -> bool:
+    return access.allowed(ctx, Op.WRITE, RT.TRANSACTIONAL_ID, transactional_id or "")
 
 
 def _fenced(code: ErrorCode, version: int, first_version_with_fenced: int) -> ErrorCode:
@@ -27,8 +35,15 @@ def _fenced(code: ErrorCode, version: int, first_version_with_fenced: int) -> Er
 async def init_producer_id(ctx, header, body):
     Response = messages.InitProducerIdResponse
     version = header.api_version
-    service = await CoordinatorService.of(ctx.broker)
     transactional_id = body.transactional_id
+    # A transactional producer needs WRITE on its id; an idempotent one IDEMPOTENT_WRITE on the
+    # cluster or WRITE on some topic (KIP-679).
+    if transactional_id is not None and not _may_write_txn(ctx, transactional_id):
+        return Response(error_code=E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, producer_id=-1,
+                        producer_epoch=-1)
+    if transactional_id is None and not access.may_write_idempotently(ctx):
+        return Response(error_code=E.CLUSTER_AUTHORIZATION_FAILED, producer_id=-1, producer_epoch=-1)
+    service = await CoordinatorService.of(ctx.broker)
     if transactional_id is not None and transactional_id:
         code = await service.txn_coordinator_error(transactional_id)
         if code is not E.NONE:
@@ -52,6 +67,9 @@ async def init_producer_id(ctx, header, body):
 async def add_partitions_to_txn(ctx, header, body):
     Response = messages.AddPartitionsToTxnResponse
     version = header.api_version
+    if version >= 4 and not access.cluster_allowed(ctx, Op.CLUSTER_ACTION):
+        # Batched (v4+) requests come from brokers verifying a produce.
+        return Response(error_code=E.CLUSTER_AUTHORIZATION_FAILED, results_by_transaction=[])
     service = await CoordinatorService.of(ctx.broker)
     if version <= 3:
         results = await _add_partitions(ctx, service, version, body.v3_and_below_transactional_id,
@@ -70,15 +88,22 @@ async def add_partitions_to_txn(ctx, header, body):
 async def _add_partitions(ctx, service, version, transactional_id, producer_id, producer_epoch, topics,
                           verify_only) -> dict[tuple[str, int], ErrorCode]:
     requested = [(t.name, p) for t in topics for p in t.partitions]
+    if version <= 3 and not _may_write_txn(ctx, transactional_id):
+        return {tp: E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED for tp in requested}
+    writable = {t.name for t in topics}
+    if version <= 3 and access.enabled(ctx):   # clients need WRITE on each (non-internal) topic
+        writable = access.allowed_names(ctx, Op.WRITE, RT.TOPIC,
+                                        (t.name for t in topics if not common.is_internal(t.name)))
     code = await service.txn_coordinator_error(transactional_id)
     if code is not E.NONE:
         return {tp: code for tp in requested}
     image = ctx.broker.image
-    unknown = {tp for tp in requested if image.partition(*tp) is None}
-    if unknown:
+    refused = {tp: E.TOPIC_AUTHORIZATION_FAILED for tp in requested if tp[0] not in writable}
+    refused.update({tp: E.UNKNOWN_TOPIC_OR_PARTITION for tp in requested
+                    if tp not in refused and image.partition(*tp) is None})
+    if refused:
         # Kafka adds nothing when one partition is bad: the rest were not attempted
-        return {tp: E.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else E.OPERATION_NOT_ATTEMPTED
-                for tp in requested}
+        return {tp: refused.get(tp, E.OPERATION_NOT_ATTEMPTED) for tp in requested}
     if verify_only:
         per = service.txns.verify_partitions(transactional_id, producer_id, producer_epoch, requested)
         # TRANSACTION_ABORTABLE is new in v5 (KIP-890); v4 callers know the case as INVALID_TXN_STATE
@@ -117,7 +142,14 @@ async def txn_offset_commit(ctx, header, body):
     Response = messages.TxnOffsetCommitResponse
     version = header.api_version
     service = await CoordinatorService.of(ctx.broker)
-    code = await service.group_coordinator_error(body.group_id)
+    readable = set()
+    if not _may_write_txn(ctx, body.transactional_id):
+        code = E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    elif not access.allowed(ctx, Op.READ, RT.GROUP, body.group_id):
+        code = E.GROUP_AUTHORIZATION_FAILED
+    else:
+        readable = access.allowed_names(ctx, Op.READ, RT.TOPIC, (t.name for t in body.topics))
+        code = await service.group_coordinator_error(body.group_id)
     if code is E.NONE:
         code = _check_producer(service, body.transactional_id, body.producer_id, body.producer_epoch)
     image = ctx.broker.image
@@ -128,6 +160,8 @@ async def txn_offset_commit(ctx, header, body):
             key = (topic.name, p.partition_index)
             if code is not E.NONE:
                 errors[key] = code
+            elif topic.name not in readable:
+                errors[key] = E.TOPIC_AUTHORIZATION_FAILED
             elif image.partition(*key) is None:
                 errors[key] = E.UNKNOWN_TOPIC_OR_PARTITION
             else:
@@ -180,10 +214,15 @@ async def describe_producers(ctx, header, body):
     from broker.partitions import PartitionError
 
     Response = messages.DescribeProducersResponse
+    readable = access.allowed_names(ctx, Op.READ, RT.TOPIC, (t.name for t in body.topics))
     topics = []
     for topic in body.topics:
         partitions = []
         for index in topic.partition_indexes:
+            if topic.name not in readable:
+                partitions.append(Response.PartitionResponse(
+                    partition_index=index, error_code=E.TOPIC_AUTHORIZATION_FAILED))
+                continue
             try:
                 partition = ctx.partitions.leader(topic.name, index)
             except PartitionError as exc:
@@ -206,6 +245,10 @@ async def describe_transactions(ctx, header, body):
     service = await CoordinatorService.of(ctx.broker)
     out = []
     for transactional_id in body.transactional_ids:
+        if not access.allowed(ctx, Op.DESCRIBE, RT.TRANSACTIONAL_ID, transactional_id or ""):
+            out.append(Response.TransactionState(error_code=E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                                                 transactional_id=transactional_id))
+            continue
         code = await service.txn_coordinator_error(transactional_id) if transactional_id else E.INVALID_REQUEST
         if code is not E.NONE:
             out.append(Response.TransactionState(error_code=code, transactional_id=transactional_id))
@@ -217,6 +260,9 @@ async def describe_transactions(ctx, header, body):
         topics: dict[str, list[int]] = {}
         for topic, partition in d.partitions:
             topics.setdefault(topic, []).append(partition)
+        # Only the topics the principal may describe (Kafka).
+        visible = access.allowed_names(ctx, Op.DESCRIBE, RT.TOPIC, topics)
+        topics = {t: ps for t, ps in topics.items() if t in visible}
         out.append(Response.TransactionState(
             error_code=E.NONE, transactional_id=transactional_id, transaction_state=d.state,
             transaction_timeout_ms=d.timeout_ms, transaction_start_time_ms=d.start_timestamp,
@@ -230,6 +276,9 @@ async def list_transactions(ctx, header, body):
     service = await CoordinatorService.of(ctx.broker)
     duration = body.duration_filter if header.api_version >= 1 else -1
     rows, unknown = service.txns.list(body.state_filters, body.producer_id_filters, duration)
+    if access.enabled(ctx):   # only the transactional ids the principal may describe
+        rows = [row for row in rows if access.allowed(ctx, Op.DESCRIBE, RT.TRANSACTIONAL_ID,
+                                                      row[0], log_if_denied=False)]
     return Response(error_code=E.NONE, unknown_state_filters=unknown, transaction_states=[
         Response.TransactionState(transactional_id=t, producer_id=p, transaction_state=s) for t, p, s in sorted(rows)])
 

@@ -28,12 +28,16 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
 public final class Driver {
     private static final long API_TIMEOUT_MS = 30_000;
     private static String bootstrap;
+    // extra client properties for every client (security.protocol, ssl.*, sasl.*): args[1], a file
+    private static final Properties clientProperties = new Properties();
     private static Admin admin;
     private static final Map<String, GroupMember> members = new HashMap<>();
     private static int nextHandle = 1;
 
     public static void main(String[] args) throws Exception {
         bootstrap = args[0];
+        if (args.length > 1)
+            try (java.io.Reader r = new java.io.FileReader(args[1], StandardCharsets.UTF_8)) { clientProperties.load(r); }
         PrintStream out = new PrintStream(new java.io.FileOutputStream(java.io.FileDescriptor.out), true, "UTF-8");
         System.setOut(new PrintStream(System.err, true, "UTF-8"));  // client chatter must not corrupt answers
         BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
@@ -95,6 +99,7 @@ public final class Driver {
     private static Admin admin() {
         if (admin == null) {
             Properties p = new Properties();
+            p.putAll(clientProperties);
             p.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
             p.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, (int) API_TIMEOUT_MS);
             admin = Admin.create(p);
@@ -147,6 +152,7 @@ public final class Driver {
 
     private static Properties props(Map<String, Object> cmd, String key) {
         Properties p = new Properties();
+        p.putAll(clientProperties);
         for (Map.Entry<String, Object> e : Json.object(cmd.getOrDefault(key, Map.of())).entrySet())
             p.put(e.getKey(), String.valueOf(e.getValue()));
         p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);

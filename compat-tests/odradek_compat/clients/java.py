@@ -46,14 +46,17 @@ def compiled_classes(jar_set: str) -> str:
 
 
 class JavaClient(DriverClient):
-    def __init__(self, bootstrap: str, name: str) -> None:
+    def __init__(self, bootstrap: str, name: str, client_properties: str | None = None) -> None:
+        """`client_properties`: a Kafka client properties file applied to every client
+        (security.protocol, ssl.*, sasl.jaas.config, ...)."""
         super().__init__(bootstrap)
         self.name = name
         jar_set = JAR_SETS[name]
         classes = compiled_classes(jar_set)
         classpath = os.pathsep.join([classes, os.path.join(CACHE, jar_set, "*")])
         self.driver = DriverProcess(name, ["java", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-                                           "-cp", classpath, "Driver", bootstrap])
+                                           "-cp", classpath, "Driver", bootstrap,
+                                           *([client_properties] if client_properties else [])])
 
     def produce(self, topic, records, *, acks="all", compression="none", idempotent=None, linger_ms=5, timeout=60):
         config = {"acks": acks, "compression.type": compression, "linger.ms": linger_ms,
