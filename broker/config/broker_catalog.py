@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from .ip_overrides import check_ip_overrides
 from .kafka_catalog import KAFKA_BROKER_CONFIGS
 from .values import (INT_MAX, LONG_MAX, COMPRESSION_TYPES, TIMESTAMP_TYPES, ConfigDef, ConfigType, _defs,
@@ -192,5 +194,11 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
 
 # Every other key Kafka defines (known, described, not acted on yet): kafka_catalog.py.
 BROKER_CONFIGS.update({name: d for name, d in KAFKA_BROKER_CONFIGS.items() if name not in BROKER_CONFIGS})
+# Where Kafka updates a key dynamically (the TLS and SASL settings, per listener), it is described as
+# Kafka describes it; a new value takes effect when the listener is next set up (restart).
+for _name, _kafka in KAFKA_BROKER_CONFIGS.items():
+    _ours = BROKER_CONFIGS[_name]
+    if (_ours.dynamic, _ours.type) != (_kafka.dynamic, _kafka.type):
+        BROKER_CONFIGS[_name] = replace(_ours, dynamic=_kafka.dynamic, type=_kafka.type)
 
 BROKER_PREFIXES = ("listener.name.",)  # per-listener overrides (SSL/SASL settings)
