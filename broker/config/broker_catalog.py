@@ -145,6 +145,7 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("sasl.server.max.receive.size", T.INT, 524288, at_least(1)),
     ConfigDef("connections.max.reauth.ms", T.LONG, 0, at_least(0)),
     ConfigDef("sasl.oauthbearer.jwks.endpoint.url", T.STRING, None),
+    ConfigDef("sasl.oauthbearer.jwks.endpoint.refresh.ms", T.LONG, 3600000, at_least(1)),
     ConfigDef("sasl.oauthbearer.expected.audience", T.LIST, []),
     ConfigDef("sasl.oauthbearer.expected.issuer", T.STRING, None),
     ConfigDef("sasl.oauthbearer.clock.skew.seconds", T.INT, 30, at_least(0)),

@@ -24,6 +24,7 @@ _CLIENT_AUTH = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL,
 def server_context(settings) -> ssl.SSLContext:
     """The SSLContext of a TLS listener; raises ConfigError for unusable settings."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.options |= ssl.OP_NO_RENEGOTIATION   # tls_connection reads and writes independently
     _restrict(context, settings)
     if not load_keystore(context, settings):
         raise ConfigError(f"listener {settings.listener_name}: a TLS listener needs a key store "

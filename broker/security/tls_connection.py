@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import ssl
 import time
 
 import trio
@@ -24,6 +25,7 @@ from .tls import subject_name
 log = logging.getLogger("odradek.security.tls")
 
 FILE_READ_STEP = 256 * 1024   # a file slice goes out through TLS this much at a time
+CIPHERTEXT_READ = 256 * 1024  # socket read size under TLS
 COALESCE_BELOW = 16 * 1024    # small response parts are joined into one TLS record
 
 
@@ -32,6 +34,7 @@ class TlsConnection(Connection):
         super().__init__(broker, stream, listener_name, security)
         self.security = security
         self.tls = trio.SSLStream(stream, security.ssl_context, server_side=True)
+        self._ciphertext: bytearray | None = None
 
     async def serve(self):
         if await self._handshake():
@@ -76,18 +79,44 @@ class TlsConnection(Connection):
             chunk = self._replace_chunk(max(need, FIRST_READ))
         elif self._start + need > len(chunk):
             chunk = self._replace_chunk(max(need, READ_AHEAD))
-        data = await self.tls.receive_some(len(chunk) - self._end)
-        if not data:
+        with memoryview(chunk) as view:
+            received = await self._recv_into(view[self._end:])
+        if not received:
             return False
-        chunk[self._end:self._end + len(data)] = data
-        self._end += len(data)
+        self._end += received
         self.last_activity = time.monotonic()
         return True
 
     async def _recv_into(self, buffer) -> int:
-        data = await self.tls.receive_some(len(buffer))
-        buffer[:len(data)] = data
-        return len(data)
+        """Decrypt straight into `buffer`; 0 at the end of the stream.
+
+        After the handshake, reads bypass SSLStream's receive path (a new bytes object per TLS
+        record, 64 KiB socket reads): ciphertext goes from the socket into the stream's own memory
+        BIO in large reads and plaintext from OpenSSL into our frame buffers. Writes stay with
+        SSLStream; with renegotiation off (TLS 1.3, OP_NO_RENEGOTIATION) a write never needs a read,
+        so the two never contend for the socket.
+        """
+        tls_object, incoming = self.tls._ssl_object, self.tls._incoming
+        while True:
+            try:
+                return tls_object.read(len(buffer), buffer)
+            except ssl.SSLWantReadError:
+                pass
+            except (ssl.SSLZeroReturnError, ssl.SSLEOFError):
+                return 0
+            if self._ciphertext is None:
+                self._ciphertext = bytearray(CIPHERTEXT_READ)
+            try:
+                received = os.readv(self._fileno, [self._ciphertext])
+            except BlockingIOError:
+                self._ciphertext = None   # an idle connection holds no read buffer
+                await trio.lowlevel.wait_readable(self.stream.socket)
+                continue
+            if not received:
+                incoming.write_eof()
+                continue
+            with memoryview(self._ciphertext) as view:
+                incoming.write(view[:received])
 
     # ------------------------------------------------------------------------------ writing
     async def _send_buffers(self, buffers):

@@ -56,7 +56,11 @@ def test_mtls_principal_comes_from_the_certificate(secure_broker):
     producer = confluent_kafka.Producer({"bootstrap.servers": secure_broker.address("MTLS"),
                                          **conf})
     assert producer.list_topics(timeout=30).brokers
-    # the mapping rule turns CN=alice,OU=ServiceUsers,... into "alice"
+    # the mapping rule turns CN=alice,OU=ServiceUsers,... into "alice" (librdkafka replaces its
+    # bootstrap connection after the first metadata: wait for the new one)
+    deadline = time.monotonic() + 20
+    while "User:alice" not in secure_broker.principals() and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert "User:alice" in secure_broker.principals()
     roundtrip(secure_broker.address("MTLS"), conf, "mtls")
     del producer

@@ -347,3 +347,51 @@ def test_failed_authentications_are_in_the_metrics(secure_broker):
               if line.startswith("kafka_server_socket_server_metrics_failed_authentication_total")]
     assert failed and any(float(line.split()[-1]) > 0 for line in failed)
     assert "alice-secret" not in text and "admin-secret" not in text
+
+
+def test_audit_records_the_failure_but_never_the_secret(sasl, secure_broker, monkeypatch):
+    audit = secure_broker.broker.auth_audit
+    seen = []
+    original = audit.failed
+    monkeypatch.setattr(audit, "failed", lambda *args, **kw: (seen.append(args),
+                                                               original(*args, **kw)))
+    for mechanism, token in (("PLAIN", b"\0alice\0Sup3r-s3cret-guess"),
+                             ("OAUTHBEARER", client_initial_response(
+                                 unsecured_token("Sup3r-s3cret-guess", lifetime=-600)))):
+        wire = sasl()
+        wire.handshake(mechanism)
+        if wire.authenticate(token).error_code == 0:
+            wire.authenticate(b"\x01")
+        assert wire.closed_by_broker()
+    assert len(seen) == 2
+    assert all("Sup3r" not in " ".join(map(str, args)) for args in seen)
+    assert seen[0][2] == "PLAIN" and "Invalid username or password" in seen[0][3]
+
+
+def test_audit_log_is_rate_limited_per_address(caplog):
+    from broker.security.audit import AuthenticationAudit
+    caplog.set_level("WARNING", logger="odradek.security.audit")
+    audit = AuthenticationAudit()
+    for port in range(5):
+        audit.failed("SASL_SSL", f"10.0.0.1:{port}", "PLAIN", "bad password")
+    audit.failed("SASL_SSL", "10.0.0.2:1", "PLAIN", "bad password")
+    lines = [r.getMessage() for r in caplog.records if r.name == "odradek.security.audit"]
+    assert len(lines) == 2 and "peer=10.0.0.2:1" in lines[1]
+    assert audit._counts["SASL_SSL"][1] == 6
+
+
+def test_nothing_pipelined_behind_a_failed_authentication_is_served(sasl, secure_broker):
+    counts = secure_broker.broker.auth_audit._counts
+    wire = sasl()
+    wire.handshake("PLAIN")
+    successes = counts.get("SASL_PLAINTEXT", [0])[0]
+    frames = [protocol.encode_request(AUTHENTICATE, 2, 10 + i, "wire",
+                                      messages.SaslAuthenticateRequest(auth_bytes=token))
+              for i, token in enumerate((b"\0alice\0wrong", b"\0alice\0alice-secret"))]
+    frames.append(protocol.encode_request(METADATA, 12, 20, "wire", messages.MetadataRequest(
+        topics=None, allow_auto_topic_creation=False)))
+    wire.sock.sendall(b"".join(struct.pack(">i", len(f)) + f for f in frames))   # one burst
+    _, first = protocol.decode_response(AUTHENTICATE, 2, wire.frame())
+    assert first.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED
+    assert wire.closed_by_broker()   # no answer to the second login nor to Metadata
+    assert counts["SASL_PLAINTEXT"][0] == successes   # the second login was not even tried

@@ -143,3 +143,33 @@ def test_scram_credentials_survive_a_restart(tmp_path):
                     set_credential(client, "gina", "SCRAM-SHA-256", "gina-pw", 4096)
             with KafkaClient(f"127.0.0.1:{ports['SASL_PLAINTEXT']}", security=security) as client:
                 assert client.metadata().brokers
+
+
+def test_describe_configs_never_shows_secrets(secure_broker):
+    from broker.admin.configs import BROKER, describe_configs
+    with KafkaClient(secure_broker.address("PLAINTEXT")) as client:
+        entries = describe_configs(client, BROKER, str(secure_broker.broker.node_id))
+    values = " ".join(str(e.value) for e in entries)
+    for secret in ("alice-secret", "admin-secret", "storepass", "PRIVATE KEY"):
+        assert secret not in values
+    sensitive = {e.name: e for e in entries if e.sensitive}
+    assert "ssl.keystore.password" in sensitive and sensitive["ssl.keystore.password"].value is None
+
+
+def test_endpoint_identification_of_the_broker_side_client(secure_broker):
+    """ssl.endpoint.identification.algorithm=https (Kafka's default) refuses a certificate for
+    another host; empty turns the host name check off (the CA is still checked)."""
+    from broker.admin.client import KafkaError
+    trust = {"security.protocol": "SSL", "ssl.truststore.type": "PEM",
+             "ssl.truststore.location": secure_broker.pki.path("ca.pem")}
+    with pytest.raises(KafkaError, match="TLS handshake"):
+        with KafkaClient(secure_broker.address("WRONGHOST"),
+                         security=ClientSecurity.from_properties(trust)) as client:
+            client.metadata()
+    relaxed = ClientSecurity.from_properties({**trust,
+                                              "ssl.endpoint.identification.algorithm": ""})
+    with KafkaClient(secure_broker.address("WRONGHOST"), security=relaxed) as client:
+        assert client.metadata().brokers
+    with pytest.raises(KafkaError, match="TLS handshake"):
+        with KafkaClient(secure_broker.address("WRONGCA"), security=relaxed) as client:
+            client.metadata()

@@ -239,3 +239,46 @@ def test_scram_credentials_in_the_metadata_image_and_snapshot():
     assert rebuilt.scram_credentials == image.scram_credentials
     batch, results = alteration_records(image, [ScramDeletion("ann", 2)], [])
     assert not image.apply(batch, 2).scram_credentials
+
+
+def test_jwks_over_http_with_key_rotation(token_issuer, tmp_path):
+    """An http(s) JWKS endpoint: keys fetched at start-up; a token signed by a rotated-in key fails
+    once (it starts a refresh off the event loop) and is accepted once the refresh is back."""
+    import functools
+    import http.server
+    import shutil
+    import threading
+    from tokens import TokenIssuer
+    served = tmp_path / "served"
+    served.mkdir()
+    shutil.copy(token_issuer.jwks_path, served / "jwks.json")
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(served))
+    handler.log_message = lambda *a: None
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/jwks.json"
+        validator = JwksValidator(_settings({"sasl.oauthbearer.jwks.endpoint.url": url}))
+        assert validator.validate(token_issuer.token("hal")).principal_name == "hal"
+        (tmp_path / "rotated").mkdir()
+        rotated = TokenIssuer(tmp_path / "rotated")
+        with open(rotated.jwks_path) as source:
+            document = json.load(source)
+        for key in document["keys"]:
+            key["kid"] = "next-" + key["kid"]
+        (served / "jwks.json").write_text(json.dumps(document))
+        token = rotated.token("ivy", kid="next-rsa-1")
+        with pytest.raises(InvalidToken):
+            validator.validate(token)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                assert validator.validate(token).principal_name == "ivy"
+                break
+            except InvalidToken:
+                time.sleep(0.05)
+        else:
+            pytest.fail("the rotated key was never fetched")
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -3,17 +3,20 @@
 ``UnsecuredValidator`` is Kafka's default (development) validator: a JWS with ``"alg": "none"`` and
 no signature, its principal in ``sub`` (option ``unsecuredValidatorPrincipalClaimName``).
 ``JwksValidator`` checks signed tokens (RS256/384/512, ES256/384/512) against the keys of a JWKS
-file (``sasl.oauthbearer.jwks.endpoint.url``, a ``file:`` URL or a path), plus expected audience and
-issuer and the clock skew, as Kafka's OAuthBearerValidatorCallbackHandler does.
+(``sasl.oauthbearer.jwks.endpoint.url``: an https:/http: endpoint, a ``file:`` URL or a path), plus
+expected audience and issuer and the clock skew, as Kafka's OAuthBearerValidatorCallbackHandler does.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import logging
 import os
+import threading
 import time
 import urllib.parse
+import urllib.request
 from dataclasses import dataclass
 
 from cryptography.exceptions import InvalidSignature
@@ -22,6 +25,8 @@ from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
 from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
 
 from broker.config import ConfigError
+
+log = logging.getLogger("odradek.security.oauthbearer")
 
 
 class InvalidToken(Exception):
@@ -138,35 +143,29 @@ class JwksValidator:
         def get(key):
             return settings.for_mechanism(mechanism, key)
         self.url = get("sasl.oauthbearer.jwks.endpoint.url")
-        self.path = _local_path(self.url)
         self.audience = tuple(get("sasl.oauthbearer.expected.audience") or ())
         self.issuer = get("sasl.oauthbearer.expected.issuer")
         self.skew_s = get("sasl.oauthbearer.clock.skew.seconds")
         self.sub_claim = get("sasl.oauthbearer.sub.claim.name")
         self.scope_claim = get("sasl.oauthbearer.scope.claim.name")
-        self._mtime = None
         self._keys: dict[str | None, object] = {}
+        if urllib.parse.urlparse(self.url).scheme in ("http", "https"):
+            self._source = HttpJwks(self.url, get("sasl.oauthbearer.jwks.endpoint.refresh.ms"))
+        else:
+            self._source = FileJwks(self.url)
         self._reload()
 
-    def _reload(self) -> None:
-        try:
-            mtime = os.stat(self.path).st_mtime_ns
-            if mtime == self._mtime:
-                return
-            with open(self.path, encoding="utf-8") as handle:
-                document = json.load(handle)
-        except (OSError, ValueError) as exc:
-            if self._mtime is None:
-                raise ConfigError(f"cannot read JWKS {self.url}: {exc}",
-                                  "sasl.oauthbearer.jwks.endpoint.url") from None
-            return   # keep the keys we have; the file is being rewritten
+    def _reload(self, unknown_kid: str | None = None) -> None:
+        document = self._source.changed(unknown_kid)
+        if document is None:
+            return
         keys = {}
         for jwk in document.get("keys", []) if isinstance(document, dict) else []:
             try:
                 keys[jwk.get("kid")] = _public_key(jwk)
-            except (KeyError, ValueError, TypeError):
+            except (KeyError, ValueError, TypeError, AttributeError):
                 continue   # a key type we do not use; Kafka skips those too
-        self._keys, self._mtime = keys, mtime
+        self._keys = keys
 
     def validate(self, token: str, now: float | None = None) -> ValidatedToken:
         header, claims, signed, signature = _split(token)
@@ -174,9 +173,10 @@ class JwksValidator:
         if algorithm not in _RSA_HASHES and algorithm not in _EC_HASHES:
             raise InvalidToken(f"unsupported signature algorithm {algorithm}")
         kid = header.get("kid")
+        self._reload()   # a newer key set, if the file changed or a refresh came back
         key = self._keys.get(kid)
         if key is None:
-            self._reload()   # keys rotate: look again before refusing
+            self._reload(unknown_kid=str(kid))   # keys rotate: look again (or ask again) first
             key = self._keys.get(kid)
             if key is None and kid is None and len(self._keys) == 1:
                 key = next(iter(self._keys.values()))
@@ -196,14 +196,95 @@ class JwksValidator:
                               _scope(claims, self.scope_claim))
 
 
-def _local_path(url: str) -> str:
-    parsed = urllib.parse.urlparse(url)
-    if parsed.scheme == "file":
-        return urllib.parse.unquote(parsed.path)
-    if parsed.scheme == "":
-        return url
-    raise ConfigError(f"sasl.oauthbearer.jwks.endpoint.url {url}: only file: URLs (a local JWKS "
-                      "file) are supported", "sasl.oauthbearer.jwks.endpoint.url")
+class FileJwks:
+    """A local JWKS file (``file:`` URL or path), read again whenever it changes."""
+
+    def __init__(self, url: str):
+        parsed = urllib.parse.urlparse(url)
+        if parsed.scheme not in ("file", ""):
+            raise ConfigError(f"sasl.oauthbearer.jwks.endpoint.url {url}: use an https:, http: "
+                              "or file: URL", "sasl.oauthbearer.jwks.endpoint.url")
+        self.url = url
+        self.path = urllib.parse.unquote(parsed.path) if parsed.scheme == "file" else url
+        self._mtime = None
+
+    def changed(self, unknown_kid: str | None = None):
+        try:
+            mtime = os.stat(self.path).st_mtime_ns
+            if mtime == self._mtime:
+                return None
+            with open(self.path, encoding="utf-8") as handle:
+                document = json.load(handle)
+        except (OSError, ValueError) as exc:
+            if self._mtime is None:
+                raise ConfigError(f"cannot read JWKS {self.url}: {exc}",
+                                  "sasl.oauthbearer.jwks.endpoint.url") from None
+            return None   # keep the keys we have; the file is being rewritten
+        self._mtime = mtime
+        return document
+
+
+class HttpJwks:
+    """A JWKS endpoint, fetched at start-up and then refreshed off the event loop: every
+    ``sasl.oauthbearer.jwks.endpoint.refresh.ms``, and when a token names a key we do not have
+    (that token fails; the client's retry finds the new key). As in Kafka, one missing key id
+    asks again at most every MISSING_KID_RETRY_S, so forged key ids cannot hammer the endpoint."""
+
+    MISSING_KID_RETRY_S = 60.0
+    FAILED_RETRY_S = 10.0
+    MAX_MISSING_KIDS = 1000
+    TIMEOUT_S = 10.0
+
+    def __init__(self, url: str, refresh_ms: int):
+        self.url = url
+        self.refresh_s = refresh_ms / 1000
+        self._fetched: dict | None = None
+        self._next_refresh = 0.0   # monotonic
+        self._lock = threading.Lock()
+        self._running = False
+        self._missing: dict[str, float] = {}   # key id -> when we last asked for it
+        try:
+            self._store(self._fetch())
+        except (OSError, ValueError) as exc:   # the identity provider may be down: not fatal
+            log.warning("cannot fetch JWKS %s (%s); will retry", url, exc)
+            self._next_refresh = time.monotonic() + self.FAILED_RETRY_S
+
+    def _fetch(self) -> dict:
+        with urllib.request.urlopen(self.url, timeout=self.TIMEOUT_S) as response:
+            return json.loads(response.read(1 << 20))
+
+    def _store(self, document) -> None:
+        with self._lock:
+            self._fetched = document
+            self._next_refresh = time.monotonic() + self.refresh_s
+
+    def changed(self, unknown_kid: str | None = None):
+        with self._lock:
+            document, self._fetched = self._fetched, None
+            now = time.monotonic()
+            due = now >= self._next_refresh
+            if unknown_kid is not None and \
+                    now - self._missing.get(unknown_kid, -self.MISSING_KID_RETRY_S) \
+                    >= self.MISSING_KID_RETRY_S:
+                if len(self._missing) >= self.MAX_MISSING_KIDS:
+                    self._missing.clear()
+                self._missing[unknown_kid] = now
+                due = True
+            if due and not self._running:
+                self._running = True
+                threading.Thread(target=self._refresh, name="jwks-refresh", daemon=True).start()
+        return document
+
+    def _refresh(self) -> None:
+        try:
+            self._store(self._fetch())
+        except (OSError, ValueError) as exc:
+            log.warning("cannot refresh JWKS %s: %s", self.url, exc)
+            with self._lock:
+                self._next_refresh = time.monotonic() + self.FAILED_RETRY_S
+        finally:
+            with self._lock:
+                self._running = False
 
 
 def _int(text: str) -> int:

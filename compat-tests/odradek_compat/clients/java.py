@@ -46,14 +46,16 @@ def compiled_classes(jar_set: str) -> str:
 
 
 class JavaClient(DriverClient):
-    def __init__(self, bootstrap: str, name: str, client_properties: str | None = None) -> None:
+    def __init__(self, bootstrap: str, name: str, client_properties: str | None = None,
+                 extra_classpath: list[str] = ()) -> None:
         """`client_properties`: a Kafka client properties file applied to every client
-        (security.protocol, ssl.*, sasl.jaas.config, ...)."""
+        (security.protocol, ssl.*, sasl.jaas.config, ...); `extra_classpath`: jars some of those
+        need (e.g. jackson-databind for OAUTHBEARER's login)."""
         super().__init__(bootstrap)
         self.name = name
         jar_set = JAR_SETS[name]
         classes = compiled_classes(jar_set)
-        classpath = os.pathsep.join([classes, os.path.join(CACHE, jar_set, "*")])
+        classpath = os.pathsep.join([classes, os.path.join(CACHE, jar_set, "*"), *extra_classpath])
         self.driver = DriverProcess(name, ["java", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
                                            "-cp", classpath, "Driver", bootstrap,
                                            *([client_properties] if client_properties else [])])
