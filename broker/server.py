@@ -323,7 +323,8 @@ class Broker:
                     continue
                 # KIP-612: over the connection creation rate the acceptor waits; a connection
                 # from an IP over its own rate is closed after its throttle time.
-                delay_ms = self.quotas.connections.accept_delay_ms(listener.name)
+                delay_ms = self.quotas.connections.accept_delay_ms(listener.name,
+                                                                   len(self._bound))
                 if delay_ms:
                     await trio.sleep(delay_ms / 1000)
                 address = _peer_address(stream)

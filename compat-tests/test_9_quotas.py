@@ -268,14 +268,13 @@ def measure(bootstrap, *, consume, warm_up, seconds, quota, span):
     return limited.quota_window_rate(start, end, span), limited.rate(start, end), free_rate
 
 
-def _check_rates(measured, quota, low, high, consume):
-    """A producer is judged by its rate over the quota window: its plain average swings with
-    the phase of Kafka's sampled windows (a burst-filled sample rolling out lets a new burst
-    in). A consumer's fetches come in even chunks, so its plain average is the steady one."""
-    windowed, plain, free = measured
-    print(f"limited {windowed / MiB:.3f} MiB/s over the quota window, {plain / MiB:.3f} plain "
+def _check_rates(measured, quota, low, high):
+    """Judged over the quota's own window: a plain average swings with the phase of Kafka's
+    sampled windows (a burst-filled sample rolling out lets a new burst in, a throttled fetch
+    returns a whole response's worth of nothing), by 20 % or more over 30 s."""
+    limited, plain, free = measured
+    print(f"limited {limited / MiB:.3f} MiB/s over the quota window, {plain / MiB:.3f} plain "
           f"average, quota {quota / MiB:.3f}; free {free / MiB:.3f} MiB/s")
-    limited = plain if consume else windowed
     assert low * quota <= limited <= high * quota, (limited, quota)
     # the client without a quota is not held to it (a loaded 2-core test machine still manages
     # several MiB/s through one broker)
@@ -285,11 +284,11 @@ def _check_rates(measured, quota, low, high, consume):
 @pytest.mark.parametrize("consume", [False, True], ids=["producer", "consumer"])
 def test_quota_holds_the_rate_short_run(quota_broker, consume):
     """Four one-second windows are coarse: for this very run Apache Kafka 3.9 (same settings)
-    held a producer at 1.10x (windowed) and a consumer at 0.31x (plain; a throttled fetch returns
-    nothing, and a 1 MB fetch is two seconds of this quota); Odradek 1.17x and 0.63x."""
+    held a producer at 1.10x and a consumer at 0.63x the quota (a throttled fetch returns
+    nothing, and a 1 MB fetch is two seconds of this quota); Odradek 1.17x and 0.63-0.79x."""
     quota = MiB // 2
     _check_rates(measure(quota_broker.bootstrap, consume=consume, warm_up=3, seconds=6,
-                         quota=quota, span=4), quota, low=0.4, high=1.3, consume=consume)
+                         quota=quota, span=4), quota, low=0.5, high=1.3)
 
 
 @pytest.fixture(scope="module")
@@ -307,10 +306,9 @@ def test_quota_holds_1mib_per_second_over_30s(default_windows_broker, consume):
     """Issue 20's measurement: Kafka's default windows (11 x 1 s), 1 MiB/s, 30 s after a 12 s
     warm-up (the first burst a fresh quota allows is about 10 windows' worth).
 
-    The 30 s start one whole quota window after the warm-up. A producer's rate is the quota's
-    own, over a trailing 11 s window averaged at each second; a consumer's the plain average
-    (see _check_rates). Apache Kafka 3.9, this very run: producer 0.96 MiB/s (plain 0.90, and
-    1.20 in another phase), consumer 0.98 MiB/s; Odradek: 0.98 (plain 0.87) and 1.07."""
+    The rate is the quota's own, over a trailing 11 s window averaged at each second of the 30 s
+    (which start one whole window after the warm-up; see _check_rates). Apache Kafka 3.9, this
+    very run: producer 0.96 MiB/s, consumer 0.84 (its fetches end in partial batches, which
+    count against the quota but are dropped by the client); Odradek 0.97 and 0.91."""
     _check_rates(measure(default_windows_broker.bootstrap, consume=consume, warm_up=12,
-                         seconds=30, quota=MiB, span=11), MiB, low=0.9, high=1.1,
-                 consume=consume)
+                         seconds=30, quota=MiB, span=11), MiB, low=0.9, high=1.1)

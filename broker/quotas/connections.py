@@ -47,8 +47,9 @@ class ConnectionRateQuotas:
         rate.record(1.0, now_ms)
         return throttle_ms(rate, limit, now_ms)
 
-    def accept_delay_ms(self, listener_name: str, inter_broker: bool = False) -> int:
-        """How long the acceptor waits before taking this new connection (0: at once)."""
+    def accept_delay_ms(self, listener_name: str, listeners: int = 1) -> int:
+        """How long the acceptor waits before taking this new connection (0: at once). As in
+        Kafka, the inter-broker listener is spared the broker-wide limit when there are others."""
         now_ms = self.clock()
         delay = 0
         listener_key = f"listener.name.{listener_name.lower()}.{BROKER_WIDE}"
@@ -60,9 +61,15 @@ class ConnectionRateQuotas:
             if limit < UNLIMITED:
                 delay = self._record(("listener", listener_name), limit, now_ms)
         limit = self.config[BROKER_WIDE]
-        if limit < UNLIMITED and not inter_broker:
+        protected = listeners > 1 and listener_name == self._inter_broker_listener()
+        if limit < UNLIMITED and not protected:
             delay = max(delay, self._record("broker", limit, now_ms))
         return min(delay, self.window_ms)
+
+    def _inter_broker_listener(self) -> str:
+        # Kafka: inter.broker.listener.name, else the listener named after the protocol
+        return self.config["inter.broker.listener.name"] or \
+            self.config["security.inter.broker.protocol"]
 
     def ip_throttle_ms(self, address: str) -> int:
         """> 0: the connection from `address` is over its IP's rate; close it after that long."""

@@ -83,3 +83,16 @@ def test_ip_quota_closes_after_the_throttle(tmp_path):
         assert all(seconds >= 0.2 for seconds in closed), outcomes
         time.sleep(2.5)
         assert _served(broker.port) is not None   # the rate has fallen back: accepted again
+
+
+def test_inter_broker_listener_spared_when_there_are_others(tmp_path):
+    config = make_config(tmp_path, {**WINDOWS, "max.connection.creation.rate": "1",
+                                    "listeners": "PLAINTEXT://127.0.0.1:0,CLIENTS://127.0.0.1:0",
+                                    "listener.security.protocol.map":
+                                        "PLAINTEXT:PLAINTEXT,CLIENTS:PLAINTEXT,"
+                                        "CONTROLLER:PLAINTEXT"})
+    quotas = ConnectionRateQuotas(config, FakeClock())
+    assert [quotas.accept_delay_ms("PLAINTEXT", listeners=2) for _ in range(3)] == [0, 0, 0]
+    assert [quotas.accept_delay_ms("CLIENTS", listeners=2) for _ in range(2)] == [0, 1000]
+    # with a single listener nothing is spared
+    assert quotas.accept_delay_ms("PLAINTEXT", listeners=1) == 1000
