@@ -7,7 +7,7 @@ then Spark (local[2], the connector from --jars / $SPARK_KAFKA_JARS) measures:
 - streaming: `readStream` over the same topic with an availableNow trigger and `maxOffsetsPerTrigger`,
   counting rows per micro-batch in foreachBatch (records/s, micro-batch overhead included).
 
-Medians of `--repeats` alternating runs, printed as a table with Odradek/peer ratios; JSON in
+After one unmeasured warm-up read per broker (Spark's JIT), medians of `--repeats` alternating runs, printed as a table with Odradek/peer ratios; JSON in
 bench/results/. Needs the `spark` and `bench` extras and a JDK.
 """
 
@@ -109,6 +109,8 @@ def main(argv: list[str] | None = None) -> int:
             records = fill_topic(target, topic, args.partitions, int(args.gib * (1 << 30)))
             topics[target.name] = (topic, records)
             print(f"{target.name}: {records} records written in {time.monotonic() - began:.0f} s", flush=True)
+        for target in running:     # warm Spark's JVM up (and each broker's caches) before measuring
+            batch_read(spark, target.bootstrap, topics[target.name][0])
         for repeat in range(args.repeats):
             for target in running:
                 topic, records = topics[target.name]
