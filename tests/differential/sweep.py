@@ -51,6 +51,18 @@ def _exactly(sock, size):
     return bytes(data)
 
 
+def warm_up(address, timeout_s: float = 90.0) -> None:
+    """Make the broker create and load its group and transaction coordinators first (a fresh
+    Kafka answers NOT_COORDINATOR to group requests until __consumer_offsets exists)."""
+    deadline = time.monotonic() + timeout_s
+    for key_type in (0, 1):
+        while time.monotonic() < deadline:
+            answer = _request(address, 10, 1, messages.FindCoordinatorRequest(key="warm-up", key_type=key_type))
+            if answer is not None and answer.error_code == 0:
+                break
+            time.sleep(0.5)
+
+
 def cases(kafka: dict, odradek: dict):
     """(api_key, version, nulls) for the versions both advertise."""
     for key in sorted(set(kafka) & set(odradek)):
@@ -98,6 +110,8 @@ def _address(text: str):
 
 def main(argv) -> int:
     kafka, odradek = _address(argv[0]), _address(argv[1])
+    warm_up(kafka)
+    warm_up(odradek)
     found = []
     for key, version, nulls in cases(advertised(kafka), advertised(odradek)):
         found += compare_case(kafka, odradek, key, version, nulls)
