@@ -14,8 +14,9 @@ home="${APACHE_KAFKA_HOME:-$(cd .. && pwd)/shared/apache-kafka}"
 python=.venv/bin/python
 [ -x "$python" ] || python=/work/main/.venv/bin/python
 export KAFKA_HEAP="${KAFKA_HEAP:-512m}"
-# {port} {data_dir}: filled in by compat-tests' BrokerProcess; the controller listens on port + 1.
-export COMPAT_BROKER_CMD="bash $home/run.sh {port} {data_dir}"
+# Placeholders filled in by compat-tests' BrokerProcess; Kafka advertises the port the retry tests'
+# response-dropping proxy listens on.
+export COMPAT_BROKER_CMD="env KAFKA_EXTRA_PROPS=advertised.listeners=PLAINTEXT://127.0.0.1:{advertised_port} bash $home/run.sh {port} {data_dir} {controller_port}"
 export COMPAT_IGNORE_KNOWN=1
 export COMPAT_STARTUP_TIMEOUT="${COMPAT_STARTUP_TIMEOUT:-180}"   # a JVM on a loaded machine
 exec "$python" -m pytest compat-tests -p no:cacheprovider "$@"

@@ -42,6 +42,7 @@ class BrokerProcess:
         self.overrides = dict(overrides or {})   # extra server.properties for Odradek
         self.port = free_port()
         self.advertised_port = advertised_port or self.port
+        self.controller_port = free_port()   # for brokers that need a second listener (Kafka's KRaft)
         self.data_dir = tempfile.mkdtemp(prefix=f"odradek-compat-{name}-")
         self.log_path = os.path.join(self.data_dir, "broker.log")
         self.proc: subprocess.Popen | None = None
@@ -52,8 +53,10 @@ class BrokerProcess:
 
     def command(self) -> list[str]:
         template = os.environ.get("COMPAT_BROKER_CMD")
-        if template:
-            return shlex.split(template.format(port=self.port, data_dir=os.path.join(self.data_dir, "data")))
+        if template:   # placeholders: {port} {data_dir} {advertised_port} {controller_port}
+            return shlex.split(template.format(
+                port=self.port, data_dir=os.path.join(self.data_dir, "data"),
+                advertised_port=self.advertised_port, controller_port=self.controller_port))
         return [sys.executable, "-c", "import sys; from broker.cli import main; sys.exit(main())", "serve",
                 "--override", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
                 "--override", f"advertised.listeners=PLAINTEXT://127.0.0.1:{self.advertised_port}",
@@ -75,6 +78,9 @@ class BrokerProcess:
                 self.stop()
                 raise RuntimeError(f"broker not listening on {self.port} after {STARTUP_TIMEOUT}s:\n{self.log_tail()}")
             time.sleep(0.05)
+
+    # A clean stop on SIGTERM: Odradek exits 0; a JVM broker (Kafka) exits 143 (128 + SIGTERM).
+    CLEAN_EXIT_CODES = (0, 143) if os.environ.get("COMPAT_BROKER_CMD") else (0,)
 
     def stop(self, timeout: float = 20) -> int | None:
         """SIGTERM (a clean shutdown), SIGKILL after `timeout`; returns the exit code."""
