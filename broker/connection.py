@@ -106,13 +106,21 @@ class _Slot:
 class RequestContext:
     """What a handler sees: the broker's components plus this request's connection."""
 
-    __slots__ = ("broker", "connection", "header", "_slot")
+    __slots__ = ("broker", "connection", "header", "_slot", "size", "quota_task", "throttle_ms",
+                 "throttle_manager", "request_quota_charged")
 
-    def __init__(self, broker: "Broker", connection: "Connection", header, slot: _Slot):
+    def __init__(self, broker: "Broker", connection: "Connection", header, slot: _Slot,
+                 size: int = 0):
         self.broker = broker
         self.connection = connection
         self.header = header
         self._slot = slot
+        self.size = size                    # the request's bytes (the produce quota counts them)
+        # client quotas (broker.quotas): the throttle a handler's quota decided, and by whom
+        self.quota_task = None
+        self.throttle_ms = 0
+        self.throttle_manager = None
+        self.request_quota_charged = False
 
     def release_order(self):
         """Let the connection's next request start although this one is still running."""
@@ -171,6 +179,7 @@ class Connection:
         self._pending = 0    # requests read whose response is not written yet
         self._broken = False  # the socket failed: responses are dropped, requests still finish
         self.closed = False
+        self._muted_until = 0.0   # trio clock: a quota throttle (KIP-219) stops reading till then
 
     def set_principal(self, principal) -> None:
         """Authentication decided who this connection is (TLS certificate or SASL)."""
@@ -201,6 +210,15 @@ class Connection:
             self.closed = True
             with trio.CancelScope(shield=True):
                 await trio.aclose_forcefully(self.stream)
+
+    def mute(self, throttle_ms: int):
+        """Read no further request from this client for `throttle_ms` (a quota throttle). The
+        throttled response itself still goes out at once; requests already read still run."""
+        self._muted_until = max(self._muted_until, trio.current_time() + throttle_ms / 1000)
+
+    async def _wait_unmuted(self):
+        while self._muted_until > trio.current_time():
+            await trio.sleep_until(self._muted_until)
 
     def stop_reading(self):
         """Take no new requests; in-flight ones finish and their responses are sent (shutdown)."""
@@ -321,6 +339,8 @@ class Connection:
                 # run to completion (a produce that arrived is appended), only unanswered.
                 log.debug("connection %s: read failed: %s", self.peer, exc)
                 return
+            if self._muted_until:
+                await self._wait_unmuted()
             nursery.start_soon(self._handle, frame, size, slot, previous, time.monotonic())
 
     # ----------------------------------------------------------------------------- processing
@@ -329,7 +349,11 @@ class Connection:
         try:
             if previous is not None:
                 await previous.wait()
-            slot.parts = await self._process(frame, slot, received)
+            if self._muted_until:
+                # Requests read before a quota throttle wait it out too: as in Kafka, where a
+                # throttled channel processes nothing more until the throttle time has passed.
+                await self._wait_unmuted()
+            slot.parts = await self._process(frame, size, slot, received)
         except (CloseConnection, RequestRefused) as exc:
             log.info("closing connection %s: %s", self.peer, exc)
             slot.parts = _CLOSE
@@ -341,7 +365,7 @@ class Connection:
             slot.started.set()
             slot.done.set()
 
-    async def _process(self, frame, slot: _Slot, received: float):
+    async def _process(self, frame, size: int, slot: _Slot, received: float):
         authenticator = self.authenticator
         if authenticator is not None and authenticator.expects_raw_token:
             return [authenticator.raw_token(frame)]   # legacy SASL: bare tokens both ways
@@ -368,14 +392,18 @@ class Connection:
         except protocol.DecodeError as exc:
             raise CloseConnection(f"undecodable request (api {header.api_key} "
                                   f"v{header.api_version}): {exc}") from None
-        ctx = RequestContext(self.broker, self, header, slot)
+        ctx = RequestContext(self.broker, self, header, slot, size)
         started = time.monotonic()
         metrics = self.broker.metrics
+        quotas = self.broker.quotas
         metrics.request_received()
+        quotas.begin_request(ctx)
         try:
             response = await handler(ctx, header, body)
         finally:
             metrics.request_done()
+            task_seconds = quotas.end_request(ctx)
+        quotas.finish_request(ctx, header, response, task_seconds)
         self.broker.observe_request(header, time.monotonic() - started, response,
                                     started - received)
         if response is None:   # acks=0 produce: the client expects no response at all

@@ -68,6 +68,8 @@ class Partition:
 # Appends up to this many record bytes run on the event loop: a page-cache write that small costs
 # less than the trip to a worker thread (PROFILE.md finding 2). Bigger ones would stall the loop.
 INLINE_APPEND_BYTES = 64 * 1024
+# The byte of a batch header holding the compression codec (attributes & 7).
+_ATTRIBUTES_LOW_BYTE = 22
 # A flush.messages below this could make an append fsync, which must never run on the loop.
 _FLUSH_MESSAGES_NEVER = 1 << 62
 
@@ -75,11 +77,13 @@ _FLUSH_MESSAGES_NEVER = 1 << 62
 def _appends_inline(items) -> bool:
     """Whether these (partition, records) appends are cheap enough to run on the event loop."""
     total = 0
-    for partition, records in items:
+    for partition, records, *_ in items:
         total += len(records)
         config = partition.log.config
         if config.flush_messages < _FLUSH_MESSAGES_NEVER or config.compression_type != "producer":
             return False   # may fsync or recompress: CPU or disk time the loop must not spend
+        if len(records) > _ATTRIBUTES_LOW_BYTE and records[_ATTRIBUTES_LOW_BYTE] & 0x07:
+            return False   # compressed: validation decompresses it (the codecs release the GIL)
     return total <= INLINE_APPEND_BYTES
 
 
@@ -227,10 +231,11 @@ class PartitionManager:
 
         def append_all():
             outcomes = []
-            for partition, records in items:
+            for partition, records, *guard in items:   # (partition, records[, verification guard])
                 try:
                     outcomes.append(partition.log.append(
-                        records, leader_epoch=partition.leader_epoch, origin=origin))
+                        records, leader_epoch=partition.leader_epoch, origin=origin,
+                        verification_guard=guard[0] if guard else None))
                 except StorageError as exc:
                     outcomes.append(exc)
             return outcomes

@@ -21,6 +21,8 @@ import trio
 
 import protocol
 from broker.config import BrokerConfig, Listener, validate_topic_configs
+from broker.config.ip_overrides import limits_by_address
+from broker.log_dirs import watch_log_dirs
 from broker.connection import RequestMemory
 from broker.fetch_session import FetchSessionCache
 from broker.handlers import load_registry
@@ -28,6 +30,8 @@ from broker.health import Health, serve_ops_http
 from broker.logs import RequestLogger
 from broker.metrics import BrokerMetrics, broker_sources
 from broker.partitions import PartitionManager
+from broker.quotas import BrokerQuotas
+from broker.quotas.metrics import QuotaCollector
 from broker.security.authorizer import AuthorizerMetricsCollector, StandardAuthorizer
 from broker.security.audit import AuthenticationAudit
 from broker.security.listener import ListenerSecurity
@@ -62,6 +66,8 @@ class Broker:
             self.metrics.registry.register(AuthorizerMetricsCollector(self.authorizer))
         self.request_log = RequestLogger()
         self.request_memory = RequestMemory(config["queued.max.request.bytes"])
+        self.quotas = BrokerQuotas(config)
+        self.metrics.registry.register(QuotaCollector(self.quotas))
         # authentication per listener (TLS contexts, SASL mechanisms); ConfigError stops start-up
         self.listener_security = {l.name: ListenerSecurity.for_listener(config, l)
                                   for l in config.client_listeners}
@@ -169,7 +175,7 @@ class Broker:
         if resource_type == TOPIC_RESOURCE:
             validate_topic_configs(configs)
         elif resource_type == BROKER_RESOURCE:
-            self.config.validate_dynamic(configs)
+            self.config.validate_dynamic(configs, name)
 
     # --------------------------------------------------------------------------------- running
     @classmethod
@@ -250,10 +256,13 @@ class Broker:
             self.controller.add_listener(self.authorizer.on_image_change)
         self.partitions = PartitionManager(self)
         self.controller.add_listener(self.partitions.on_image_change)
+        self.quotas.load(image.client_quotas)
+        self.controller.add_listener(self.quotas.on_image_change)
         await self.partitions.load_image(image)
 
     async def _start(self, nursery: trio.Nursery) -> None:
         self.metrics.set_sources(**broker_sources(self))
+        watch_log_dirs(self)
         self.health.set("recovery", True)
         if self.config.multi_node:
             self.health.add_check("metadata", self.controller.metadata_status)
@@ -315,9 +324,20 @@ class Broker:
                     log.error("accept on %s failed: %s; retrying", listener, exc.strerror)
                     await trio.sleep(0.1)
                     continue
+                # KIP-612: over the connection creation rate the acceptor waits; a connection
+                # from an IP over its own rate is closed after its throttle time.
+                delay_ms = self.quotas.connections.accept_delay_ms(listener.name,
+                                                                   len(self._bound))
+                if delay_ms:
+                    await trio.sleep(delay_ms / 1000)
                 address = _peer_address(stream)
-                if self._connections_per_ip.get(address, 0) >= \
-                        self.config["max.connections.per.ip"]:
+                ip_throttle_ms = self.quotas.connections.ip_throttle_ms(address)
+                if ip_throttle_ms:
+                    log.info("closing connection from %s in %d ms: connection_creation_rate "
+                             "exceeded", address, ip_throttle_ms)
+                    self._connection_nursery.start_soon(_close_after, stream, ip_throttle_ms)
+                    continue
+                if self._connections_per_ip.get(address, 0) >= self._ip_connection_limit(address):
                     log.info("closing connection from %s: max.connections.per.ip reached",
                              address)
                     await trio.aclose_forcefully(stream)
@@ -326,6 +346,11 @@ class Broker:
                 self._connections_per_ip[address] = self._connections_per_ip.get(address, 0) + 1
                 self._connection_nursery.start_soon(self._handle_connection, listener, stream,
                                                     address)
+
+    def _ip_connection_limit(self, address: str) -> int:
+        """max.connections.per.ip, or this address's entry in max.connections.per.ip.overrides."""
+        overrides = limits_by_address(self.config["max.connections.per.ip.overrides"])
+        return overrides.get(address, self.config["max.connections.per.ip"])
 
     async def _handle_connection(self, listener: Listener, stream: trio.SocketStream,
                                  address: str) -> None:
@@ -390,6 +415,14 @@ def _default_startup_hooks() -> list[Callable]:
             return []
         raise
     return [CoordinatorService.startup_hook]
+
+
+async def _close_after(stream: trio.SocketStream, delay_ms: int) -> None:
+    try:
+        await trio.sleep(delay_ms / 1000)
+    finally:
+        with trio.CancelScope(shield=True):
+            await trio.aclose_forcefully(stream)
 
 
 def _peer_address(stream: trio.SocketStream) -> str:

@@ -82,6 +82,8 @@ class Log:
         self._flush_cond = threading.Condition(threading.Lock())
         self._flushing = False
         self.offline: str | None = None  # the I/O error that took the log offline
+        # Told (once) when an I/O error takes this log offline: the manager reports its log dir.
+        self.on_offline: Callable[["Log", BaseException], None] | None = None
         self._segments: list[LogSegment] = []
         self._bases: list[int] = []
         self._pending_deletes: list[tuple[int, list[str]]] = []  # (due ms, paths)
@@ -307,12 +309,21 @@ class Log:
             raise KafkaStorageError(f"log {self.topic}-{self.partition} is offline: {self.offline}")
 
     def _go_offline(self, exc: BaseException) -> KafkaStorageError:
+        first = self.offline is None
         self.offline = f"{type(exc).__name__}: {exc}"
+        if first and self.on_offline is not None:
+            self.on_offline(self, exc)
         return KafkaStorageError(f"I/O error on {self.topic}-{self.partition}: {exc}")
 
     # ======================================================================= append
+    def start_verification(self, producer_id: int, producer_epoch: int) -> object:
+        """A verification guard for append() (see ProducerStateManager.start_verification)."""
+        with self._lock:
+            return self.producer_state.start_verification(producer_id, producer_epoch)
+
     def append(self, records, *, leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
-               origin: AppendOrigin = AppendOrigin.CLIENT, now_ms: int | None = None) -> AppendResult:
+               origin: AppendOrigin = AppendOrigin.CLIENT, now_ms: int | None = None,
+               verification_guard: object | None = None) -> AppendResult:
         """Validate and append the batches in `records` (bytes/memoryview, never copied).
 
         CLIENT and COORDINATOR appends get offsets from the log end, the leader epoch
@@ -329,6 +340,8 @@ class Log:
         log_append_time = now if self.config.log_append_time and origin is not AppendOrigin.REPLICATION else None
         with self._lock:
             self._check_online()
+            if verification_guard is not None:
+                self.producer_state.check_verification(batches, verification_guard)
             next_offset = self.log_end_offset
             buffers: list = []
             placed: list[tuple[RecordBatch, int, int]] = []  # (batch, base offset, max timestamp)

@@ -6,6 +6,7 @@ against Apache Kafka and other Kafka-compatible brokers as well as Odradek.
     odradek topics create|list|describe|delete|alter-configs|add-partitions
     odradek groups list|describe|reset-offsets|delete
     odradek configs describe|alter   (--topic T | --broker ID | --broker-defaults | --broker-logger ID)
+    odradek quotas describe|alter    (--user U | --user-defaults, --client C | --client-defaults, --ip)
     odradek offsets TOPIC [--time earliest|latest|max-timestamp|MS|ISO]
     odradek delete-records TOPIC --before-offset N
     odradek produce TOPIC / odradek consume TOPIC   (console tools)
@@ -28,10 +29,10 @@ from __future__ import annotations
 
 import argparse
 
-from broker.admin import acls, cluster, configs, console, groups, offsets, topics, users
+from broker.admin import acls, cluster, configs, console, groups, offsets, quotas, topics, users
 from broker.admin.common import common_options
 
-_MODULES = (topics, groups, configs, offsets, console, cluster, users, acls)
+_MODULES = (topics, groups, configs, quotas, offsets, console, cluster, users, acls)
 
 
 def register(subparsers) -> None:

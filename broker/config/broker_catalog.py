@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from .ip_overrides import check_ip_overrides
+from .kafka_catalog import KAFKA_BROKER_CONFIGS
 from .values import (INT_MAX, LONG_MAX, COMPRESSION_TYPES, TIMESTAMP_TYPES, ConfigDef, ConfigType, _defs,
                      at_least, between, one_of)
 
@@ -40,6 +44,7 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("connections.max.idle.ms", T.LONG, 600000),
     ConfigDef("max.connections", T.INT, INT_MAX, at_least(0), dynamic=True),
     ConfigDef("max.connections.per.ip", T.INT, INT_MAX, at_least(0), dynamic=True),
+    ConfigDef("max.connections.per.ip.overrides", T.STRING, "", check_ip_overrides, dynamic=True),
     ConfigDef("num.network.threads", T.INT, 3, at_least(1), dynamic=True),
     ConfigDef("num.io.threads", T.INT, 8, at_least(1), dynamic=True),
     ConfigDef("queued.max.requests", T.INT, 500, at_least(1)),
@@ -109,6 +114,12 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     # Odradek: fsync appended batches before acknowledging them (group commit); Kafka leaves it to the OS.
     ConfigDef("metrics.port", T.INT, -1, between(-1, 65535)),   # Odradek: /metrics, /healthz; -1 off
     ConfigDef("log.flush.before.acknowledge", T.BOOLEAN, False),
+    # client quotas (broker.quotas): Kafka's sampled windows and connection creation rate limits
+    ConfigDef("quota.window.num", T.INT, 11, at_least(1)),
+    ConfigDef("quota.window.size.seconds", T.INT, 1, at_least(1)),
+    ConfigDef("controller.quota.window.num", T.INT, 11, at_least(1)),
+    ConfigDef("controller.quota.window.size.seconds", T.INT, 1, at_least(1)),
+    ConfigDef("max.connection.creation.rate", T.INT, INT_MAX, at_least(0), dynamic=True),
     # security (authentication): TLS and SASL, Kafka's names and defaults; each may also be set
     # per listener as listener.name.<listener>.<key> (SASL ones also .<mechanism>.<key>)
     ConfigDef("ssl.keystore.type", T.STRING, "JKS", one_of("JKS", "PKCS12", "PEM", case_sensitive=False)),
@@ -184,5 +195,14 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("unstable.api.versions.enable", T.BOOLEAN, False),
     ConfigDef("unstable.feature.versions.enable", T.BOOLEAN, False),
 )
+
+# Every other key Kafka defines (known, described, not acted on yet): kafka_catalog.py.
+BROKER_CONFIGS.update({name: d for name, d in KAFKA_BROKER_CONFIGS.items() if name not in BROKER_CONFIGS})
+# Where Kafka updates a key dynamically (the TLS and SASL settings, per listener), it is described as
+# Kafka describes it; a new value takes effect when the listener is next set up (restart).
+for _name, _kafka in KAFKA_BROKER_CONFIGS.items():
+    _ours = BROKER_CONFIGS[_name]
+    if (_ours.dynamic, _ours.type) != (_kafka.dynamic, _kafka.type):
+        BROKER_CONFIGS[_name] = replace(_ours, dynamic=_kafka.dynamic, type=_kafka.type)
 
 BROKER_PREFIXES = ("listener.name.",)  # per-listener overrides (SSL/SASL settings)

@@ -5,7 +5,10 @@ from __future__ import annotations
 import os
 from typing import Any, Iterable, Mapping
 
+from protocol.errors import ErrorCode
+
 from .broker_catalog import BROKER_CONFIGS, BROKER_PREFIXES
+from .kafka_catalog import LISTENER_PREFIX_ONLY, PER_BROKER_ONLY
 from .listeners import Listener, parse_listeners, _parse_protocol_map
 from .properties import parse_properties
 from .quorum import BOOTSTRAP, VOTERS, check_quorum_settings, parse_bootstrap_servers, parse_voters
@@ -130,16 +133,29 @@ class BrokerConfig:
         return ConfigSource.DEFAULT_CONFIG
 
     # ---- dynamic (cluster-wide) broker configs, as stored by the controller
-    def validate_dynamic(self, configs: Mapping[str, str | None]) -> dict[str, Any]:
-        """Validate cluster-wide dynamic updates; raise ConfigError for static or unknown keys."""
+    def validate_dynamic(self, configs: Mapping[str, str | None], resource_name: str = "") -> dict[str, Any]:
+        """Validate dynamic broker updates (resource "" = the cluster-wide default, else one broker)
+        as Kafka does: ConfigError with INVALID_REQUEST for static keys, per-broker keys at the
+        cluster level and TLS stores without a listener prefix; keys Kafka does not know are
+        accepted (and ignored), as Kafka accepts them."""
+        _refuse(sorted(n for n in configs if n in BROKER_CONFIGS and not BROKER_CONFIGS[n].dynamic),
+                "Cannot update these configs dynamically: Set({})")
+        _refuse(sorted(n for n in configs if n in LISTENER_PREFIX_ONLY),
+                "These security configs can be dynamically updated only per-listener using the "
+                "listener prefix: HashSet({})")
+        if resource_name == "":
+            _refuse(sorted(n for n in configs if n in PER_BROKER_ONLY),
+                    "Cannot update these configs at default cluster level, broker id must be "
+                    "specified: Set({})")
         parsed = {}
         for name, text in configs.items():
             definition = BROKER_CONFIGS.get(name)
             if definition is None:
-                raise ConfigError(f"Unknown broker config {name}", name)
-            if not definition.dynamic:
-                raise ConfigError(f"Cannot update these configs dynamically: {name}", name)
-            parsed[name] = parse_checked(name, definition.type, definition.validator, text)
+                continue
+            try:
+                parsed[name] = parse_checked(name, definition.type, definition.validator, text)
+            except ConfigError as exc:
+                raise ConfigError(str(exc), name, ErrorCode.INVALID_REQUEST) from None
         return parsed
 
     def set_dynamic(self, cluster_defaults: Mapping[str, str | None],
@@ -356,6 +372,11 @@ class BrokerConfig:
             entries.append(DescribedConfig(name, value, source, False, False, definition.type,
                                            synonyms))
         return entries
+
+
+def _refuse(names: list[str], message: str) -> None:
+    if names:
+        raise ConfigError(message.format(", ".join(names)), names[0], ErrorCode.INVALID_REQUEST)
 
 
 # ------------------------------------------------------------------------------ properties parsing

@@ -82,6 +82,8 @@ class MetadataImage:
     broker_configs: Mapping[str, Mapping[str, str]] = field(default_factory=_empty)   # key "" = cluster-wide default
     next_producer_id: int = 0
     features: Mapping[str, int] = field(default_factory=_empty)
+    # client quotas: entity (sorted (type, name-or-None) pairs) -> {quota key: value}
+    client_quotas: Mapping[tuple, Mapping[str, float]] = field(default_factory=_empty)
     # (user, mechanism name) -> ScramCredential, from UserScramCredentialRecords
     scram_credentials: Mapping[tuple[str, str], ScramCredential] = field(default_factory=_empty)
     acls: Mapping[uuid.UUID, AclBinding] = field(default_factory=_empty)   # by ACL id
@@ -129,6 +131,9 @@ class MetadataImage:
                     partition_epoch=p.partition_epoch))
             out += [r.ConfigRecord(resource_type=TOPIC_RESOURCE, resource_name=t.name, name=k, value=v)
                     for k, v in sorted(self.topic_configs.get(t.name, {}).items())]
+        for entity, values in sorted(self.client_quotas.items(), key=lambda item: repr(item[0])):
+            data = [r.ClientQuotaRecord.EntityData(entity_type=t, entity_name=n) for t, n in entity]
+            out += [r.ClientQuotaRecord(entity=data, key=k, value=v) for k, v in sorted(values.items())]
         for (user, mechanism), c in sorted(self.scram_credentials.items()):
             out.append(r.UserScramCredentialRecord(
                 name=user, mechanism=SCRAM_MECHANISMS[mechanism][1], salt=c.salt,
@@ -152,6 +157,7 @@ class _Builder:
         self.broker_configs = dict(base.broker_configs)
         self.features = dict(base.features)
         self.next_producer_id = base.next_producer_id
+        self.client_quotas = dict(base.client_quotas)
         self.scram_credentials = dict(base.scram_credentials)
         self.acls = None   # copied on the first ACL change, so listeners can skip by identity
 
@@ -161,7 +167,8 @@ class _Builder:
             cluster_id=self.base.cluster_id, offset=offset, brokers=ro(self.brokers), topics=ro(self.topics),
             topics_by_id=ro(self.topics_by_id), topic_configs=ro(self.topic_configs),
             broker_configs=ro(self.broker_configs), next_producer_id=self.next_producer_id,
-            features=ro(self.features), scram_credentials=ro(self.scram_credentials),
+            features=ro(self.features), client_quotas=ro(self.client_quotas),
+            scram_credentials=ro(self.scram_credentials),
             acls=self.base.acls if self.acls is None else ro(self.acls))
 
     def replay(self, record) -> None:
@@ -277,6 +284,18 @@ class _Builder:
             table[rec.resource_name] = MappingProxyType(configs)
         else:
             table.pop(rec.resource_name, None)
+
+    def _ClientQuotaRecord(self, rec) -> None:
+        entity = tuple(sorted((e.entity_type, e.entity_name) for e in rec.entity))
+        values = dict(self.client_quotas.get(entity, {}))
+        if rec.remove:
+            values.pop(rec.key, None)
+        else:
+            values[rec.key] = rec.value
+        if values:
+            self.client_quotas[entity] = MappingProxyType(values)
+        else:
+            self.client_quotas.pop(entity, None)
 
     def _ProducerIdsRecord(self, rec) -> None:
         if rec.next_producer_id < self.next_producer_id:

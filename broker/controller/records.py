@@ -11,9 +11,9 @@ import uuid
 
 from protocol import DecodeError
 from protocol.generated.metadata import (
-    AccessControlEntryRecord, BrokerRegistrationChangeRecord, ConfigRecord, FeatureLevelRecord,
-    FenceBrokerRecord, NoOpRecord, PartitionChangeRecord, PartitionRecord, ProducerIdsRecord,
-    RegisterBrokerRecord, RemoveAccessControlEntryRecord, RemoveTopicRecord,
+    AccessControlEntryRecord, BrokerRegistrationChangeRecord, ClientQuotaRecord, ConfigRecord,
+    FeatureLevelRecord, FenceBrokerRecord, NoOpRecord, PartitionChangeRecord, PartitionRecord,
+    ProducerIdsRecord, RegisterBrokerRecord, RemoveAccessControlEntryRecord, RemoveTopicRecord,
     RemoveUserScramCredentialRecord, TopicRecord, UnfenceBrokerRecord, UnregisterBrokerRecord,
     UserScramCredentialRecord,
 )
@@ -24,7 +24,7 @@ BrokerEndpoint = RegisterBrokerRecord.BrokerEndpoint
 RecordDecodeError = DecodeError
 
 __all__ = [
-    "AccessControlEntryRecord", "RemoveAccessControlEntryRecord", "BrokerEndpoint",
+    "AccessControlEntryRecord", "RemoveAccessControlEntryRecord", "BrokerEndpoint", "ClientQuotaRecord",
     "BrokerRegistrationChangeRecord", "ConfigRecord", "FeatureLevelRecord", "FenceBrokerRecord", "NoOpRecord",
     "PartitionChangeRecord", "PartitionRecord", "ProducerIdsRecord", "RecordDecodeError",
     "RegisterBrokerRecord", "RemoveTopicRecord", "RemoveUserScramCredentialRecord", "TopicRecord", "UnfenceBrokerRecord",

@@ -242,7 +242,12 @@ def describe_quorum_response(view: dict | None, request=None):
         try:
             _only_partition(request.topics, "topic_name")
         except WireError as exc:
-            return R(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, error_message=str(exc))
+            # As Kafka's raft client: the error goes on each requested partition, none at the top
+            return R(error_code=0, topics=[R.TopicData(topic_name=t.topic_name, partitions=[
+                R.PartitionData(partition_index=p.partition_index,
+                                error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                error_message=str(exc)) for p in t.partitions])
+                for t in request.topics])
     part = R.PartitionData(partition_index=0, error_message=None)
     if view is None or view["leader_id"] != view.get("node_id", view["leader_id"]) or not view.get("replicas"):
         part.error_code = int(ErrorCode.NOT_LEADER_OR_FOLLOWER)

@@ -31,6 +31,7 @@ MODULES = (
     "groups",          # coordinator engineer
     "transactions",    # coordinator engineer
     "quorum",          # DescribeQuorum, answered by the controller (broker.controller.admin)
+    "quotas",          # DescribeClientQuotas, AlterClientQuotas
     "acls",            # CreateAcls, DescribeAcls, DeleteAcls (broker.security)
     "sasl",            # SaslHandshake, SaslAuthenticate (broker.security)
     "scram_credentials",

@@ -21,8 +21,8 @@ async def handle_describe_cluster(ctx, header, body):
     image = ctx.image
     if header.api_version >= 1 and body.endpoint_type != BROKERS_ENDPOINT_TYPE:
         return Response(throttle_time_ms=0, error_code=ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,
-                        error_message="The endpoint type is not supported by this broker",
-                        endpoint_type=body.endpoint_type, cluster_id=image.cluster_id,
+                        error_message=f"Unsupported endpoint type {body.endpoint_type}",
+                        endpoint_type=BROKERS_ENDPOINT_TYPE, cluster_id=image.cluster_id,
                         controller_id=-1, brokers=[])
     # v2 (KIP-1073) may ask for fenced brokers too, each marked.
     with_fenced = header.api_version >= 2 and body.include_fenced_brokers

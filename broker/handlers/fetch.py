@@ -16,11 +16,13 @@ from collections import OrderedDict
 
 import trio
 
+import protocol
 from protocol import ErrorCode, messages
 
 from broker.connection import SlicedRecords
 from broker.fetch_session import PartitionFetch
 from broker.partitions import PartitionError
+from broker.quotas import identity
 from broker.security import access
 from broker.security.acls import AclOperation, ResourceType
 from storage.errors import StorageError
@@ -102,7 +104,9 @@ def _read_all(ctx, reads, uses_ids, isolation, max_bytes, denied=frozenset()):
     partitions = ctx.partitions
     budget = max_bytes
     for read in reads:
-        read.slices, read.size, read.aborted, read.partition = [], 0, None, None
+        # As Kafka: a list of aborted transactions for read_committed data and for any error (an
+        # empty one then), none (null) for read_uncommitted data.
+        read.slices, read.size, read.aborted, read.partition = [], 0, [], None
         read.high_watermark = read.last_stable_offset = read.log_start_offset = -1
         fetch = read.fetch
         try:
@@ -127,6 +131,7 @@ def _read_all(ctx, reads, uses_ids, isolation, max_bytes, denied=frozenset()):
             read.error = exc.error_code
             continue
         read.error = ErrorCode.NONE
+        read.aborted = None
         read.slices = slices
         read.size = sum(len(s) for s in slices)
         budget -= read.size
@@ -149,6 +154,18 @@ async def handle_fetch(ctx, header, body):
         return Response(throttle_time_ms=0, error_code=context, session_id=0, responses=[])
     isolation = body.isolation_level
     max_bytes = body.max_bytes if body.max_bytes > 0 else 0
+    min_bytes = body.min_bytes
+    quotas = ctx.broker.quotas
+    from_follower = _from_follower(body, version)
+    ctx.request_quota_charged |= from_follower   # replication is exempt from client quotas
+    quota_checked = (quotas.fetch.enabled or quotas.request.enabled) and not from_follower
+    if quota_checked and quotas.fetch.enabled:
+        # As Kafka: never more than the quota allows over a window's worth of samples.
+        user, client_id = identity(ctx)
+        window_bytes = quotas.fetch.max_value_in_window(user, client_id)
+        if window_bytes < max_bytes:
+            max_bytes = int(window_bytes)
+            min_bytes = min(min_bytes, max_bytes)
     deadline = trio.current_time() + max(body.max_wait_ms, 0) / 1000
     keys = list(context.partitions.keys())
     reads = [_Read(key, context.partitions[key]) for key in keys]
@@ -161,7 +178,7 @@ async def handle_fetch(ctx, header, body):
         total = sum(r.size for r in reads)
         errors = any(r.error for r in reads)
         remaining = deadline - trio.current_time()
-        if total >= body.min_bytes or errors or remaining <= 0 or ctx.broker.draining \
+        if total >= min_bytes or errors or remaining <= 0 or ctx.broker.draining \
                 or not reads:
             break
         await ctx.partitions.wait_for_data(
@@ -170,6 +187,8 @@ async def handle_fetch(ctx, header, body):
 
     responses: list = []
     with_records = []
+    sent_before = [(p, p.sent_high_watermark, p.sent_log_start_offset)
+                   for p in context.partitions.values()] if quota_checked else None
     for read in reads:
         if not context.should_include(read.key, read.high_watermark, read.log_start_offset,
                                       read.size > 0, read.error):
@@ -191,17 +210,54 @@ async def handle_fetch(ctx, header, body):
             responses[-1][1].append(data)
         else:
             responses.append((topic_key, [data]))
-    context.rotate(with_records)
-    ctx.broker.record_fetch(reads)
-
     topics = []
     for topic_key, partitions in responses:
         if uses_ids:
             topics.append(Response.FetchableTopicResponse(topic_id=topic_key, partitions=partitions))
         else:
             topics.append(Response.FetchableTopicResponse(topic=topic_key, partitions=partitions))
-    return Response(throttle_time_ms=0, error_code=0, session_id=context.session_id,
-                    responses=topics)
+    response = Response(throttle_time_ms=0, error_code=0, session_id=context.session_id,
+                        responses=topics)
+    if quota_checked and _throttled(ctx, header, response):
+        # Kafka answers a throttled fetch with no data: the session stays as it was (a new one
+        # is not kept) and the bytes are not counted.
+        for partition, high_watermark, log_start_offset in sent_before:
+            partition.sent_high_watermark = high_watermark
+            partition.sent_log_start_offset = log_start_offset
+        if not context.incremental and context.session is not None:
+            ctx.fetch_sessions.sessions.pop(context.session.id, None)
+        return Response(throttle_time_ms=ctx.throttle_ms, error_code=0,
+                        session_id=context.session_id if context.incremental else 0,
+                        responses=[])
+    context.rotate(with_records)
+    ctx.broker.record_fetch(reads)
+    return response
+
+
+def _from_follower(body, version) -> bool:
+    """A replica's fetch: exempt from client quotas (replication has quotas of its own)."""
+    if version >= 15:
+        state = getattr(body, "replica_state", None)
+        return state is not None and state.replica_id >= 0
+    return getattr(body, "replica_id", -1) >= 0
+
+
+def _throttled(ctx, header, response) -> bool:
+    """Charge consumer_byte_rate with the response's size and the request quota with the time
+    spent so far; True when either throttles (the larger throttle is the one applied)."""
+    quotas = ctx.broker.quotas
+    request_throttle = quotas.charge_request_now(ctx)
+    fetch_throttle = 0
+    if quotas.fetch.enabled:
+        user, client_id = identity(ctx)
+        size = sum(len(part) for part in protocol.encode_response_parts(
+            API_KEY, header.api_version, header.correlation_id, response))
+        fetch_throttle = quotas.fetch.record(user, client_id, size)
+        if max(fetch_throttle, request_throttle) > 0:
+            quotas.fetch.unrecord(user, client_id, size)
+    quotas.throttle(ctx, quotas.fetch, fetch_throttle)
+    quotas.throttle(ctx, quotas.request, request_throttle)
+    return ctx.throttle_ms > 0
 
 
 HANDLERS = {API_KEY: (4, 17, handle_fetch)}

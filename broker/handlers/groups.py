@@ -126,6 +126,9 @@ def _name(protocol_name, version):
 async def sync_group(ctx, header, body):
     Response = messages.SyncGroupResponse
     version = header.api_version
+    if version >= 5 and (body.protocol_type is None or body.protocol_name is None):
+        # As Kafka (KIP-559): v5+ must name the protocol; checked before the group is looked up
+        return Response(error_code=E.INCONSISTENT_GROUP_PROTOCOL)
     service = await CoordinatorService.of(ctx.broker)
     code = await service.group_coordinator_error(body.group_id)
     if code is not E.NONE:

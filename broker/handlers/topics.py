@@ -14,6 +14,7 @@ from protocol import ErrorCode, messages
 
 from broker.controller.controller import CreatePartitionsSpec, CreateTopicSpec, DeleteTopicResult
 from broker.controller.errors import ApiError
+from broker.quotas.mutations import THROTTLED_MESSAGE, MutationQuota
 from broker.security import access
 from broker.security.acls import AclOperation, ResourceType
 
@@ -48,19 +49,35 @@ async def handle_create_topics(ctx, header, body):
         specs.append(CreateTopicSpec(name=topic.name, num_partitions=topic.num_partitions,
                                      replication_factor=topic.replication_factor,
                                      assignments=assignments, configs=configs))
+    quota = MutationQuota(ctx, header)
+    refused: set[int] = set()
     try:
-        results = await ctx.controller.create_topics(specs, validate_only=body.validate_only)
+        if quota.enabled and not body.validate_only:
+            # Charge the partitions of each topic that would be created, in request order.
+            planned = await ctx.controller.create_topics(specs, validate_only=True)
+            refused = {i for i, result in enumerate(planned)
+                       if result.error_code == 0 and not quota.admit(result.num_partitions)}
+        created = iter(await ctx.controller.create_topics(
+            [spec for i, spec in enumerate(specs) if i not in refused],
+            validate_only=body.validate_only))
     except ApiError as exc:
         return Response(throttle_time_ms=0, topics=[
             Response.CreatableTopicResult(name=spec.name, error_code=exc.code,
                                           error_message=exc.message) for spec in specs])
+    quota.finish()
     out = []
-    created = iter(results)
+    specs_by_name = iter(enumerate(specs))
     for name in names:
         if name not in creatable:
             out.append(Response.CreatableTopicResult(
                 name=name, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
                 error_message=AUTHORIZATION_FAILED if version >= 1 else None, configs=[]))
+            continue
+        i, spec = next(specs_by_name)
+        if i in refused:
+            out.append(Response.CreatableTopicResult(
+                name=spec.name, error_code=ErrorCode.THROTTLING_QUOTA_EXCEEDED,
+                error_message=THROTTLED_MESSAGE, configs=None))
             continue
         result = next(created)
         entry = Response.CreatableTopicResult(
@@ -102,22 +119,28 @@ async def handle_delete_topics(ctx, header, body):
     image = ctx.image
     known_ids = {i: image.topics_by_id[i].name for i in ids if i in image.topics_by_id}
     deletable = _allowed(ctx, AclOperation.DELETE, names + list(known_ids.values()))
-    refused_names = [n for n in names if n not in deletable]
-    refused_ids = [i for i in ids if i in known_ids and known_ids[i] not in deletable]
+    denied_names = [n for n in names if n not in deletable]
+    denied_ids = [i for i in ids if i in known_ids and known_ids[i] not in deletable]
     names = [n for n in names if n in deletable]
     ids = [i for i in ids if i not in known_ids or known_ids[i] in deletable]
+    quota = MutationQuota(ctx, header)
+    refused_names, refused_ids = _refused_deletions(ctx, quota, names, ids)
     try:
-        results = await ctx.controller.delete_topics(names=names, topic_ids=ids)
+        results = await ctx.controller.delete_topics(
+            names=[n for n in names if n not in refused_names],
+            topic_ids=[i for i in ids if i not in refused_ids])
     except ApiError as exc:
         return Response(throttle_time_ms=0, responses=[
             Response.DeletableTopicResult(name=name, error_code=exc.code) for name in names])
+    quota.finish()
+    out = [_throttled_deletion(name, topic_id, version) for name, topic_id in
+           [(n, None) for n in refused_names] + [(None, i) for i in refused_ids]]
     # Refused by name or id: TOPIC_AUTHORIZATION_FAILED, the name never revealed for an id.
     results = list(results) + [
         DeleteTopicResult(name=n, topic_id=ZERO_UUID, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
-                          error_message=TOPIC_AUTHORIZATION_FAILED) for n in refused_names] + [
+                          error_message=TOPIC_AUTHORIZATION_FAILED) for n in denied_names] + [
         DeleteTopicResult(name=None, topic_id=i, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
-                          error_message=TOPIC_AUTHORIZATION_FAILED) for i in refused_ids]
-    out = []
+                          error_message=TOPIC_AUTHORIZATION_FAILED) for i in denied_ids]
     for result in results:
         entry = Response.DeletableTopicResult(name=result.name, error_code=result.error_code)
         if version >= 5:
@@ -128,6 +151,33 @@ async def handle_delete_topics(ctx, header, body):
                 entry.name = None
         out.append(entry)
     return Response(throttle_time_ms=0, responses=out)
+
+
+def _refused_deletions(ctx, quota, names, ids) -> tuple[list, list]:
+    """Charge each existing topic's partitions; (names, ids) refused by a strict quota."""
+    refused_names, refused_ids = [], []
+    if not quota.enabled:
+        return refused_names, refused_ids
+    image = ctx.image
+    for name in names:
+        topic = image.topics.get(name)
+        if topic is not None and not quota.admit(len(topic.partitions)):
+            refused_names.append(name)
+    for topic_id in ids:
+        topic = image.topics_by_id.get(topic_id)
+        if topic is not None and not quota.admit(len(topic.partitions)):
+            refused_ids.append(topic_id)
+    return refused_names, refused_ids
+
+
+def _throttled_deletion(name, topic_id, version):
+    Response = messages.DeleteTopicsResponse
+    entry = Response.DeletableTopicResult(name=name, error_code=ErrorCode.THROTTLING_QUOTA_EXCEEDED)
+    if version >= 5:
+        entry.error_message = THROTTLED_MESSAGE
+    if version >= 6:
+        entry.topic_id = topic_id if topic_id is not None else ZERO_UUID
+    return entry
 
 
 # ------------------------------------------------------------------------------- CreatePartitions
@@ -142,20 +192,40 @@ async def handle_create_partitions(ctx, header, body):
             if topic.assignments else None)
         for topic in body.topics if topic.name in alterable
     ]
-    refused = [Response.CreatePartitionsTopicResult(
+    quota = MutationQuota(ctx, header)
+    refused: set[int] = set()
+    denied = [Response.CreatePartitionsTopicResult(
         name=topic.name, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
         error_message=AUTHORIZATION_FAILED) for topic in body.topics if topic.name not in alterable]
     try:
-        results = await ctx.controller.create_partitions(specs, validate_only=body.validate_only)
+        if quota.enabled and not body.validate_only:
+            planned = await ctx.controller.create_partitions(specs, validate_only=True)
+            image = ctx.image
+            for i, (spec, result) in enumerate(zip(specs, planned)):
+                topic = image.topics.get(spec.name)
+                if result.error_code == 0 and topic is not None \
+                        and not quota.admit(spec.count - len(topic.partitions)):
+                    refused.add(i)
+        results = iter(await ctx.controller.create_partitions(
+            [spec for i, spec in enumerate(specs) if i not in refused],
+            validate_only=body.validate_only))
     except ApiError as exc:
         return Response(throttle_time_ms=0, results=[
             Response.CreatePartitionsTopicResult(name=spec.name, error_code=exc.code,
                                                  error_message=exc.message) for spec in specs]
-            + refused)
-    return Response(throttle_time_ms=0, results=[
-        Response.CreatePartitionsTopicResult(name=result.name, error_code=result.error_code,
-                                             error_message=result.error_message)
-        for result in results] + refused)
+            + denied)
+    quota.finish()
+    out = []
+    for i, spec in enumerate(specs):
+        if i in refused:
+            out.append(Response.CreatePartitionsTopicResult(
+                name=spec.name, error_code=ErrorCode.THROTTLING_QUOTA_EXCEEDED,
+                error_message=THROTTLED_MESSAGE))
+            continue
+        result = next(results)
+        out.append(Response.CreatePartitionsTopicResult(
+            name=result.name, error_code=result.error_code, error_message=result.error_message))
+    return Response(throttle_time_ms=0, results=out + denied)
 
 
 # ---------------------------------------------------------------------------------- DeleteRecords

@@ -25,7 +25,7 @@ SASL_HANDSHAKE, API_VERSIONS, SASL_AUTHENTICATE = 17, 18, 36
 _BEFORE_AUTH = {API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE}
 
 # states
-HANDSHAKE, AUTHENTICATE, RAW_TOKENS, AUTHENTICATED, REAUTHENTICATE = range(5)
+HANDSHAKE, AUTHENTICATE, RAW_TOKENS, AUTHENTICATED, REAUTHENTICATE, FAILED = range(6)
 
 
 class RequestRefused(Exception):
@@ -54,6 +54,8 @@ class SaslAuthenticator:
 
     def check_request(self, api_key: int) -> None:
         """Raise RequestRefused when `api_key` may not be served now."""
+        if self.state == FAILED:   # closing: nothing pipelined behind the failure is served
+            raise RequestRefused("SASL authentication failed")
         if self.state == HANDSHAKE:
             if api_key not in _BEFORE_AUTH or api_key == SASL_AUTHENTICATE:
                 raise RequestRefused(f"unexpected request (api {api_key}) before SASL "
@@ -79,7 +81,8 @@ class SaslAuthenticator:
             if self.session_deadline is None or version == 0:
                 return Response(error_code=ErrorCode.ILLEGAL_SASL_STATE, mechanisms=enabled), False
             if mechanism != self.mechanism:
-                self._fail(f"re-authentication must use {self.mechanism}, not {mechanism}")
+                self._fail(f"re-authentication must use {self.mechanism}, not {mechanism}",
+                           reauthentication=True)
                 return Response(error_code=ErrorCode.UNSUPPORTED_SASL_MECHANISM,
                                 mechanisms=enabled), True
             self.state = REAUTHENTICATE
@@ -164,5 +167,6 @@ class SaslAuthenticator:
 
     def _fail(self, reason: str, mechanism: str | None = None, *,
               reauthentication=False) -> None:
+        self.state = FAILED
         self.broker.auth_audit.failed(self.security.listener_name, self.connection.peer,
                                       mechanism or self.mechanism, reason, reauthentication)

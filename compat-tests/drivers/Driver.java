@@ -182,6 +182,7 @@ public final class Driver {
         String topic = (String) cmd.get("topic");
         List<Future<RecordMetadata>> futures = new ArrayList<>();
         List<Object> results = new ArrayList<>();
+        Map<String, Object> metricsOut = null;
         try (KafkaProducer<byte[], byte[]> producer = producer(props(cmd, "config"))) {
             for (Object r : Json.array(cmd.get("records"))) {
                 try {
@@ -191,6 +192,7 @@ public final class Driver {
                 }
             }
             producer.flush();
+            if (cmd.get("metrics") != null) metricsOut = clientMetrics(producer.metrics(), cmd.get("metrics"));
             for (Future<RecordMetadata> f : futures) {
                 Map<String, Object> res = new LinkedHashMap<>();
                 try {
@@ -203,7 +205,20 @@ public final class Driver {
                 results.add(res);
             }
         }
-        return results;
+        // With "metrics": [names], the client's own metrics come back too (e.g. produce-throttle-time-max).
+        return metricsOut == null ? results : Map.of("results", results, "metrics", metricsOut);
+    }
+
+    private static Map<String, Object> clientMetrics(Map<MetricName, ? extends Metric> metrics, Object names) {
+        Set<Object> wanted = new HashSet<>(Json.array(names));
+        Map<String, Object> out = new TreeMap<>();
+        for (Map.Entry<MetricName, ? extends Metric> e : metrics.entrySet()) {
+            MetricName name = e.getKey();
+            // client-wide values only: per-node/per-topic metrics carry more tags than client-id
+            if (wanted.contains(name.name()) && name.tags().keySet().equals(Set.of("client-id")))
+                out.put(name.name(), e.getValue().metricValue());
+        }
+        return out;
     }
 
     private static List<TopicPartition> partitionsOf(KafkaConsumer<?, ?> c, String topic, Map<String, Object> cmd) {
@@ -239,6 +254,7 @@ public final class Driver {
         long deadline = System.currentTimeMillis() + Json.integer(cmd.getOrDefault("timeout_ms", 30000));
         List<Object> records = new ArrayList<>();
         Map<String, Object> ends = new TreeMap<>();
+        Map<String, Object> metricsOut = null;
         try (KafkaConsumer<byte[], byte[]> c = consumer(p)) {
             List<TopicPartition> tps = partitionsOf(c, topic, cmd);
             c.assign(tps);
@@ -255,7 +271,9 @@ public final class Driver {
                     if (r.offset() < end.get(new TopicPartition(topic, r.partition()))) records.add(recordJson(r));
                 }
             }
+            if (cmd.get("metrics") != null) metricsOut = clientMetrics(c.metrics(), cmd.get("metrics"));
         }
+        if (metricsOut != null) return Map.of("records", records, "end_offsets", ends, "metrics", metricsOut);
         return Map.of("records", records, "end_offsets", ends);
     }
 

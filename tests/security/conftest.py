@@ -32,6 +32,7 @@ class SecureBroker:
     pki: object
     issuer: TokenIssuer
     ports: dict
+    config: dict    # the server settings it runs with (secure_config)
 
     @property
     def broker(self):
@@ -108,4 +109,4 @@ def secure_broker(tmp_path_factory, pki, token_issuer):
     with running_broker(tmp_path_factory.mktemp("secure-broker"), config) as running:
         ports = {listener.name: port for listener, port in running.broker._bound}
         add_scram_users(f"127.0.0.1:{ports['PLAINTEXT']}")
-        yield SecureBroker(running, pki, token_issuer, ports)
+        yield SecureBroker(running, pki, token_issuer, ports, config)

@@ -148,18 +148,30 @@ def test_kafkajs_sasl_ssl_scram(secure_broker):
 
 
 # -------------------------------------------------------------------------------------- Java
-@pytest.mark.parametrize("listener", ["SASL_SSL", "MTLS"])
+@pytest.mark.parametrize("listener", ["SASL_SSL", "MTLS", "SASL_PLAINTEXT"])
 def test_java_client(secure_broker, tmp_path, listener):
     from odradek_compat.clients import java
     if java.jars_missing("java-4"):
         pytest.skip(java.jars_missing("java-4"))
     pki = secure_broker.pki
+    extra: list[str] = []
     if listener == "SASL_SSL":
         properties = {
             "security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
             "sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required "
                                 f'username="alice" password="{SCRAM_USERS["alice"]}";',
             "ssl.truststore.type": "PEM", "ssl.truststore.location": pki.path("ca.pem")}
+    elif listener == "SASL_PLAINTEXT":   # OAUTHBEARER with Kafka's unsecured development tokens
+        import glob
+        # kafka-clients' OAUTHBEARER login needs Jackson, which compat-tests/setup.sh does not
+        # fetch; the reference Kafka's libs have it
+        extra = glob.glob("/work/shared/apache-kafka/libs/jackson-*.jar")
+        if not any("jackson-databind" in jar for jar in extra):
+            pytest.skip("kafka-clients' OAUTHBEARER login needs jackson-databind (not found)")
+        properties = {
+            "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "OAUTHBEARER",
+            "sasl.jaas.config": "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule "
+                                'required unsecuredLoginStringClaim_sub="java-user";'}
     else:   # mTLS with a PKCS12 key store (Java ignores PKCS12 trust entries made outside Java,
             # which lack its trusted-certificate attribute, so the trust store is PEM)
         properties = {
@@ -168,7 +180,8 @@ def test_java_client(secure_broker, tmp_path, listener):
             "ssl.truststore.type": "PEM", "ssl.truststore.location": pki.path("ca.pem")}
     path = tmp_path / "client.properties"
     path.write_text("".join(f"{k}={v}\n" for k, v in properties.items()))
-    client = java.JavaClient(secure_broker.address(listener), "java-4", str(path))
+    client = java.JavaClient(secure_broker.address(listener), "java-4", str(path),
+                             extra_classpath=extra)
     try:
         topic = _topic(f"java-{listener}".lower())
         client.create_topic(topic, 1)

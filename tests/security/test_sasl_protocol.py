@@ -378,3 +378,20 @@ def test_audit_log_is_rate_limited_per_address(caplog):
     lines = [r.getMessage() for r in caplog.records if r.name == "odradek.security.audit"]
     assert len(lines) == 2 and "peer=10.0.0.2:1" in lines[1]
     assert audit._counts["SASL_SSL"][1] == 6
+
+
+def test_nothing_pipelined_behind_a_failed_authentication_is_served(sasl, secure_broker):
+    counts = secure_broker.broker.auth_audit._counts
+    wire = sasl()
+    wire.handshake("PLAIN")
+    successes = counts.get("SASL_PLAINTEXT", [0])[0]
+    frames = [protocol.encode_request(AUTHENTICATE, 2, 10 + i, "wire",
+                                      messages.SaslAuthenticateRequest(auth_bytes=token))
+              for i, token in enumerate((b"\0alice\0wrong", b"\0alice\0alice-secret"))]
+    frames.append(protocol.encode_request(METADATA, 12, 20, "wire", messages.MetadataRequest(
+        topics=None, allow_auto_topic_creation=False)))
+    wire.sock.sendall(b"".join(struct.pack(">i", len(f)) + f for f in frames))   # one burst
+    _, first = protocol.decode_response(AUTHENTICATE, 2, wire.frame())
+    assert first.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED
+    assert wire.closed_by_broker()   # no answer to the second login nor to Metadata
+    assert counts["SASL_PLAINTEXT"][0] == successes   # the second login was not even tried

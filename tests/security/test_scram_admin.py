@@ -117,8 +117,7 @@ def test_broker_side_client_security_for_inter_broker_connections(secure_broker)
     username/password of its JAAS entry (here PLAIN's admin), as Kafka does."""
     from broker.config import BrokerConfig, Listener
     from broker.security.client import broker_client_security
-    from conftest import secure_config
-    config = BrokerConfig({**secure_config(secure_broker.pki, secure_broker.issuer),
+    config = BrokerConfig({**secure_broker.config,
                            "log.dirs": "/nonexistent", "sasl.mechanism.inter.broker.protocol": "PLAIN"})
     listener = Listener("SASL_SSL", "SASL_SSL", "127.0.0.1", secure_broker.ports["SASL_SSL"])
     security = broker_client_security(config, listener)
