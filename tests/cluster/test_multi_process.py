@@ -86,6 +86,17 @@ def test_three_combined_nodes_are_one_cluster(tmp_path):
         for broker in cluster.brokers:
             listed = {(b.node_id, b.port) for b in cluster.metadata(broker).brokers}
             assert listed == {(n, cluster.nodes[n].port) for n in cluster.brokers}
+        # Every controller registered its listener (ControllerRegistration); an admin client
+        # bootstrapped with a controller finds them all (ApiVersions, DescribeCluster KIP-919).
+        controller_address = ("127.0.0.1", cluster.nodes[3].controller_port)
+        versions = call(controller_address, 18, 3, m.ApiVersionsRequest(
+            client_software_name="odradek-test", client_software_version="1"))
+        served = {v.api_key: (v.min_version, v.max_version) for v in versions.api_keys}
+        assert served[52] == (0, 2) and 55 in served and 60 in served and 62 in served
+        expected = {(c, cluster.nodes[c].controller_port) for c in cluster.controllers}
+        cluster.wait_until(lambda: {(b.broker_id, b.port) for b in call(
+            controller_address, 60, 1, m.DescribeClusterRequest(endpoint_type=2)).brokers}
+            == expected, 20, "every controller registered")
         # A topic created through node 2 is spread over all three and seen alike everywhere.
         topic = "spread"
         _create_topic(f"127.0.0.1:{cluster.nodes[2].port}", topic, 6)
