@@ -190,7 +190,11 @@ def test_a_killed_broker_is_fenced_and_loses_its_partitions(tmp_path):
                 **{c: {"metrics.port": str(port)} for c, port in metrics_ports.items()}}
     with running_cluster(tmp_path, nodes=3, topology="split", node_overrides=settings) as cluster:
         _create_topic(cluster.bootstrap, "fragile", 6)
-        cluster.wait_until(lambda: len(_leaders(cluster, 4, "fragile")) == 6, 20, "the topic")
+        _create_topic(cluster.bootstrap, "sturdy", 3, replication=3)
+        cluster.wait_until(lambda: len(_leaders(cluster, 4, "fragile")) == 6
+                           and len(_leaders(cluster, 4, "sturdy")) == 3, 20, "the topics")
+        sturdy_before = {p.partition_index: p for p in
+                         cluster.metadata(4, ["sturdy"]).topics[0].partitions}
         victim = 6
         led = [p for p, b in _leaders(cluster, 4, "fragile").items() if b == victim]
         assert led, _leaders(cluster, 4, "fragile")
@@ -199,14 +203,23 @@ def test_a_killed_broker_is_fenced_and_loses_its_partitions(tmp_path):
         session = int(cluster.nodes[4].settings["broker.session.timeout.ms"]) / 1000
 
         def fenced_and_offline():
-            md = cluster.metadata(4, ["fragile"])
+            md = cluster.metadata(4, ["fragile", "sturdy"])
             listed = {b.node_id for b in md.brokers}
             parts = {p.partition_index: p for p in md.topics[0].partitions}
-            return victim not in listed and all(parts[p].leader_id == -1 for p in led)
+            sturdy = md.topics[1].partitions
+            # RF=1 partitions of the dead broker go offline; RF=3 ones get a new leader.
+            return (victim not in listed and all(parts[p].leader_id == -1 for p in led)
+                    and all(p.leader_id not in (victim, -1) and victim not in p.isr_nodes
+                            for p in sturdy))
         cluster.wait_until(fenced_and_offline, session + 10, "the dead broker fenced")
         elapsed = time.monotonic() - killed_at
         # The session timeout, plus the controller's check interval and the observers' fetch.
         assert elapsed < session + 2.5, f"fenced after {elapsed:.1f} s"
+        print(f"broker fenced, new leaders elected {elapsed:.2f} s after kill -9 "
+              f"(broker.session.timeout.ms {session:.0f} s)")
+        for p in cluster.metadata(4, ["sturdy"]).topics[0].partitions:
+            if sturdy_before[p.partition_index].leader_id == victim:
+                assert p.leader_epoch > sturdy_before[p.partition_index].leader_epoch
         # The admin tools show it: fenced with its rack, an observer, replicas and ISR.
         bootstrap = f"127.0.0.1:{cluster.nodes[4].port}"
         described = _admin(bootstrap, "cluster", "describe")
