@@ -248,3 +248,27 @@ async def test_enabling_unclean_election_revives_offline_partitions_at_once(tmp_
         await controller.incremental_alter_configs([(TOPIC_RESOURCE, "u", [(UNCLEAN_KEY, 0, "true")])])
         part = controller.image.partition("u", 0)
         assert (part.leader, part.isr, part.leader_recovery_state) == (2, (2,), 1)
+
+
+async def test_leader_balance_pass_moves_leadership_home(tmp_path):
+    settings = ControllerSettings(broker_session_timeout_ms=600, placement_seed=5)
+    async with Controller.open(str(tmp_path), settings=settings) as controller:
+        epochs = {}
+        for b in (1, 2):
+            epochs[b] = await controller.register_broker(b, uuid.UUID(int=b), [("PLAINTEXT", "h", 1, 0)])
+            await controller.heartbeat(b, epochs[b], controller.image.offset)
+        await controller.create_topics([CreateTopicSpec("b", assignments={0: [2, 1], 1: [1, 2]})])
+        with trio.fail_after(10):                      # 2 goes quiet: 1 leads both
+            while not controller.image.brokers[2].fenced:
+                await controller.heartbeat(1, epochs[1], controller.image.offset)
+                await trio.sleep(0.05)
+        await controller.heartbeat(2, epochs[2], controller.image.offset)      # back, but not in sync
+        assert await controller.balance_leaders_once() == 0
+        part = controller.image.partition("b", 0)
+        await controller.alter_partition(1, epochs[1], [IsrProposal(
+            0, part.leader_epoch, part.partition_epoch, [(1, epochs[1]), (2, epochs[2])],
+            topic_id=controller.image.topics["b"].topic_id)])
+        assert controller.leader_imbalance() == {1: 0.0, 2: 1.0}
+        assert await controller.balance_leaders_once() == 1
+        assert controller.image.partition("b", 0).leader == 2
+        assert controller.image.partition("b", 0).leader_epoch == part.leader_epoch + 1
