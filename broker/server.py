@@ -174,13 +174,14 @@ class Broker:
                         if not started:      # still waiting for the quorum: nothing to drain
                             nursery.cancel_scope.cancel()
                         return
+                async def serve_then_stop(task_status=trio.TASK_STATUS_IGNORED):
+                    await broker.serve(task_status=task_status)   # drains before it returns
+                    nursery.cancel_scope.cancel()                 # the signal watcher
                 nursery.start_soon(wait_for_signal)
-                await nursery.start(broker.serve)
+                await nursery.start(serve_then_stop)
                 started = True
                 if announce is not None:
                     announce(broker)
-                await broker._shutdown.wait()
-                nursery.cancel_scope.cancel()  # the signal watcher; serve() already returned
 
     async def serve(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         from broker.cluster.metadata import open_metadata

@@ -109,7 +109,7 @@ def test_three_combined_nodes_are_one_cluster(tmp_path):
 
 
 def test_dedicated_controllers_and_observer_brokers(tmp_path):
-    from kafka import KafkaConsumer, KafkaProducer
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition as KTopicPartition
     from kafka.admin import KafkaAdminClient, NewTopic as KNewTopic
 
     with running_cluster(tmp_path, nodes=3, topology="split") as cluster:
@@ -128,12 +128,21 @@ def test_dedicated_controllers_and_observer_brokers(tmp_path):
             producer.send("observed", key=b"%d" % i, value=b"v%d" % i, partition=i % 3)
         producer.flush(30)
         producer.close()
-        consumer = KafkaConsumer("observed", bootstrap_servers=cluster.bootstrap,
-                                 auto_offset_reset="earliest", consumer_timeout_ms=15000,
-                                 group_id="observers")
+        consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap, consumer_timeout_ms=10000,
+                                 auto_offset_reset="earliest", enable_auto_commit=False)
+        consumer.assign([KTopicPartition("observed", p) for p in range(3)])
         got = {message.key: message.value for message in consumer}
         consumer.close()
         assert got == {b"%d" % i: b"v%d" % i for i in range(90)}
+        # Controlled shutdown: SIGTERM makes broker 6 ask the controller to release it first, so
+        # the others stop listing it at once instead of after broker.session.timeout.ms.
+        stopping_at = time.monotonic()
+        assert cluster.stop(6) == 0
+        assert "controlled shutdown: the controller released this broker" in cluster.nodes[6].log()
+        cluster.wait_until(lambda: all(6 not in {b.node_id for b in cluster.metadata(n).brokers}
+                                       for n in (4, 5)), 10, "broker 6 gone from Metadata")
+        session = int(cluster.nodes[4].settings["broker.session.timeout.ms"]) / 1000
+        assert time.monotonic() - stopping_at < session
 
 
 def test_killing_the_active_controller_elects_another(tmp_path):
