@@ -312,3 +312,11 @@ async def test_alter_partition_on_the_wire(tmp_path):
         [part] = out.topics[0].partitions
         assert (out.topics[0].topic_name, part.error_code, part.isr, part.partition_epoch) == ("w", 0, [1, 2], 2)
         assert controller.image.partition("w", 0).isr == (1, 2)
+
+
+def test_a_broker_released_from_controlled_shutdown_stays_fenced_until_it_registers_again():
+    image = _image({0: ([1, 2], [1], -1)}, brokers=(1, 2), fenced=(1,), shutting=(1,))
+    records, result, _ = heartbeat(image, _sessions(image), 1, 101, 500, False, False, 1.0, 600, Policy())
+    assert records == [] and result.is_fenced and not result.should_shut_down
+    records, result, _ = heartbeat(image, _sessions(image), 1, 101, 500, False, True, 1.0, 600, Policy())
+    assert records == [] and result.is_fenced and result.should_shut_down
