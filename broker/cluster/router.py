@@ -313,3 +313,4 @@ class ClusterController:
         response = await self.client.call(64, 0, m.UnregisterBrokerRequest(broker_id=broker_id))
         if response.error_code:
             raise ApiError(response.error_code, response.error_message)
+        await self._catch_up()

@@ -162,6 +162,15 @@ def test_dedicated_controllers_and_observer_brokers(tmp_path):
                                        for n in (4, 5)), 10, "broker 6 gone from Metadata")
         session = int(cluster.nodes[4].settings["broker.session.timeout.ms"]) / 1000
         assert time.monotonic() - stopping_at < session
+        # Decommissioned: UnregisterBroker through a broker removes its registration for good.
+        answer = call(cluster.nodes[5].address, 64, 0, m.UnregisterBrokerRequest(broker_id=6))
+        assert answer.error_code == 0
+        cluster.wait_until(lambda: sorted(b.broker_id for b in call(
+            cluster.nodes[4].address, 60, 2, m.DescribeClusterRequest(
+                endpoint_type=1, include_fenced_brokers=True)).brokers) == [4, 5],
+            10, "broker 6 unregistered everywhere")
+        answer = call(cluster.nodes[5].address, 64, 0, m.UnregisterBrokerRequest(broker_id=6))
+        assert answer.error_code == ErrorCode.BROKER_ID_NOT_REGISTERED
 
 
 def test_killing_the_active_controller_elects_another(tmp_path):
