@@ -1,6 +1,7 @@
 """The broker process: components wired together, listeners, and an orderly shutdown.
 
-``Broker(config)`` owns the controller (metadata quorum of one), the storage ``LogManager``, the
+``Broker(config)`` owns the controller (this node's replica of the metadata log: a quorum of one, or a
+voter / observer of a cluster's quorum, see ``broker.cluster``), the storage ``LogManager``, the
 ``PartitionManager`` (leadership, high watermarks, appends, long-poll wake-ups), the fetch-session cache
 and the handler registry. ``await broker.serve(task_status=...)`` runs it; ``broker.request_shutdown()``
 makes ``serve`` stop accepting, finish in-flight requests, flush and checkpoint, then return.

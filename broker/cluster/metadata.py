@@ -110,11 +110,13 @@ async def open_metadata(config, log_dir: str, settings, validator):
     async with Controller.open(log_dir, node_id=node_id, cluster_id=cluster_id, settings=settings,
                                config_validator=validator, voters=voters, transport=transport,
                                raft_config=raft_config(config)) as local:
-        client = ControllerClient(lambda: voters, lambda: local.leader_id,
-                                  client_id=f"odradek-node-{node_id}")
-        local.add_leader_listener(lambda epoch, leader: client.leader_changed())
+        client, lifecycle = (ControllerClient(lambda: voters, lambda: local.leader_id,
+                                              client_id=f"odradek-node-{node_id}")
+                             for _ in range(2))
+        for each in (client, lifecycle):
+            local.add_leader_listener(lambda epoch, leader, each=each: each.leader_changed())
         transport.admin_handler = ControllerApi(local, config, voters).handle
-        cluster = ClusterController(local, client)
+        cluster = ClusterController(local, client, lifecycle)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_refuse_foreign_cluster, transport)
             if "controller" in config.roles:
@@ -125,6 +127,7 @@ async def open_metadata(config, log_dir: str, settings, validator):
                 nursery.cancel_scope.cancel()
                 with trio.CancelScope(shield=True):
                     await client.aclose()
+                    await lifecycle.aclose()
                     if local.is_active:          # hand leadership over before going away
                         with trio.move_on_after(1.0):
                             await local.resign()
