@@ -10,8 +10,9 @@ broker calls ``controller``:
   (broker only: it fetches the log from the voters and applies it to its image).
 
 Cluster id: ``cluster.id`` in ``<log dir>/meta.properties`` when the node was formatted (or ran
-before); a fresh node derives it from the voter set, so nodes started with the same
-``controller.quorum.voters`` agree, and writes it there. A node whose id differs from the quorum's is
+before); a fresh controller derives it from the voter set (so controllers started with the same
+``controller.quorum.voters`` agree), a fresh broker asks the controllers for theirs (DescribeCluster on
+the controller listener); either writes it there. A node whose id differs from the quorum's is
 refused by the voters (INCONSISTENT_CLUSTER_ID), and ``open_metadata`` raises ``ConfigError``.
 """
 
@@ -34,7 +35,7 @@ from broker.controller.transport import TcpTransport
 
 from .client import ControllerClient
 from .controller_api import ControllerApi
-from .discovery import discover_voters
+from .discovery import discover_voters, quorum_cluster_id
 from .router import ClusterController
 
 log = logging.getLogger("odradek.cluster")
@@ -100,7 +101,10 @@ async def open_metadata(config, log_dir: str, settings, validator):
     voters = config.quorum_voters or standalone_voters(config) or await discover_voters(config)
     cluster_id = _read_cluster_id(log_dir)
     if cluster_id is None:
-        cluster_id = derived_cluster_id(voters)
+        if "controller" in config.roles:
+            cluster_id = derived_cluster_id(voters)
+        else:
+            cluster_id = await quorum_cluster_id(voters)
         _write_meta_properties(log_dir, cluster_id, node_id)
     bind = None
     if "controller" in config.roles:

@@ -197,7 +197,12 @@ def test_a_killed_broker_is_fenced_and_loses_its_partitions(tmp_path):
     metrics_ports = {c: free_port() for c in (1, 2, 3)}
     settings = {4: {"broker.rack": "r1"}, 5: {"broker.rack": "r2"}, 6: {"broker.rack": "r2"},
                 **{c: {"metrics.port": str(port)} for c, port in metrics_ports.items()}}
-    with running_cluster(tmp_path, nodes=3, topology="split", node_overrides=settings) as cluster:
+    cluster = Cluster(tmp_path, nodes=3, topology="split", node_overrides=settings)
+    # Broker 4 spells the voters' host differently: it still joins the controllers' cluster
+    # (a fresh broker takes the quorum's cluster id rather than deriving one).
+    cluster.nodes[4].settings["controller.quorum.voters"] = ",".join(
+        f"{c}@localhost:{cluster.nodes[c].controller_port}" for c in cluster.controllers)
+    with running_cluster(tmp_path, cluster=cluster) as cluster:
         _create_topic(cluster.bootstrap, "fragile", 6)
         _create_topic(cluster.bootstrap, "sturdy", 3, replication=3)
         cluster.wait_until(lambda: len(_leaders(cluster, 4, "fragile")) == 6
