@@ -21,6 +21,7 @@ import base64
 import hashlib
 import logging
 import os
+import uuid
 from contextlib import asynccontextmanager
 
 import trio
@@ -113,10 +114,13 @@ async def open_metadata(config, log_dir: str, settings, validator):
                                   client_id=f"odradek-node-{node_id}")
         local.add_leader_listener(lambda epoch, leader: client.leader_changed())
         transport.admin_handler = ControllerApi(local, config, voters).handle
+        cluster = ClusterController(local, client)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_refuse_foreign_cluster, transport)
+            if "controller" in config.roles:
+                nursery.start_soon(_keep_controller_registered, cluster, config, voters[node_id])
             try:
-                yield ClusterController(local, client)
+                yield cluster
             finally:
                 nursery.cancel_scope.cancel()
                 with trio.CancelScope(shield=True):
@@ -125,6 +129,24 @@ async def open_metadata(config, log_dir: str, settings, validator):
                         with trio.move_on_after(1.0):
                             await local.resign()
                             await trio.sleep(0.2)   # let EndQuorumEpoch reach the voters
+
+
+async def _keep_controller_registered(cluster: ClusterController, config, address) -> None:
+    """ControllerRegistration with this controller's listener, again whenever the active
+    controller's image lacks this incarnation (a fresh log, a restart)."""
+    from broker.controller.errors import ApiError
+
+    listener = config.controller_listener
+    endpoints = [(listener.name, address[0], address[1], 0)]   # 0: PLAINTEXT
+    incarnation = uuid.uuid4()
+    while True:
+        known = cluster.image.controllers.get(config.node_id)
+        if cluster.leader_id >= 0 and (known is None or known.incarnation_id != incarnation):
+            try:
+                await cluster.register_controller(config.node_id, incarnation, endpoints)
+            except ApiError as exc:
+                log.debug("controller registration failed: %s", exc)
+        await trio.sleep(1.0)
 
 
 async def _refuse_foreign_cluster(transport: TcpTransport) -> None:

@@ -295,6 +295,20 @@ class ClusterController:
         return HeartbeatResult(is_caught_up=response.is_caught_up, is_fenced=response.is_fenced,
                                should_shut_down=response.should_shut_down)
 
+    async def register_controller(self, controller_id: int, incarnation_id: uuid.UUID,
+                                  endpoints) -> None:
+        done = await self._local_or_none("register_controller", controller_id, incarnation_id,
+                                         endpoints)
+        if done is not None or self.local.is_active:
+            return
+        R = m.ControllerRegistrationRequest
+        response = await self.client.call(70, 0, R(
+            controller_id=controller_id, incarnation_id=incarnation_id, zk_migration_ready=False,
+            listeners=[R.Listener(name=n, host=h, port=p, security_protocol=s)
+                       for n, h, p, s in endpoints], features=[]))
+        if response.error_code:
+            raise ApiError(response.error_code, response.error_message)
+
     async def unregister_broker(self, broker_id: int) -> None:
         response = await self.client.call(64, 0, m.UnregisterBrokerRequest(broker_id=broker_id))
         if response.error_code:
