@@ -46,6 +46,14 @@ class BrokerImage:
 
 
 @dataclass(frozen=True)
+class ControllerImage:
+    """A controller's registration (ControllerRegistration): where its controller listener is."""
+    controller_id: int
+    incarnation_id: uuid.UUID
+    endpoints: tuple[Endpoint, ...]
+
+
+@dataclass(frozen=True)
 class PartitionImage:
     partition_id: int
     replicas: tuple[int, ...]
@@ -87,6 +95,7 @@ class MetadataImage:
     # (user, mechanism name) -> ScramCredential, from UserScramCredentialRecords
     scram_credentials: Mapping[tuple[str, str], ScramCredential] = field(default_factory=_empty)
     acls: Mapping[uuid.UUID, AclBinding] = field(default_factory=_empty)   # by ACL id
+    controllers: Mapping[int, ControllerImage] = field(default_factory=_empty)
 
     def apply(self, records, offset: int | None = None) -> "MetadataImage":
         """Return the image after `records` (an atomic batch); `offset` becomes the image's offset."""
@@ -117,6 +126,12 @@ class MetadataImage:
                                               security_protocol=e.security_protocol)
                             for e in b.endpoints],
                 rack=b.rack, fenced=b.fenced, in_controlled_shutdown=b.in_controlled_shutdown))
+        for c in (c for _, c in sorted(self.controllers.items())):
+            out.append(r.RegisterControllerRecord(
+                controller_id=c.controller_id, incarnation_id=c.incarnation_id,
+                end_points=[r.RegisterControllerRecord.ControllerEndpoint(
+                    name=e.name, host=e.host, port=e.port, security_protocol=e.security_protocol)
+                    for e in c.endpoints]))
         for name, configs in sorted(self.broker_configs.items()):
             out += [r.ConfigRecord(resource_type=BROKER_RESOURCE, resource_name=name, name=k, value=v)
                     for k, v in sorted(configs.items())]
@@ -160,6 +175,7 @@ class _Builder:
         self.client_quotas = dict(base.client_quotas)
         self.scram_credentials = dict(base.scram_credentials)
         self.acls = None   # copied on the first ACL change, so listeners can skip by identity
+        self.controllers = dict(base.controllers)
 
     def build(self, offset: int) -> MetadataImage:
         ro = MappingProxyType
@@ -169,7 +185,8 @@ class _Builder:
             broker_configs=ro(self.broker_configs), next_producer_id=self.next_producer_id,
             features=ro(self.features), client_quotas=ro(self.client_quotas),
             scram_credentials=ro(self.scram_credentials),
-            acls=self.base.acls if self.acls is None else ro(self.acls))
+            acls=self.base.acls if self.acls is None else ro(self.acls),
+            controllers=ro(self.controllers))
 
     def replay(self, record) -> None:
         handler = getattr(self, "_" + type(record).__name__, None)
@@ -333,6 +350,12 @@ class _Builder:
     def _RemoveAccessControlEntryRecord(self, rec) -> None:
         if self._changing_acls().pop(rec.id, None) is None:
             raise ImageError(f"removal of unknown ACL {rec.id}")
+
+    def _RegisterControllerRecord(self, rec) -> None:
+        self.controllers[rec.controller_id] = ControllerImage(
+            controller_id=rec.controller_id, incarnation_id=rec.incarnation_id,
+            endpoints=tuple(Endpoint(e.name, e.host, e.port, e.security_protocol)
+                            for e in rec.end_points))
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,9 @@ from protocol import DecodeError
 from protocol.generated.metadata import (
     AccessControlEntryRecord, BrokerRegistrationChangeRecord, ClientQuotaRecord, ConfigRecord,
     FeatureLevelRecord, FenceBrokerRecord, NoOpRecord, PartitionChangeRecord, PartitionRecord,
-    ProducerIdsRecord, RegisterBrokerRecord, RemoveAccessControlEntryRecord, RemoveTopicRecord,
-    RemoveUserScramCredentialRecord, TopicRecord, UnfenceBrokerRecord, UnregisterBrokerRecord,
-    UserScramCredentialRecord,
+    ProducerIdsRecord, RegisterBrokerRecord, RegisterControllerRecord, RemoveAccessControlEntryRecord,
+    RemoveTopicRecord, RemoveUserScramCredentialRecord, TopicRecord, UnfenceBrokerRecord,
+    UnregisterBrokerRecord, UserScramCredentialRecord,
 )
 from protocol.metadata_records import decode_metadata_record, encode_metadata_record
 
@@ -27,9 +27,9 @@ __all__ = [
     "AccessControlEntryRecord", "RemoveAccessControlEntryRecord", "BrokerEndpoint", "ClientQuotaRecord",
     "BrokerRegistrationChangeRecord", "ConfigRecord", "FeatureLevelRecord", "FenceBrokerRecord", "NoOpRecord",
     "PartitionChangeRecord", "PartitionRecord", "ProducerIdsRecord", "RecordDecodeError",
-    "RegisterBrokerRecord", "RemoveTopicRecord", "RemoveUserScramCredentialRecord", "TopicRecord", "UnfenceBrokerRecord",
-    "UnregisterBrokerRecord", "UserScramCredentialRecord", "ZERO_UUID", "decode_record", "decode_records", "encode_record",
-    "encode_records",
+    "RegisterBrokerRecord", "RegisterControllerRecord", "RemoveTopicRecord", "RemoveUserScramCredentialRecord",
+    "TopicRecord", "UnfenceBrokerRecord", "UnregisterBrokerRecord", "UserScramCredentialRecord", "ZERO_UUID",
+    "decode_record", "decode_records", "encode_record", "encode_records",
 ]
 
 

@@ -72,22 +72,22 @@ def _sessions(image, now=0.0):
 
 def test_unfencing_brings_back_offline_partitions_it_is_in_sync_for():
     image = _image({0: ([1, 2], [1], -1), 1: ([2, 1], [2], -1), 2: ([1, 2], [2], -1)}, fenced=(1, 2))
-    records, result, _ = heartbeat(image, _sessions(image), 1, 101, 150, False, False, 1.0, 160, Policy())
+    records, result, _ = heartbeat(image, _sessions(image), 1, 101, 150, False, False, 1.0, Policy())
     assert records == [r.BrokerRegistrationChangeRecord(broker_id=1, broker_epoch=101, fenced=-1),
                        _change(0, leader=1)]
     assert (result.is_caught_up, result.is_fenced, result.should_shut_down) == (True, False, False)
     # not caught up with the metadata log yet: stays fenced
-    records, result, _ = heartbeat(image, _sessions(image), 1, 101, 100, False, False, 1.0, 60, Policy())
+    records, result, _ = heartbeat(image, _sessions(image), 1, 101, 100, False, False, 1.0, Policy())
     assert records == [] and result.is_fenced and not result.is_caught_up
     with pytest.raises(ApiError) as err:
-        heartbeat(image, _sessions(image), 1, 99, 200, False, False, 1.0, 60, Policy())
+        heartbeat(image, _sessions(image), 1, 99, 200, False, False, 1.0, Policy())
     assert err.value.code == E.STALE_BROKER_EPOCH
 
 
 def test_controlled_shutdown_moves_leaders_then_lets_the_broker_go():
     image = _image({0: ([1, 2], [1, 2], 1), 1: ([2, 1], [2, 1], 2), 2: ([1], [1], 1)}, brokers=(1, 2))
     sessions = _sessions(image)
-    records, result, entering = heartbeat(image, sessions, 1, 101, 200, False, True, 1.0, 300, Policy())
+    records, result, entering = heartbeat(image, sessions, 1, 101, 200, False, True, 1.0, Policy())
     assert records == [
         r.BrokerRegistrationChangeRecord(broker_id=1, broker_epoch=101, in_controlled_shutdown=1),
         _change(0, leader=2, isr=[2]), _change(1, isr=[2]), _change(2, leader=-1)]
@@ -95,11 +95,11 @@ def test_controlled_shutdown_moves_leaders_then_lets_the_broker_go():
     image = image.apply(records, 300)
     sessions.shutdown_offset[1] = 300
     # broker 2 has not seen offset 300 yet: broker 1 must wait
-    heartbeat(image, sessions, 2, 102, 299, False, False, 1.1, 301, Policy())
-    records, result, _ = heartbeat(image, sessions, 1, 101, 300, False, True, 1.2, 301, Policy())
+    heartbeat(image, sessions, 2, 102, 299, False, False, 1.1, Policy())
+    records, result, _ = heartbeat(image, sessions, 1, 101, 300, False, True, 1.2, Policy())
     assert records == [] and not result.should_shut_down
-    heartbeat(image, sessions, 2, 102, 300, False, False, 1.3, 301, Policy())
-    records, result, _ = heartbeat(image, sessions, 1, 101, 300, False, True, 1.4, 301, Policy())
+    heartbeat(image, sessions, 2, 102, 300, False, False, 1.3, Policy())
+    records, result, _ = heartbeat(image, sessions, 1, 101, 300, False, True, 1.4, Policy())
     assert records == [r.BrokerRegistrationChangeRecord(broker_id=1, broker_epoch=101, fenced=1)]
     assert result.should_shut_down and result.is_fenced
     # a broker in controlled shutdown is never elected, nor let back into an ISR
@@ -248,3 +248,87 @@ async def test_enabling_unclean_election_revives_offline_partitions_at_once(tmp_
         await controller.incremental_alter_configs([(TOPIC_RESOURCE, "u", [(UNCLEAN_KEY, 0, "true")])])
         part = controller.image.partition("u", 0)
         assert (part.leader, part.isr, part.leader_recovery_state) == (2, (2,), 1)
+
+
+async def test_leader_balance_pass_moves_leadership_home(tmp_path):
+    settings = ControllerSettings(broker_session_timeout_ms=600, placement_seed=5)
+    async with Controller.open(str(tmp_path), settings=settings) as controller:
+        epochs = {}
+        for b in (1, 2):
+            epochs[b] = await controller.register_broker(b, uuid.UUID(int=b), [("PLAINTEXT", "h", 1, 0)])
+            await controller.heartbeat(b, epochs[b], controller.image.offset)
+        await controller.create_topics([CreateTopicSpec("b", assignments={0: [2, 1], 1: [1, 2]})])
+        with trio.fail_after(10):                      # 2 goes quiet: 1 leads both
+            while not controller.image.brokers[2].fenced:
+                await controller.heartbeat(1, epochs[1], controller.image.offset)
+                await trio.sleep(0.05)
+        await controller.heartbeat(2, epochs[2], controller.image.offset)      # back, but not in sync
+        assert await controller.balance_leaders_once() == 0
+        part = controller.image.partition("b", 0)
+        await controller.alter_partition(1, epochs[1], [IsrProposal(
+            0, part.leader_epoch, part.partition_epoch, [(1, epochs[1]), (2, epochs[2])],
+            topic_id=controller.image.topics["b"].topic_id)])
+        assert controller.leader_imbalance() == {1: 0.0, 2: 1.0}
+        assert await controller.balance_leaders_once() == 1
+        assert controller.image.partition("b", 0).leader == 2
+        assert controller.image.partition("b", 0).leader_epoch == part.leader_epoch + 1
+
+
+async def test_alter_partition_on_the_wire(tmp_path):
+    """The controller-side handler the replication helpers call; answers as Kafka 3.9's controller
+    (errors leave the partition fields at 0 / [])."""
+    from protocol import messages
+    from broker.controller import admin
+
+    A = messages.AlterPartitionRequest
+    async with Controller.open(str(tmp_path), settings=ControllerSettings(placement_seed=1)) as controller:
+        epochs = {}
+        for b in (1, 2):
+            epochs[b] = await controller.register_broker(b, uuid.UUID(int=b), [("PLAINTEXT", "h", 1, 0)])
+            await controller.heartbeat(b, epochs[b], controller.image.offset)
+        [res] = await controller.create_topics([CreateTopicSpec("w", assignments={0: [1, 2]})])
+
+        def request(broker_epoch, leader_epoch, partition_epoch, isr):
+            return A(broker_id=1, broker_epoch=broker_epoch, topics=[A.TopicData(
+                topic_id=res.topic_id, partitions=[A.PartitionData(
+                    partition_index=0, leader_epoch=leader_epoch, partition_epoch=partition_epoch,
+                    new_isr_with_epochs=[A.BrokerState(broker_id=b, broker_epoch=e) for b, e in isr])])])
+
+        out = await admin.alter_partition(controller, request(epochs[1] + 1, 0, 0, [(1, -1)]), 3)
+        assert (out.error_code, out.topics) == (E.STALE_BROKER_EPOCH, [])
+        out = await admin.alter_partition(controller, request(epochs[1], 0, 0, [(1, epochs[1])]), 3)
+        [topic] = out.topics
+        [part] = topic.partitions
+        assert topic.topic_id == res.topic_id
+        assert (part.error_code, part.leader_id, part.leader_epoch, part.isr, part.partition_epoch) == (
+            0, 1, 0, [1], 1)
+        out = await admin.alter_partition(controller, request(epochs[1], 0, 0, [(1, -1), (2, -1)]), 3)
+        [part] = out.topics[0].partitions
+        assert (part.error_code, part.leader_id, part.isr, part.partition_epoch) == (
+            E.INVALID_UPDATE_VERSION, 0, [], 0)
+        old = A(broker_id=1, broker_epoch=epochs[1], topics=[A.TopicData(topic_name="w", partitions=[
+            A.PartitionData(partition_index=0, leader_epoch=0, partition_epoch=1, new_isr=[1, 2])])])
+        out = await admin.alter_partition(controller, old, 1)
+        [part] = out.topics[0].partitions
+        assert (out.topics[0].topic_name, part.error_code, part.isr, part.partition_epoch) == ("w", 0, [1, 2], 2)
+        assert controller.image.partition("w", 0).isr == (1, 2)
+
+
+def test_a_broker_released_from_controlled_shutdown_stays_fenced_until_it_registers_again():
+    image = _image({0: ([1, 2], [1], -1)}, brokers=(1, 2), fenced=(1,), shutting=(1,))
+    records, result, _ = heartbeat(image, _sessions(image), 1, 101, 500, False, False, 1.0, Policy())
+    assert records == [] and result.is_fenced and not result.should_shut_down
+    records, result, _ = heartbeat(image, _sessions(image), 1, 101, 500, False, True, 1.0, Policy())
+    assert records == [] and result.is_fenced and result.should_shut_down
+
+
+def test_a_new_controller_finishes_a_controlled_shutdown_its_predecessor_began():
+    """It does not know where the shutdown began: the last record batch (the image's offset) it is."""
+    image = _image({0: ([1, 2], [2], 2)}, brokers=(1, 2), shutting=(1,)).apply([], 40)
+    sessions = _sessions(image)                      # fresh: no shutdown offsets, no metadata offsets
+    records, result, _ = heartbeat(image, sessions, 1, 101, 40, False, True, 1.0, Policy())
+    assert records == [] and not result.should_shut_down          # 2 has not reported yet
+    heartbeat(image, sessions, 2, 102, 40, False, False, 1.1, Policy())
+    records, result, _ = heartbeat(image, sessions, 1, 101, 40, False, True, 1.2, Policy())
+    assert records == [r.BrokerRegistrationChangeRecord(broker_id=1, broker_epoch=101, fenced=1)]
+    assert result.should_shut_down
