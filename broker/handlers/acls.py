@@ -2,7 +2,8 @@
 
 Like Kafka: CreateAcls and DeleteAcls need ALTER on the cluster, DescribeAcls DESCRIBE
 (CLUSTER_AUTHORIZATION_FAILED otherwise); with no authorizer configured they answer
-SECURITY_DISABLED. Changes go through the controller (AccessControlEntryRecord /
+SECURITY_DISABLED. A request naming UNKNOWN (code 0) for a resource type, pattern type, operation
+or permission fails Kafka's request validation, so the connection is closed. Changes go through the controller (AccessControlEntryRecord /
 RemoveAccessControlEntryRecord), so they survive restarts and reach every broker's image.
 """
 
@@ -10,9 +11,10 @@ from __future__ import annotations
 
 from protocol import ErrorCode, messages
 
+from broker.connection import CloseConnection
 from broker.controller.errors import ApiError
 from broker.security import access
-from broker.security.acls import AclBinding, AclBindingFilter, AclOperation, InvalidAcl
+from broker.security.acls import AclBinding, AclBindingFilter, AclOperation
 
 NO_AUTHORIZER = "No Authorizer is configured."
 CLUSTER_DENIED = "Cluster authorization failed."
@@ -27,7 +29,16 @@ def _refusal(ctx, operation: AclOperation) -> tuple[int, str] | None:
     return None
 
 
+def _refuse_unknown(*codes: int) -> None:
+    """Kafka's request parsing rejects the UNKNOWN code in any ACL field by closing the connection
+    (checked against Kafka 3.9); other unrecognised codes get through and match nothing."""
+    if 0 in codes:
+        raise CloseConnection("ACL request contains UNKNOWN elements")
+
+
 def _filter(f) -> AclBindingFilter:
+    _refuse_unknown(f.resource_type_filter, f.pattern_type_filter, f.operation, f.permission_type)
+
     return AclBindingFilter.of(f.resource_type_filter, f.resource_name_filter,
                                f.pattern_type_filter, f.principal_filter, f.host_filter,
                                f.operation, f.permission_type)
@@ -35,6 +46,8 @@ def _filter(f) -> AclBindingFilter:
 
 async def create_acls(ctx, header, body):
     Response = messages.CreateAclsResponse
+    for c in body.creations:
+        _refuse_unknown(c.resource_type, c.resource_pattern_type, c.operation, c.permission_type)
     refused = _refusal(ctx, AclOperation.ALTER)
     if refused is not None:
         code, message = refused
@@ -57,16 +70,11 @@ async def create_acls(ctx, header, body):
 
 async def describe_acls(ctx, header, body):
     Response = messages.DescribeAclsResponse
+    acl_filter = _filter(body)
     refused = _refusal(ctx, AclOperation.DESCRIBE)
     if refused is not None:
         code, message = refused
         return Response(throttle_time_ms=0, error_code=code, error_message=message, resources=[])
-    acl_filter = _filter(body)
-    try:
-        acl_filter.validate()
-    except InvalidAcl as exc:
-        return Response(throttle_time_ms=0, error_code=ErrorCode.INVALID_REQUEST,
-                        error_message=str(exc), resources=[])
     grouped: dict[tuple, list] = {}
     for acl in ctx.image.acls.values():
         if acl_filter.matches(acl):
@@ -85,6 +93,7 @@ async def describe_acls(ctx, header, body):
 
 async def delete_acls(ctx, header, body):
     Response = messages.DeleteAclsResponse
+    filters = [_filter(f) for f in body.filters]
     refused = _refusal(ctx, AclOperation.ALTER)
     if refused is not None:
         code, message = refused
@@ -93,7 +102,7 @@ async def delete_acls(ctx, header, body):
                                             matching_acls=[])
             for _ in body.filters])
     try:
-        results = await ctx.controller.delete_acls([_filter(f) for f in body.filters])
+        results = await ctx.controller.delete_acls(filters)
     except ApiError as exc:
         return Response(throttle_time_ms=0, filter_results=[
             Response.DeleteAclsFilterResult(error_code=int(exc.code), error_message=exc.message,

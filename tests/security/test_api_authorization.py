@@ -96,8 +96,10 @@ def test_acl_round_trip_and_validation(admin):
         creation(RT.GROUP, name, Op.READ, pattern=PT.PREFIXED),
         creation(RT.ANY, name, Op.READ), creation(RT.TOPIC, name, Op.ANY),
         creation(RT.TOPIC, name, Op.READ, pattern=PT.MATCH), creation(RT.CLUSTER, "x", Op.ALTER),
-        creation(RT.TOPIC, name, Op.READ, principal="nocolon"))
-    assert codes == [0, 0, 0] + [E.INVALID_REQUEST] * 5
+        creation(RT.TOPIC, name, Op.READ, principal="nocolon"), creation(99, name, Op.READ))
+    # As Kafka 3.9: its controller refuses the invalid bindings (UNKNOWN_SERVER_ERROR reaches the
+    # client), its broker an unrecognised code (INVALID_REQUEST).
+    assert codes == [0, 0, 0] + [E.UNKNOWN_SERVER_ERROR] * 5 + [E.INVALID_REQUEST]
     described = describe_acls(admin, RT.ANY, name, PT.ANY)
     assert described.error_code == 0
     summary = sorted((r.resource_type, r.resource_name, r.pattern_type, a.operation, a.permission_type)
@@ -108,13 +110,26 @@ def test_acl_round_trip_and_validation(admin):
     # MATCH also finds the wildcard ACLs that apply to the name.
     matching = describe_acls(admin, RT.TOPIC, name, PT.MATCH).resources
     assert sorted(r.resource_name for r in matching) == ["*", name]
-    assert describe_acls(admin, RT.UNKNOWN).error_code == E.INVALID_REQUEST
+    unrecognised = describe_acls(admin, RT.ANY, op=77)
+    assert (unrecognised.error_code, unrecognised.resources) == (0, [])
     deleted = delete_acls(admin, delete_filter(RT.TOPIC, name, op=Op.WRITE),
-                          delete_filter(RT.ANY, name, PT.ANY), delete_filter(RT.UNKNOWN))
+                          delete_filter(RT.ANY, name, PT.ANY), delete_filter(99))
     results = deleted.filter_results
     assert [len(r.matching_acls) for r in results] == [1, 3, 0]
     assert results[2].error_code == E.INVALID_REQUEST
     assert describe_acls(admin, RT.ANY, name, PT.ANY).resources == []
+
+
+@pytest.mark.parametrize("request_of", [
+    lambda client: describe_acls(client, RT.UNKNOWN),
+    lambda client: describe_acls(client, op=Op.UNKNOWN),
+    lambda client: create_acls(client, creation(RT.TOPIC, "x", Op.READ, perm=Perm.UNKNOWN)),
+    lambda client: delete_acls(client, delete_filter(pattern=PT.UNKNOWN)),
+], ids=["describe-resource", "describe-operation", "create-permission", "delete-pattern"])
+def test_acl_requests_naming_unknown_close_the_connection(secured, request_of):
+    """Kafka's request validation refuses the UNKNOWN code (0) in any ACL field by closing."""
+    with HostClient(secured.port, ADMIN_HOST) as client, pytest.raises(ConnectionError):
+        request_of(client)
 
 
 def test_acl_apis_without_an_authorizer_say_security_disabled(tmp_path):
