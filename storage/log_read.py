@@ -26,6 +26,12 @@ class LogReads:
     def latest_epoch(self) -> int:
         return self.epochs.latest
 
+    def assign_epoch_start(self, epoch: int) -> None:
+        """Becoming leader for `epoch` starts it at the log end (Kafka's maybeAssignEpochStartOffset),
+        so OffsetForLeaderEpoch answers it before the first append of the epoch."""
+        with self._lock:
+            self.epochs.assign(epoch, self.log_end_offset)
+
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         """OffsetForLeaderEpoch: (largest known epoch <= epoch, its end offset), or (-1, -1)."""
         with self._lock:

@@ -116,6 +116,19 @@ class LogRetention:
                 self.apply_retention()
             return self.log_start_offset
 
+    def advance_log_start_offset(self, offset: int) -> int:
+        """A follower follows its leader's log start offset (learnt from Fetch responses, whatever
+        moved it: retention, DeleteRecords): never past its own log end; whole segments below it go."""
+        with self._lock:
+            self._check_online()
+            offset = min(offset, self.log_end_offset)
+            if offset > self.log_start_offset:
+                self.log_start_offset = offset
+                self.high_watermark = max(self.high_watermark, offset)
+                self.producer_state.on_high_watermark(self.high_watermark)
+                self.apply_retention()
+            return self.log_start_offset
+
     def flush_rolled_segments(self) -> None:
         """Kafka flushes a segment soon after it is rolled; the manager calls this."""
         base = self.active_segment.base_offset

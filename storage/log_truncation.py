@@ -57,6 +57,7 @@ class LogTruncation:
             self._segments = [segment]
             self._bases = [offset]
             self.log_start_offset = offset
+            self.epochs.clear()
             self.producer_state.delete_snapshots(above=-1)  # nothing of the old log survives
             self.producer_state.reset(offset)
             self._after_truncation()
