@@ -18,6 +18,9 @@ class LogTruncation:
         with self._lock:
             self._check_online()
             if offset >= self.log_end_offset:
+                # Nothing to cut, but an epoch this node started as leader without appending
+                # anything must go: the new leader's log continues from here (as Kafka).
+                self.epochs.truncate_from(self.log_end_offset)
                 return
             if offset < self.log_start_offset:
                 self.truncate_fully_and_start_at(offset)
