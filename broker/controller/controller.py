@@ -135,6 +135,7 @@ class Controller:
         self._lock = trio.Lock()                # one mutation at a time: each sees the previous one
         self._last_heartbeat: dict[int, float] = {}
         self._placement_start = 0
+        self._applied_event = trio.Event()      # set (and replaced) whenever more log is applied
         quorum.snapshot_state = self._snapshot_state
         quorum.start(self._apply_snapshot, self._apply_entry)
 
@@ -182,8 +183,27 @@ class Controller:
         """`listener(change)` runs synchronously after each committed batch, before the mutation returns."""
         self._listeners.append(listener)
 
+    def add_leader_listener(self, listener: Callable[[int, int], None]) -> None:
+        """`listener(epoch, leader_id)` runs whenever this replica learns of a new quorum leader."""
+        self._quorum.leader_listeners.append(listener)
+
     def remove_listener(self, listener) -> None:
         self._listeners.remove(listener)
+
+    @property
+    def leader_id(self) -> int:
+        """The active controller's node id as this replica knows it (-1: unknown)."""
+        return self._quorum.leader_id
+
+    @property
+    def applied_offset(self) -> int:
+        """Every metadata log entry below this offset is applied to `image`."""
+        return self._applied_end
+
+    async def wait_applied(self, end_offset: int) -> None:
+        """Return once every entry below `end_offset` is applied here."""
+        while self._applied_end < end_offset:
+            await self._applied_event.wait()
 
     @property
     def is_active(self) -> bool:
@@ -211,6 +231,8 @@ class Controller:
 
     def _apply_entry(self, entry: Entry) -> None:
         self._applied_end = entry.offset + 1
+        self._applied_event.set()
+        self._applied_event = trio.Event()
         if not entry.control:
             self._set_image(self._image.apply(r.decode_records(entry.data), entry.offset))
 
@@ -519,6 +541,18 @@ class Controller:
             fenced = self._image.brokers[broker_id].fenced
             return HeartbeatResult(is_caught_up=caught_up, is_fenced=fenced,
                                    should_shut_down=want_shutdown and fenced)
+
+    async def unregister_broker(self, broker_id: int) -> None:
+        """Remove a broker's registration (UnregisterBroker); its partitions lose it first."""
+        await self._require_leader()
+        async with self._lock:
+            broker = self._image.brokers.get(broker_id)
+            if broker is None:
+                raise ApiError(ErrorCode.BROKER_ID_NOT_REGISTERED,
+                               f"Broker {broker_id} is not registered.")
+            await self._commit(self._leave_partitions(broker_id) + [
+                r.UnregisterBrokerRecord(broker_id=broker_id, broker_epoch=broker.epoch)])
+            self._last_heartbeat.pop(broker_id, None)
 
     def _check_broker_epoch(self, broker_id: int, broker_epoch: int):
         broker = self._image.brokers.get(broker_id)
