@@ -139,3 +139,12 @@ def test_truncate_fully_when_behind_leader_log_start(make_log):
     assert follower.epochs.entries == []
     follower.append(batch(1, base_offset=100, partition_leader_epoch=2), origin=REPLICATION)
     assert follower.log_end_offset == 101
+
+
+def test_truncating_at_the_end_drops_an_empty_epoch(make_log):
+    """A leader that started an epoch and appended nothing, now a follower of a newer leader."""
+    log = make_log()
+    log.append(batch(2, base_offset=0, partition_leader_epoch=0), origin=REPLICATION)
+    log.assign_epoch_start(1)
+    log.truncate_to(2)
+    assert log.epochs.entries == [(0, 0)] and log.log_end_offset == 2
