@@ -1,9 +1,9 @@
 """The requests a controller answers on its controller listener besides the KRaft RPCs.
 
 Brokers send them here: BrokerRegistration (62), BrokerHeartbeat (63), UnregisterBroker (64),
-AllocateProducerIds (67), DescribeQuorum (55), and the admin mutations they
+AllocateProducerIds (67), AlterPartition (56), DescribeQuorum (55), and the admin mutations they
 forward (CreateTopics 19, DeleteTopics 20, CreatePartitions 37, AlterConfigs 33,
-IncrementalAlterConfigs 44). A controller that is not active answers NOT_CONTROLLER, which makes the
+IncrementalAlterConfigs 44, ElectLeaders 43). A controller that is not active answers NOT_CONTROLLER, which makes the
 sender retry on the new one. ``ControllerApi(controller, config).handle(header, body)`` is the
 transport's ``admin_handler``.
 """
@@ -16,6 +16,7 @@ from protocol import messages as m
 
 from broker.controller import admin
 from broker.controller.errors import ApiError
+from broker.handlers.cluster import handle_elect_leaders
 from broker.handlers.topics import (
     handle_create_partitions, handle_create_topics, handle_delete_topics,
 )
@@ -43,9 +44,12 @@ class ControllerApi:
             33: self._alter_configs,
             44: self._incremental_alter_configs,
             55: self._describe_quorum,
+            43: self._topics(handle_elect_leaders),
+            56: lambda header, body: admin.alter_partition(self.controller, body,
+                                                           header.api_version),
             62: lambda header, body: admin.broker_registration(self.controller, body),
             63: lambda header, body: admin.broker_heartbeat(self.controller, body),
-            64: self._unregister_broker,
+            64: lambda header, body: admin.unregister_broker(self.controller, body),
             67: lambda header, body: admin.allocate_producer_ids(self.controller, body),
         }
 
@@ -105,10 +109,3 @@ class ControllerApi:
                 R.Listener(name=names[0], host=host, port=port)])
                 for node, (host, port) in sorted(self.voters.items())]
         return response
-
-    async def _unregister_broker(self, header, body):
-        try:
-            await self.controller.unregister_broker(body.broker_id)
-        except ApiError as exc:
-            return m.UnregisterBrokerResponse(error_code=int(exc.code), error_message=exc.message)
-        return m.UnregisterBrokerResponse(error_code=0)

@@ -187,6 +187,64 @@ class ClusterController:
             await self._catch_up()
         return results
 
+    # -- leadership ----------------------------------------------------------------------------------
+    async def elect_leaders(self, election_type: int, topic_partitions):
+        done = await self._local_or_none("elect_leaders", election_type, topic_partitions)
+        if done is not None:
+            return done
+        R = m.ElectLeadersRequest
+        body = R(election_type=election_type, timeout_ms=FORWARD_TIMEOUT_MS,
+                 topic_partitions=None if topic_partitions is None else [
+                     R.TopicPartitions(topic=t, partitions=list(p)) for t, p in topic_partitions])
+        response = await self.client.call(43, 2, body)
+        if response.error_code:
+            raise ApiError(response.error_code, "Leader election failed.")
+        results = [(r.topic, [(p.partition_id, p.error_code, p.error_message)
+                              for p in r.partition_result])
+                   for r in response.replica_election_results]
+        await self._catch_up()
+        return results
+
+    async def alter_partition(self, broker_id: int, broker_epoch: int, proposals, version: int = 3):
+        """AlterPartition (a partition leader's ISR change) to the active controller; one
+        IsrResult per proposal, in order."""
+        from broker.controller.alter_partition import IsrResult
+
+        done = await self._local_or_none("alter_partition", broker_id, broker_epoch, proposals,
+                                         version)
+        if done is not None:
+            return done
+        R = m.AlterPartitionRequest
+        topics: dict = {}
+        for p in proposals:
+            key = p.topic_id if version >= 2 else p.topic_name
+            topics.setdefault(key, []).append(R.PartitionData(
+                partition_index=p.partition, leader_epoch=p.leader_epoch,
+                partition_epoch=p.partition_epoch, leader_recovery_state=p.leader_recovery_state,
+                new_isr=[b for b, _ in p.new_isr],
+                new_isr_with_epochs=[R.BrokerState(broker_id=b, broker_epoch=e)
+                                     for b, e in p.new_isr]))
+        body = R(broker_id=broker_id, broker_epoch=broker_epoch, topics=[
+            R.TopicData(topic_id=key, partitions=parts) if version >= 2
+            else R.TopicData(topic_name=key, partitions=parts) for key, parts in topics.items()])
+        response = await self.client.call(56, version, body)
+        if response.error_code:
+            raise ApiError(response.error_code, "AlterPartition refused.")
+        by_key = {}
+        for topic in response.topics:
+            key = topic.topic_id if version >= 2 else topic.topic_name
+            for p in topic.partitions:
+                by_key[(key, p.partition_index)] = IsrResult(
+                    partition=p.partition_index, error_code=p.error_code, leader=p.leader_id,
+                    leader_epoch=p.leader_epoch, isr=list(p.isr),
+                    partition_epoch=p.partition_epoch,
+                    leader_recovery_state=p.leader_recovery_state,
+                    topic_id=topic.topic_id if version >= 2 else None,
+                    topic_name=topic.topic_name if version < 2 else None)
+        await self._catch_up()
+        return [by_key[(p.topic_id if version >= 2 else p.topic_name, p.partition)]
+                for p in proposals]
+
     # -- producer ids and broker lifecycle ---------------------------------------------------------
     async def allocate_producer_ids(self, broker_id: int, broker_epoch: int = -1) -> ProducerIdBlock:
         done = await self._local_or_none("allocate_producer_ids", broker_id, broker_epoch)

@@ -52,6 +52,9 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("auto.create.topics.enable", T.BOOLEAN, True),
     ConfigDef("delete.topic.enable", T.BOOLEAN, True),
     ConfigDef("auto.leader.rebalance.enable", T.BOOLEAN, True),
+    # controller: leader balance (the active controller checks every interval)
+    ConfigDef("leader.imbalance.check.interval.seconds", T.LONG, 300, at_least(1)),
+    ConfigDef("leader.imbalance.per.broker.percentage", T.INT, 10, between(0, 100)),
     ConfigDef("message.max.bytes", T.INT, 1048588, at_least(0), dynamic=True),
     ConfigDef("compression.type", T.STRING, "producer", one_of(*COMPRESSION_TYPES), dynamic=True),
     ConfigDef("compression.gzip.level", T.INT, -1, between(-1, 9), dynamic=True),

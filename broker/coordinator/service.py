@@ -113,10 +113,9 @@ class CoordinatorService:
                 configs = {"cleanup.policy": "compact", "compression.type": "uncompressed",
                            "min.insync.replicas": str(min(config["transaction.state.log.min.isr"], wanted_rf)),
                            "segment.bytes": str(config["transaction.state.log.segment.bytes"])}
-            brokers = max(len(self.broker.image.brokers), 1)
-            rf = min(wanted_rf, brokers)
-            if "min.insync.replicas" in configs:
-                configs["min.insync.replicas"] = str(min(int(configs["min.insync.replicas"]), rf))
+            # As Kafka: the full replication factor or nothing (INVALID_REPLICATION_FACTOR until enough
+            # brokers are registered; the coordinator lookup answers COORDINATOR_NOT_AVAILABLE meanwhile).
+            rf = wanted_rf
             try:
                 results = await self.broker.controller.create_topics(
                     [CreateTopicSpec(name, partitions, rf, configs=configs)])
