@@ -260,23 +260,23 @@ class PartitionManager:
         for partition, _ in appended:
             self.replication.on_local_append(partition)
 
-    async def delete_records(self, topic: str, index: int, offset: int) -> tuple[int, int]:
-        """DeleteRecords: (new low watermark, error code)."""
+    async def delete_records(self, topic: str, index: int, offset: int) -> tuple[int, int, object]:
+        """DeleteRecords on the leader's log: (its new log start offset, error code, partition)."""
         try:
             partition = self.leader(topic, index)
         except PartitionError as exc:
-            return -1, exc.code
+            return -1, exc.code, None
         high_watermark = partition.log.high_watermark
         if offset == -1:
             offset = high_watermark
         if offset < 0 or offset > high_watermark:
-            return -1, ErrorCode.OFFSET_OUT_OF_RANGE
+            return -1, ErrorCode.OFFSET_OUT_OF_RANGE, None
         try:
             await self.broker.run_blocking(partition.log.delete_records, offset)
         except StorageError as exc:
-            return -1, exc.error_code
+            return -1, exc.error_code, None
         partition.wake()
-        return partition.log.log_start_offset, ErrorCode.NONE
+        return partition.log.log_start_offset, ErrorCode.NONE, partition
 
     # -------------------------------------------------------------------------------- waiting
     async def wait_for_data(self, seen: list[tuple[Partition, int, int]], timeout: float,

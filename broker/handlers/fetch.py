@@ -111,9 +111,10 @@ def _read_all(ctx, reads, uses_ids, isolation, max_bytes, replica=(-1, -1)):
         read.diverging = None
         if replica_id >= 0:
             read.diverging = diverging_epoch(log, fetch.fetch_offset, fetch.last_fetched_epoch)
-            if read.diverging is None and fetch.log_start_offset <= fetch.fetch_offset <= log.log_end_offset \
+            if read.diverging is None and log.log_start_offset <= fetch.fetch_offset <= log.log_end_offset \
                     and not partitions.replication.on_replica_fetch(
-                        partition, replica_id, replica_epoch, fetch.fetch_offset):
+                        partition, replica_id, replica_epoch, fetch.fetch_offset,
+                        fetch.log_start_offset):
                 read.error = ErrorCode.NOT_LEADER_OR_FOLLOWER   # not a replica of this partition
                 continue
         read.high_watermark = log.high_watermark

@@ -140,3 +140,10 @@ def test_isr_shrinks_refuses_below_min_isr_and_expands_back(tmp_path):
                            30, "every replica to hold the leader's bytes")
         got = _consume_all(cluster.bootstrap, "guarded", 4)
         assert [value for _, value in got] == [b"raw"] * 4
+
+        # DeleteRecords answers once every replica moved its log start (followers learn it by Fetch).
+        R = m.DeleteRecordsRequest
+        answer = call(address, 21, 2, R(timeout_ms=15000, topics=[R.DeleteRecordsTopic(
+            name="guarded", partitions=[R.DeleteRecordsPartition(partition_index=0, offset=2)])]),
+            timeout=30).topics[0].partitions[0]
+        assert (answer.error_code, answer.low_watermark) == (ErrorCode.NONE, 2)
