@@ -38,8 +38,6 @@ class ReplicaManager:
         self.partitions = partitions
         self.node_id = broker.node_id
         self.purgatory_size = 0
-        self.isr_shrinks = 0
-        self.isr_expands = 0
         self.fetchers = None          # FetcherPool, once started
         self.isr_updates = None       # IsrUpdates, once started
         self._isr_check = trio.Event()
@@ -227,8 +225,13 @@ class ReplicaManager:
         from .fetcher import FetcherPool
         from .isr_updates import IsrUpdates
 
+        from .metrics import ReplicationCollector
+
         self.fetchers = FetcherPool(self.broker, self.partitions, nursery)
         self.isr_updates = IsrUpdates(self.broker, self)
+        metrics = getattr(self.broker, "metrics", None)
+        if metrics is not None:
+            metrics.registry.register(ReplicationCollector(self))
         for partition in self.partitions.all():
             image_partition = self.broker.image.partition(partition.topic, partition.index)
             if image_partition is not None and image_partition.leader != self.node_id:
@@ -253,13 +256,8 @@ class ReplicaManager:
 
     def on_isr_committed(self, partition, state, shrank: bool) -> None:
         """The controller committed our proposal (its answer may come before the image)."""
-        if shrank:
-            self.isr_shrinks += 1
-        else:
-            self.isr_expands += 1
+        metrics = getattr(self.broker, "metrics", None)
+        if metrics is not None:
+            (metrics.isr_shrink if shrank else metrics.isr_expand)()
         partition.isr = state.isr
         self._advance(partition)
-
-    def under_replicated(self) -> int:
-        return sum(1 for p in self.partitions.all()
-                   if p.replica_state is not None and len(p.replica_state.isr) < len(p.replica_state.replicas))
