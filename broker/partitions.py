@@ -119,6 +119,20 @@ class PartitionManager:
                 raise PartitionError(ErrorCode.UNKNOWN_LEADER_EPOCH)
         return partition
 
+    def readable(self, topic: str, index: int, current_leader_epoch: int = -1) -> Partition:
+        """For a consumer that may read from followers (KIP-392, Fetch v11+): the partition if any
+        replica of it is here (a follower serves up to its own high watermark), with the same
+        leader epoch checks as ``leader``."""
+        partition = self._partitions.get((topic, index))
+        if partition is None or partition.replica_state is not None or partition.leader < 0:
+            return self.leader(topic, index, current_leader_epoch)
+        if current_leader_epoch >= 0:
+            if current_leader_epoch < partition.leader_epoch:
+                raise PartitionError(ErrorCode.FENCED_LEADER_EPOCH)
+            if current_leader_epoch > partition.leader_epoch:
+                raise PartitionError(ErrorCode.UNKNOWN_LEADER_EPOCH)
+        return partition
+
     def all(self) -> list[Partition]:
         return list(self._partitions.values())
 
