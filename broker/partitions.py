@@ -205,6 +205,8 @@ class PartitionManager:
             key = (topic.name, partition.partition_id)
             state = self._partitions.get(key)
             if self.node_id not in partition.replicas:
+                if state is not None and state.topic_id == topic.topic_id:
+                    self._drop_replica(state)   # reassigned away from this broker
                 continue
             if state is None or state.topic_id != topic.topic_id:
                 opened = self._open_log(topic, partition, new)
@@ -227,6 +229,17 @@ class PartitionManager:
             for state in self._partitions.values():
                 if state.topic == name:
                     state.min_insync_replicas = self._min_insync_replicas(name)
+
+    def _drop_replica(self, state: Partition) -> None:
+        """This broker is no longer a replica (a completed reassignment): stop and delete the log."""
+        log.info("%s-%d: no longer a replica here: deleting its log", state.topic, state.index)
+        self._partitions.pop((state.topic, state.index), None)
+        self.replication.on_partition_removed(state)
+        state.wake()
+        try:
+            self.logs.delete_log(state.topic, state.index)
+        except StorageError:
+            log.exception("deleting log %s-%d failed", state.topic, state.index)
 
     # -------------------------------------------------------------------------------- writing
     async def append(self, partition: Partition, records, *, origin=None):
