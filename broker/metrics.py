@@ -97,6 +97,9 @@ class ControllerSnapshot:
     topic_count: int = 0
     partition_count: int = 0
     broker_count: int = 0
+    fenced_broker_count: int = 0
+    offline_partition_count: int = 0      # cluster-wide, on the active controller (else 0)
+    replica_lag: dict = field(default_factory=dict)   # leader only: node id -> offsets behind
 
 
 PartitionSource = Callable[[], Iterable[PartitionSnapshot]]

@@ -134,10 +134,11 @@ class Collector:
             fam = _family(base + suffix, doc, "gauge")
             fam.add_sample(fam.name, {}, value)
             yield fam
-        offline = _family("kafka_controller_kafkacontroller_offlinepartitionscount",
-                          "Partitions without a live leader.", "gauge")
-        offline.add_sample(offline.name, {}, sum(1 for p in partitions if p.offline))
-        yield offline
+        if self.m._controller_source is None:    # else the controller counts the whole cluster
+            offline = _family("kafka_controller_kafkacontroller_offlinepartitionscount",
+                              "Partitions without a live leader.", "gauge")
+            offline.add_sample(offline.name, {}, sum(1 for p in partitions if p.offline))
+            yield offline
 
         per_partition = {
             "size": ("Bytes of the partition's log on disk.", "size_bytes"),
@@ -223,6 +224,12 @@ class Collector:
              c.partition_count),
             ("kafka_controller_kafkacontroller_activebrokercount", "Registered live brokers.",
              c.broker_count),
+            ("kafka_controller_kafkacontroller_fencedbrokercount",
+             "Registered brokers that are fenced (heartbeats stopped, or shutting down).",
+             c.fenced_broker_count),
+            ("kafka_controller_kafkacontroller_offlinepartitionscount",
+             "Partitions without a live leader (counted by the active controller).",
+             c.offline_partition_count),
             ("kafka_server_raft_metrics_current_epoch", "The quorum's current epoch.", c.epoch),
             ("kafka_server_raft_metrics_current_leader",
              "Node id of the quorum leader, -1 when unknown.",
@@ -234,6 +241,12 @@ class Collector:
             fam = _family(name, doc, "gauge")
             fam.add_sample(name, {}, value)
             yield fam
+        lag = _family("kafka_server_raft_metrics_replica_lag",
+                      "On the active controller: how many metadata log entries each voter and "
+                      "observer (broker) is behind its log end.", "gauge")
+        for node, behind in sorted(c.replica_lag.items()):
+            lag.add_sample(lag.name, {"node_id": str(node)}, behind)
+        yield lag
 
 
 def _safe_list(source: Callable[[], Iterable] | None) -> list:

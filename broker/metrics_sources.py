@@ -43,7 +43,7 @@ def broker_sources(broker) -> dict[str, Callable]:
         if c is None:
             return None
         image = c.image
-        quorum = getattr(c, "_quorum", None)
+        quorum, view = getattr(c, "_quorum", None), None
         if hasattr(c, "describe_quorum"):  # the Raft controller's public view
             view = c.describe_quorum()
             active, leader = bool(c.is_active), view.get("leader_id")
@@ -60,6 +60,19 @@ def broker_sources(broker) -> dict[str, Callable]:
             last_committed_offset=min(high_watermark, end) - 1, last_applied_offset=image.offset,
             topic_count=len(image.topics),
             partition_count=sum(len(t.partitions) for t in image.topics.values()),
-            broker_count=sum(1 for b in image.brokers.values() if not b.fenced))
+            broker_count=sum(1 for b in image.brokers.values() if not b.fenced),
+            fenced_broker_count=sum(1 for b in image.brokers.values() if b.fenced),
+            offline_partition_count=sum(
+                1 for t in image.topics.values() for p in t.partitions.values() if p.leader < 0)
+            if active else 0,
+            replica_lag=_replica_lag(view) if active and view is not None else {})
 
     return {"partitions": partitions, "groups": groups, "controller": controller}
+
+
+def _replica_lag(view: dict) -> dict[int, int]:
+    """Per replica, the metadata log entries it is behind the leader (from describe_quorum())."""
+    replicas = view.get("replicas") or {}
+    end = max((r["log_end_offset"] for r in replicas.values()), default=0)
+    return {node: max(0, end - r["log_end_offset"]) for node, r in replicas.items()
+            if r["log_end_offset"] >= 0}

@@ -85,6 +85,10 @@ class RaftQuorum:
     def end_offset(self) -> int:
         return self.node.end_offset
 
+    def in_touch(self) -> bool:
+        """Whether this node leads or is hearing from the leader (its metadata is current)."""
+        return self.node.hearing_from_leader(trio.current_time())
+
     def describe(self) -> dict:
         """The core's view with times as wall-clock milliseconds (-1: never), as DescribeQuorum has them."""
         now = trio.current_time()
