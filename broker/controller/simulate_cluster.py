@@ -38,8 +38,9 @@ from .raft.core import RaftNode, Role
 from .raft.messages import AppendEntries, Commit, LoadSnapshot, Send, TruncateFrom
 from .simulate import SIM_CONFIG, InvariantViolation, _grants_vote
 
-# The Raft simulator's timings, with snapshot chunks sized for real metadata snapshots (~1 KB).
-CONFIG = dataclasses.replace(SIM_CONFIG, snapshot_chunk=256)
+# The Raft simulator's timings, with snapshot chunks sized for real metadata snapshots (~1 KB) and
+# fetches a little less often (a third fewer events per seed).
+CONFIG = dataclasses.replace(SIM_CONFIG, snapshot_chunk=256, fetch_interval=0.3)
 HEARTBEAT_INTERVAL = 0.5
 SESSION_TIMEOUT = 3.0
 CALM_BOUND = 16.0          # after a heal, by then: a commit, every broker unfenced, every partition led
