@@ -231,9 +231,8 @@ class ReplicaFetcher:
                          self.leader_id, ErrorCode(error).name)
             state.delayed_until = trio.current_time() + backoff
             return
-        diverging = data.diverging_epoch
-        if diverging is not None and diverging.end_offset >= 0 or \
-                diverging is not None and diverging.epoch >= 0:
+        diverging = data.diverging_epoch      # (-1, -1), Kafka's default, means none
+        if diverging is not None and (diverging.epoch >= 0 or diverging.end_offset >= 0):
             cut = truncation_offset(log_, diverging.epoch, diverging.end_offset)
             log.info("%s-%d: diverged from leader %d at epoch %d: truncating %d -> %d", partition.topic,
                      partition.index, self.leader_id, diverging.epoch, log_.log_end_offset, cut.offset)
