@@ -52,6 +52,7 @@ class Partition:
     isr: tuple = ()
     min_insync_replicas: int = 1
     waiters: set = field(default_factory=set)
+    replica_waiters: set = field(default_factory=set)   # followers' long polls: new data, not HW
     replica_state: object = None      # broker.replication.leader.LeaderState while leading
     replica_io: bool = False          # a follower append/truncation is running in a worker thread
     deferred_epoch_start: bool = False  # became leader meanwhile: start the epoch once it is done
@@ -66,6 +67,13 @@ class Partition:
 
     def wake(self) -> None:
         waiters, self.waiters = self.waiters, set()
+        for event in waiters:
+            event.set()
+        self.wake_replicas()
+
+    def wake_replicas(self) -> None:
+        """New records a follower may fetch (consumers wait for the high watermark to move)."""
+        waiters, self.replica_waiters = self.replica_waiters, set()
         for event in waiters:
             event.set()
 
@@ -324,7 +332,7 @@ class PartitionManager:
         event = trio.Event()
         partitions = [partition for partition, _, _ in seen]
         for partition in partitions:
-            partition.waiters.add(event)
+            (partition.replica_waiters if replica else partition.waiters).add(event)
         # Registered first, then checked: nothing can slip between the two (no await).
         for partition, position, leader_epoch in seen:
             now = partition.log.log_end_offset if replica else partition.log.high_watermark
@@ -337,7 +345,7 @@ class PartitionManager:
                 await event.wait()
         finally:
             for partition in partitions:
-                partition.waiters.discard(event)
+                (partition.replica_waiters if replica else partition.waiters).discard(event)
 
     def wake_all_fetchers(self) -> None:
         for partition in self._partitions.values():

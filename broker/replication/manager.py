@@ -15,6 +15,8 @@ acks=all produces wait here (``wait_for_replicas``) until the high watermark cov
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import logging
 import time
 
@@ -38,6 +40,10 @@ class ReplicaManager:
         self.partitions = partitions
         self.node_id = broker.node_id
         self.purgatory_size = 0
+        # acks=all waiters per partition: a heap of (end offset needed, seq, event); a high watermark
+        # move wakes only those it covers (not every waiter on every append).
+        self._acks_waiters: dict[object, list] = {}
+        self._seq = itertools.count()
         self.fetchers = None          # FetcherPool, once started
         self.isr_updates = None       # IsrUpdates, once started
         self._isr_check = trio.Event()
@@ -53,6 +59,7 @@ class ReplicaManager:
                     state.update_assignment(image_partition.partition_epoch,
                                             image_partition.replicas, image_partition.isr, now)
                 partition.isr = state.isr
+                self._release_acks(partition, everyone=True)   # the ISR may have changed
                 self._advance(partition)
                 return
             self._become_leader(partition, image_partition, now)
@@ -77,6 +84,7 @@ class ReplicaManager:
             image_partition.replicas, image_partition.isr, epoch_start_offset=log_.log_end_offset,
             high_watermark=log_.high_watermark, now_ms=now)
         partition.isr = tuple(image_partition.isr)
+        self._release_acks(partition, everyone=True)
         log.info("%s-%d: leader in epoch %d, ISR %s, high watermark %d", partition.topic,
                  partition.index, image_partition.leader_epoch, list(image_partition.isr),
                  log_.high_watermark)
@@ -85,7 +93,8 @@ class ReplicaManager:
     def _become_follower(self, partition, image_partition) -> None:
         partition.replica_state = None
         partition.isr = tuple(image_partition.isr)
-        partition.wake()     # acks=all waiters answer NOT_LEADER_OR_FOLLOWER; long polls re-check
+        self._release_acks(partition, everyone=True)   # they answer NOT_LEADER_OR_FOLLOWER
+        partition.wake()     # long polls re-check
         if self.fetchers is None:
             return
         if image_partition.leader >= 0 and image_partition.leader != self.node_id:
@@ -104,6 +113,7 @@ class ReplicaManager:
 
     def on_partition_removed(self, partition) -> None:
         partition.replica_state = None
+        self._release_acks(partition, everyone=True)
         if self.fetchers is not None:
             self.fetchers.remove(partition)
 
@@ -122,7 +132,22 @@ class ReplicaManager:
             return
         if state.advance_high_watermark(self.local_end(partition)):
             partition.log.set_high_watermark(state.high_watermark)
-        partition.wake()
+            self._release_acks(partition)
+            partition.wake()
+        else:
+            partition.wake_replicas()    # new records for the followers, nothing new for consumers
+
+    def _release_acks(self, partition, everyone: bool = False) -> None:
+        """Wake the acks=all waiters the high watermark now covers (all of them on a leadership or
+        ISR change: each re-checks its own outcome)."""
+        waiters = self._acks_waiters.get(partition)
+        if not waiters:
+            return
+        high_watermark = partition.log.high_watermark
+        while waiters and (everyone or waiters[0][0] <= high_watermark):
+            heapq.heappop(waiters)[2].set()
+        if not waiters:
+            del self._acks_waiters[partition]
 
     def on_local_append(self, partition) -> None:
         """Records were appended (and, if configured, flushed): the high watermark may move, and
@@ -144,7 +169,10 @@ class ReplicaManager:
         before = partition.log.high_watermark
         if state.advance_high_watermark(self.local_end(partition)):
             partition.log.set_high_watermark(state.high_watermark)
-        if partition.log.high_watermark != before or progress.log_start_offset != previous_start:
+        if partition.log.high_watermark != before:
+            self._release_acks(partition)
+            partition.wake()
+        elif progress.log_start_offset != previous_start:
             partition.wake()
         if replica_id not in state.isr and replica_id in state.caught_up():
             self._isr_check.set()     # a replica caught up: propose it into the ISR now
@@ -168,7 +196,8 @@ class ReplicaManager:
                         if codes[i] is None:
                             codes[i] = self._acks_outcome(partition, required)
                             if codes[i] is None:
-                                partition.waiters.add(event)   # woken by any change of it
+                                heapq.heappush(self._acks_waiters.setdefault(partition, []),
+                                               (required, next(self._seq), event))
                             else:
                                 waiting -= 1
                                 self.purgatory_size -= 1
@@ -178,8 +207,8 @@ class ReplicaManager:
                     with trio.move_on_after(remaining):
                         await event.wait()
                 finally:
-                    for partition, _ in waits:
-                        partition.waiters.discard(event)
+                    if not event.is_set():
+                        event.set()    # a stale heap entry: whoever pops it wakes nobody
         finally:
             self.purgatory_size -= waiting
         return [ErrorCode.REQUEST_TIMED_OUT if code is None else code for code in codes]
@@ -274,4 +303,5 @@ class ReplicaManager:
         if metrics is not None:
             (metrics.isr_shrink if shrank else metrics.isr_expand)()
         partition.isr = state.isr
+        self._release_acks(partition, everyone=True)   # a smaller ISR may fail them (min.insync)
         self._advance(partition)
