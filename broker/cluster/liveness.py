@@ -81,7 +81,9 @@ class BrokerLifecycle:
                      for l in broker.advertised_listeners()]
         rack = broker.config["broker.rack"]
         if self.multi_node:
-            features = [(name, 0, level) for name, level in sorted(broker.image.features.items())]
+            from broker.handlers.api_versions import SUPPORTED_FEATURES
+
+            features = [(name, low, high) for name, (low, high) in sorted(SUPPORTED_FEATURES.items())]
             epoch = await self.controller.register_broker(self.node_id, self.incarnation_id,
                                                           endpoints, rack=rack, features=features)
         else:

@@ -17,7 +17,8 @@ by a fenced, unregistered or shutting-down broker, every leader is in its ISR, t
 subset of the replicas without duplicates that holds such a broker only as its last, sole member,
 leader and partition epochs never go back, a new leader always comes with a new leader epoch and every
 change with a new partition epoch. After each calm period: a controller has committed in its term,
-every broker is registered and unfenced, and every partition with a live ISR member has a leader. At
+every controlled shutdown has completed, every broker is registered and unfenced, and every partition
+with a live ISR member has a leader. At
 the end every live node has applied the same committed log.
 """
 
@@ -357,6 +358,9 @@ class ClusterSimulation:
             raise InvariantViolation(f"calm since {started:.3f}: no active controller with its log "
                                      f"committed at {self.now:.3f}")
         image = leader.image
+        stuck = [b for b in self.brokers if self.nodes[b].up and self.nodes[b].shutting_down]
+        if stuck:
+            raise InvariantViolation(f"calm since {started:.3f}: controlled shutdown of {stuck} not done")
         for b in self.brokers:
             node, reg = self.nodes[b], image.brokers.get(b)
             if node.up and not node.shutting_down and (reg is None or reg.fenced):

@@ -14,12 +14,13 @@ import time
 import urllib.request
 import uuid
 
+import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from protocol import ErrorCode, messages as m
 
-from broker.testing_cluster import REPO_ROOT, call, free_port, running_cluster
+from broker.testing_cluster import REPO_ROOT, Cluster, call, free_port, running_cluster
 
 
 def _metrics(port: int) -> dict[str, float]:
@@ -85,6 +86,17 @@ def test_three_combined_nodes_are_one_cluster(tmp_path):
         for broker in cluster.brokers:
             listed = {(b.node_id, b.port) for b in cluster.metadata(broker).brokers}
             assert listed == {(n, cluster.nodes[n].port) for n in cluster.brokers}
+        # Every controller registered its listener (ControllerRegistration); an admin client
+        # bootstrapped with a controller finds them all (ApiVersions, DescribeCluster KIP-919).
+        controller_address = ("127.0.0.1", cluster.nodes[3].controller_port)
+        versions = call(controller_address, 18, 3, m.ApiVersionsRequest(
+            client_software_name="odradek-test", client_software_version="1"))
+        served = {v.api_key: (v.min_version, v.max_version) for v in versions.api_keys}
+        assert served[52] == (0, 2) and 55 in served and 60 in served and 62 in served
+        expected = {(c, cluster.nodes[c].controller_port) for c in cluster.controllers}
+        cluster.wait_until(lambda: {(b.broker_id, b.port) for b in call(
+            controller_address, 60, 1, m.DescribeClusterRequest(endpoint_type=2)).brokers}
+            == expected, 20, "every controller registered")
         # A topic created through node 2 is spread over all three and seen alike everywhere.
         topic = "spread"
         _create_topic(f"127.0.0.1:{cluster.nodes[2].port}", topic, 6)
@@ -112,8 +124,15 @@ def test_dedicated_controllers_and_observer_brokers(tmp_path):
     from kafka import KafkaConsumer, KafkaProducer, TopicPartition as KTopicPartition
     from kafka.admin import KafkaAdminClient, NewTopic as KNewTopic
 
-    with running_cluster(tmp_path, nodes=3, topology="split") as cluster:
+    # Broker 5 knows only KIP-853's bootstrap servers, not the voters: it asks them.
+    cluster = Cluster(tmp_path, nodes=3, topology="split")
+    bootstrap_servers = ",".join(f"127.0.0.1:{cluster.nodes[c].controller_port}"
+                                 for c in cluster.controllers)
+    cluster.nodes[5].settings.update({"controller.quorum.voters": "",
+                                      "controller.quorum.bootstrap.servers": bootstrap_servers})
+    with running_cluster(tmp_path, cluster=cluster) as cluster:
         assert cluster.brokers == [4, 5, 6] and cluster.controllers == [1, 2, 3]
+        assert "metadata quorum voters from 127.0.0.1:" in cluster.nodes[5].log()
         quorum = cluster.describe_quorum().topics[0].partitions[0]
         assert sorted(v.replica_id for v in quorum.current_voters) == [1, 2, 3]
         assert sorted(o.replica_id for o in quorum.observers) == [4, 5, 6]
@@ -143,6 +162,15 @@ def test_dedicated_controllers_and_observer_brokers(tmp_path):
                                        for n in (4, 5)), 10, "broker 6 gone from Metadata")
         session = int(cluster.nodes[4].settings["broker.session.timeout.ms"]) / 1000
         assert time.monotonic() - stopping_at < session
+        # Decommissioned: UnregisterBroker through a broker removes its registration for good.
+        answer = call(cluster.nodes[5].address, 64, 0, m.UnregisterBrokerRequest(broker_id=6))
+        assert answer.error_code == 0
+        cluster.wait_until(lambda: sorted(b.broker_id for b in call(
+            cluster.nodes[4].address, 60, 2, m.DescribeClusterRequest(
+                endpoint_type=1, include_fenced_brokers=True)).brokers) == [4, 5],
+            10, "broker 6 unregistered everywhere")
+        answer = call(cluster.nodes[5].address, 64, 0, m.UnregisterBrokerRequest(broker_id=6))
+        assert answer.error_code == ErrorCode.BROKER_ID_NOT_REGISTERED
 
 
 def test_killing_the_active_controller_elects_another(tmp_path):
@@ -169,9 +197,18 @@ def test_a_killed_broker_is_fenced_and_loses_its_partitions(tmp_path):
     metrics_ports = {c: free_port() for c in (1, 2, 3)}
     settings = {4: {"broker.rack": "r1"}, 5: {"broker.rack": "r2"}, 6: {"broker.rack": "r2"},
                 **{c: {"metrics.port": str(port)} for c, port in metrics_ports.items()}}
-    with running_cluster(tmp_path, nodes=3, topology="split", node_overrides=settings) as cluster:
+    cluster = Cluster(tmp_path, nodes=3, topology="split", node_overrides=settings)
+    # Broker 4 spells the voters' host differently: it still joins the controllers' cluster
+    # (a fresh broker takes the quorum's cluster id rather than deriving one).
+    cluster.nodes[4].settings["controller.quorum.voters"] = ",".join(
+        f"{c}@localhost:{cluster.nodes[c].controller_port}" for c in cluster.controllers)
+    with running_cluster(tmp_path, cluster=cluster) as cluster:
         _create_topic(cluster.bootstrap, "fragile", 6)
-        cluster.wait_until(lambda: len(_leaders(cluster, 4, "fragile")) == 6, 20, "the topic")
+        _create_topic(cluster.bootstrap, "sturdy", 3, replication=3)
+        cluster.wait_until(lambda: len(_leaders(cluster, 4, "fragile")) == 6
+                           and len(_leaders(cluster, 4, "sturdy")) == 3, 20, "the topics")
+        sturdy_before = {p.partition_index: p for p in
+                         cluster.metadata(4, ["sturdy"]).topics[0].partitions}
         victim = 6
         led = [p for p, b in _leaders(cluster, 4, "fragile").items() if b == victim]
         assert led, _leaders(cluster, 4, "fragile")
@@ -180,14 +217,23 @@ def test_a_killed_broker_is_fenced_and_loses_its_partitions(tmp_path):
         session = int(cluster.nodes[4].settings["broker.session.timeout.ms"]) / 1000
 
         def fenced_and_offline():
-            md = cluster.metadata(4, ["fragile"])
+            md = cluster.metadata(4, ["fragile", "sturdy"])
             listed = {b.node_id for b in md.brokers}
             parts = {p.partition_index: p for p in md.topics[0].partitions}
-            return victim not in listed and all(parts[p].leader_id == -1 for p in led)
+            sturdy = md.topics[1].partitions
+            # RF=1 partitions of the dead broker go offline; RF=3 ones get a new leader.
+            return (victim not in listed and all(parts[p].leader_id == -1 for p in led)
+                    and all(p.leader_id not in (victim, -1) and victim not in p.isr_nodes
+                            for p in sturdy))
         cluster.wait_until(fenced_and_offline, session + 10, "the dead broker fenced")
         elapsed = time.monotonic() - killed_at
         # The session timeout, plus the controller's check interval and the observers' fetch.
         assert elapsed < session + 2.5, f"fenced after {elapsed:.1f} s"
+        print(f"broker fenced, new leaders elected {elapsed:.2f} s after kill -9 "
+              f"(broker.session.timeout.ms {session:.0f} s)")
+        for p in cluster.metadata(4, ["sturdy"]).topics[0].partitions:
+            if sturdy_before[p.partition_index].leader_id == victim:
+                assert p.leader_epoch > sturdy_before[p.partition_index].leader_epoch
         # The admin tools show it: fenced with its rack, an observer, replicas and ISR.
         bootstrap = f"127.0.0.1:{cluster.nodes[4].port}"
         described = _admin(bootstrap, "cluster", "describe")
@@ -217,3 +263,60 @@ def test_a_killed_broker_is_fenced_and_loses_its_partitions(tmp_path):
         cluster.restart(victim)
         cluster.wait_until(lambda: all(_leaders(cluster, 4, "fragile")[p] == victim for p in led),
                            30, "the restarted broker leading again")
+
+
+@pytest.mark.slow
+def test_rolling_restart_of_every_node_loses_nothing(tmp_path):
+    """Every node restarted in turn (SIGTERM: controlled shutdown) while a producer and a consumer
+    run: no delivery error, every acknowledged record consumed once, in order per partition. With
+    RF=1 a restarting node's partitions wait for it (the clients retry), they do not move."""
+    import threading
+
+    with running_cluster(tmp_path, nodes=3) as cluster:
+        topic, partitions = "rolling", 6
+        _create_topic(cluster.bootstrap, topic, partitions)
+        stop = threading.Event()
+        acked, errors = {p: [] for p in range(partitions)}, []
+
+        def on_delivery(error, message):
+            if error is not None:
+                errors.append(error)
+            else:
+                acked[message.partition()].append(message.value())
+
+        def produce():
+            producer = Producer({"bootstrap.servers": cluster.bootstrap, "linger.ms": 5,
+                                 "enable.idempotence": True})
+            i = 0
+            while not stop.is_set():
+                producer.produce(topic, b"%08d" % i, partition=i % partitions,
+                                 on_delivery=on_delivery)
+                producer.poll(0)
+                i += 1
+                time.sleep(0.005)
+            assert producer.flush(120) == 0
+        producing = threading.Thread(target=produce)
+        producing.start()
+        try:
+            for node in cluster.brokers:
+                time.sleep(1)
+                cluster.restart(node)
+                cluster.wait_formed(60)
+            time.sleep(1)
+        finally:
+            stop.set()
+            producing.join(150)
+        assert not errors, errors[:5]
+        total = sum(len(v) for v in acked.values())
+        assert total > 100
+        consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "rolling",
+                             "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        got = {p: [] for p in range(partitions)}
+        deadline = time.monotonic() + 60
+        while sum(len(v) for v in got.values()) < total and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and not message.error():
+                got[message.partition()].append(message.value())
+        consumer.close()
+        assert got == acked
