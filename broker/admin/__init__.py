@@ -13,6 +13,7 @@ against Apache Kafka and other Kafka-compatible brokers as well as Odradek.
     odradek cluster describe|api-versions / odradek quorum describe
     odradek users scram set|delete|describe
     odradek acls create|list|delete   (kafka-acls' options: --allow-principal, --topic, ...)
+    odradek reassign --reassignment-json-file PLAN --execute|--verify|--cancel
 
 Every command takes ``--bootstrap-server`` (``-b``), ``--json``, ``--timeout`` and ``--command-config``
 (Kafka client properties: TLS, SASL); prints tables
@@ -29,10 +30,12 @@ from __future__ import annotations
 
 import argparse
 
-from broker.admin import acls, cluster, configs, console, groups, offsets, quotas, topics, users
+from broker.admin import (
+    acls, cluster, configs, console, groups, offsets, quotas, reassign, topics, users,
+)
 from broker.admin.common import common_options
 
-_MODULES = (topics, groups, configs, quotas, offsets, console, cluster, users, acls)
+_MODULES = (topics, groups, configs, quotas, offsets, console, cluster, users, acls, reassign)
 
 
 def register(subparsers) -> None:

@@ -35,6 +35,7 @@ MODULES = (
     "acls",            # CreateAcls, DescribeAcls, DeleteAcls (broker.security)
     "sasl",            # SaslHandshake, SaslAuthenticate (broker.security)
     "scram_credentials",
+    "reassignments",   # AlterPartitionReassignments, ListPartitionReassignments (the controller's)
 )
 
 
