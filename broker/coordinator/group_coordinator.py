@@ -632,11 +632,34 @@ class GroupCoordinator(OffsetsMixin):
         group.state = S.STABLE if group.members else S.EMPTY
         group.previous_state = group.state
 
-    def loaded(self) -> None:
-        """After replay: loaded members must heartbeat within their session timeout or be removed."""
-        for group in self.groups.values():
+    def loaded(self, group_ids: Optional[Iterable[str]] = None) -> None:
+        """After replay (of every group, or of `group_ids`): loaded members must heartbeat within
+        their session timeout or be removed."""
+        wanted = self.groups.values() if group_ids is None else \
+            [self.groups[g] for g in group_ids if g in self.groups]
+        for group in wanted:
             for member in group.members.values():
                 self._schedule_heartbeat(group, member.member_id, member.session_timeout_ms)
+
+    def unload(self, group_ids: Iterable[str]) -> None:
+        """This broker stopped coordinating these groups (their offsets partition moved): forget them,
+        answering their waiting joins and syncs with NOT_COORDINATOR so the members look again."""
+        for group_id in list(group_ids):
+            group = self.groups.pop(group_id, None)
+            if group is None:
+                continue
+            for key in (("join", group_id), ("sync", group_id)):
+                self.timers.cancel(key)
+            for member_id in list(group.members) + list(group.pending_members):
+                self.timers.cancel(("heartbeat", group_id, member_id))
+            for member in group.members.values():
+                waiting_join, waiting_sync = member.awaiting_join, member.awaiting_sync
+                member.awaiting_join = member.awaiting_sync = None
+                if waiting_join is not None:
+                    waiting_join.complete(JoinResult(E.NOT_COORDINATOR, member.member_id))
+                if waiting_sync is not None:
+                    waiting_sync.complete(SyncResult(E.NOT_COORDINATOR))
+            group.state = S.DEAD
 
 
 @dataclass

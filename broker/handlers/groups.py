@@ -11,7 +11,7 @@ import trio
 from protocol import ErrorCode, messages
 
 from broker.coordinator.group_coordinator import OffsetCommitItem
-from broker.coordinator.service import OFFSETS_TOPIC, TRANSACTION_TOPIC, CoordinatorService
+from broker.coordinator.service import OFFSETS_TOPIC, TRANSACTION_TOPIC, CoordinatorError, CoordinatorService
 from broker.handlers.common import DELETE, DESCRIBE, OPERATIONS_NOT_REQUESTED, READ
 
 E = ErrorCode
@@ -48,26 +48,29 @@ async def find_coordinator(ctx, header, body):
 
 
 async def _locate(ctx, service, key_type, key):
-    """(error, message, node id, host, port) of the coordinator for a key."""
+    """(error, message, node id, host, port) of the coordinator for a key: the leader of its
+    internal-topic partition in the metadata image (any broker, not only this one), as Kafka answers."""
     if key_type == GROUP_KEY:
         topic, partition = OFFSETS_TOPIC, service.offsets_partition(key or "")
-        code = await service.group_coordinator_error(key or "")
     elif key_type == TRANSACTION_KEY:
         if not key:
             return E.INVALID_REQUEST, "transactional id must not be empty", -1, "", -1
         topic, partition = TRANSACTION_TOPIC, service.txn_partition(key)
-        code = await service.txn_coordinator_error(key)
     else:
         return E.INVALID_REQUEST, f"unsupported coordinator key type {key_type}", -1, "", -1
-    if code is not E.NONE:
-        return code, code.name, -1, "", -1
+    try:
+        await service.ensure_topic(topic)
+    except CoordinatorError as exc:
+        return exc.code, exc.code.name, -1, "", -1
     image = ctx.broker.image
-    leader = image.topics[topic].partitions[partition].leader
+    part = image.partition(topic, partition)
+    leader = -1 if part is None else part.leader
     broker = image.brokers.get(leader)
-    endpoint = None if broker is None else next(
+    endpoint = None if broker is None or broker.fenced else next(
         (e for e in broker.endpoints if e.name == ctx.connection.listener_name), None)
     if endpoint is None:
-        return E.COORDINATOR_NOT_AVAILABLE, "no endpoint for this listener", -1, "", -1
+        code = E.COORDINATOR_NOT_AVAILABLE
+        return code, code.name, -1, "", -1
     return E.NONE, None, leader, endpoint.host, endpoint.port
 
 

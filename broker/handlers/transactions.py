@@ -1,5 +1,5 @@
 """Producer-id and transaction APIs: InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn,
-TxnOffsetCommit, EndTxn, DescribeProducers, DescribeTransactions, ListTransactions.
+TxnOffsetCommit, EndTxn, WriteTxnMarkers, DescribeProducers, DescribeTransactions, ListTransactions.
 
 Thin translations between wire bodies and `broker.coordinator`'s cores. Versions are those of
 transaction protocol version 1 (the broker does not advertise `transaction.version` 2, so clients
@@ -8,10 +8,16 @@ never need EndTxn v5's per-transaction epoch bumps).
 
 from __future__ import annotations
 
+import time
+
+import trio
+
 from protocol import ErrorCode, messages
 
 from broker.coordinator.group_coordinator import OffsetCommitItem
-from broker.coordinator.service import CoordinatorError, CoordinatorService
+from broker.coordinator.markers import Marker, append_markers
+from broker.coordinator.service import OFFSETS_TOPIC, TRANSACTION_TOPIC, CoordinatorError, CoordinatorService
+from broker.coordinator.verification import verify_with_coordinator
 
 E = ErrorCode
 
@@ -119,7 +125,8 @@ async def txn_offset_commit(ctx, header, body):
     service = await CoordinatorService.of(ctx.broker)
     code = await service.group_coordinator_error(body.group_id)
     if code is E.NONE:
-        code = _check_producer(service, body.transactional_id, body.producer_id, body.producer_epoch)
+        code = await _check_producer(service, body.transactional_id, body.producer_id, body.producer_epoch,
+                                     body.group_id)
     image = ctx.broker.image
     errors: dict[tuple[str, int], ErrorCode] = {}
     items = []
@@ -151,17 +158,35 @@ async def txn_offset_commit(ctx, header, body):
     return Response(topics=[Response.TxnOffsetCommitResponseTopic(name=n, partitions=ps) for n, ps in topics.items()])
 
 
-def _check_producer(service, transactional_id, producer_id, producer_epoch) -> ErrorCode:
+async def _check_producer(service, transactional_id, producer_id, producer_epoch, group_id) -> ErrorCode:
     """The offsets must belong to the transaction's current producer, and AddOffsetsToTxn came first.
 
-    Kafka gets this from the producer state of the offsets partition; one node sees the transaction
-    coordinator's state directly."""
-    txn = service.txns.txns.get(transactional_id)
-    if txn is None or txn.producer_id != producer_id:
-        return E.INVALID_PRODUCER_ID_MAPPING
-    if producer_epoch != txn.producer_epoch:
-        return E.PRODUCER_FENCED
-    return E.NONE
+    A transaction coordinated here is checked directly; one coordinated by another broker is asked
+    whether the group's offsets partition is in the transaction (KIP-890's AddPartitionsToTxn verify),
+    its answer translated as Kafka translates it for TxnOffsetCommit."""
+    if service.coordinator_error(TRANSACTION_TOPIC, service.txn_partition(transactional_id)) is E.NONE:
+        txn = service.txns.txns.get(transactional_id)
+        if txn is None or txn.producer_id != producer_id:
+            return E.INVALID_PRODUCER_ID_MAPPING
+        if producer_epoch != txn.producer_epoch:
+            return E.PRODUCER_FENCED
+        return E.NONE
+    offsets_partition = (OFFSETS_TOPIC, service.offsets_partition(group_id))
+    code = (await verify_with_coordinator(service, transactional_id, producer_id, producer_epoch,
+                                          [offsets_partition]))[offsets_partition]
+    return _VERIFY_TO_TXN_OFFSET_COMMIT.get(code, code)
+
+
+# Kafka's translation of a failed verification for TxnOffsetCommit (retriable ones stay retriable
+# without sending the client to look for a transaction coordinator it does not talk to here).
+_VERIFY_TO_TXN_OFFSET_COMMIT = {
+    E.NETWORK_EXCEPTION: E.COORDINATOR_LOAD_IN_PROGRESS,
+    E.NOT_COORDINATOR: E.COORDINATOR_NOT_AVAILABLE,
+    E.COORDINATOR_LOAD_IN_PROGRESS: E.COORDINATOR_NOT_AVAILABLE,
+    E.CONCURRENT_TRANSACTIONS: E.COORDINATOR_NOT_AVAILABLE,
+    E.TRANSACTION_ABORTABLE: E.INVALID_TXN_STATE,
+    E.PRODUCER_FENCED: E.INVALID_PRODUCER_EPOCH,
+}
 
 
 # ---- EndTxn (26) --------------------------------------------------------------------------------------
@@ -172,6 +197,27 @@ async def end_txn(ctx, header, body):
         code = service.txns.end_txn(body.transactional_id, body.producer_id, body.producer_epoch, body.committed)
         await service.settle()
     return messages.EndTxnResponse(error_code=_fenced(code, header.api_version, 2))
+
+
+# ---- WriteTxnMarkers (27) ----------------------------------------------------------------------------
+async def write_txn_markers(ctx, header, body):
+    """A transaction coordinator (on any broker) asks this partition leader to close transactions."""
+    Response = messages.WriteTxnMarkersResponse
+    markers = [Marker(m.producer_id, m.producer_epoch, m.transaction_result, m.coordinator_epoch,
+                      tuple((t.name, index) for t in m.topics for index in t.partition_indexes))
+               for m in body.markers]
+    # once a marker is in the log it must become visible even if the coordinator hangs up meanwhile
+    with trio.CancelScope(shield=True):
+        results = await append_markers(ctx.broker, markers, now_ms=int(time.time() * 1000))
+    out = []
+    for marker, requested, per in zip(body.markers, markers, results):
+        by_topic: dict[str, list] = {}
+        for topic, index in requested.partitions:
+            by_topic.setdefault(topic, []).append(Response.WritableTxnMarkerPartitionResult(
+                partition_index=index, error_code=per[(topic, index)]))
+        out.append(Response.WritableTxnMarkerResult(producer_id=marker.producer_id, topics=[
+            Response.WritableTxnMarkerTopicResult(name=name, partitions=parts) for name, parts in by_topic.items()]))
+    return Response(markers=out)
 
 
 # ---- DescribeProducers (61) ----------------------------------------------------------------------------
@@ -239,6 +285,7 @@ HANDLERS = {
     24: (0, 5, add_partitions_to_txn),
     25: (0, 4, add_offsets_to_txn),
     26: (0, 4, end_txn),
+    27: (0, 1, write_txn_markers),
     28: (0, 4, txn_offset_commit),
     61: (0, 0, describe_producers),
     65: (0, 0, describe_transactions),
