@@ -110,7 +110,11 @@ async def add_offsets_to_txn(ctx, header, body):
     service = await CoordinatorService.of(ctx.broker)
     code = await service.txn_coordinator_error(body.transactional_id)
     if code is E.NONE:
-        code = await service.group_coordinator_error(body.group_id)  # its offsets partition must exist
+        # the group's offsets partition joins the transaction, wherever its group coordinator is
+        try:
+            await service.ensure_topic(OFFSETS_TOPIC)
+        except CoordinatorError as exc:
+            code = exc.code
         if code is E.NONE:
             code = service.txns.add_offsets(body.transactional_id, body.producer_id, body.producer_epoch,
                                             body.group_id)

@@ -1,0 +1,116 @@
+"""Transactions whose coordinator and partitions live on different brokers.
+
+Two in-process brokers, each its own one-node metadata quorum, are given crossed metadata: broker 1
+(A) coordinates the transactional id and knows topic `w` and `__consumer_offsets` as led by broker 2
+(B); B leads them and knows `__transaction_state` as led by A. So everything crosses the network as
+in a cluster: Produce on B is verified with A (AddPartitionsToTxn verify-only), TxnOffsetCommit on
+B is verified with A, and A writes the commit/abort markers on B with WriteTxnMarkers.
+"""
+
+import time
+import uuid
+
+import confluent_kafka as ck
+import pytest
+import trio
+
+from broker.controller.controller import CreateTopicSpec
+from broker.testing import serving_broker
+
+COMMON = {"offsets.topic.num.partitions": "1", "transaction.state.log.num.partitions": "1",
+          "broker.session.timeout.ms": "600000"}   # the stand-in of the other broker never heartbeats
+
+
+async def know(broker, node_id: int, port: int) -> None:
+    """Register another broker (as in a cluster) in this broker's own metadata."""
+    controller = broker.controller
+    epoch = await controller.register_broker(node_id, uuid.uuid4(), [("PLAINTEXT", "127.0.0.1", port, 0)])
+    await controller.heartbeat(node_id, epoch, broker.image.offset)
+
+
+async def create(broker, name, assignments, configs=None):
+    [result] = await broker.controller.create_topics([CreateTopicSpec(name, assignments=assignments,
+                                                                      configs=configs or {})])
+    assert result.error_code == 0, result.error_message
+
+
+def recording(request, log):
+    async def wrapper(node_id, api_key, version, body, **kw):
+        log.append((node_id, api_key))
+        return await request(node_id, api_key, version, body, **kw)
+    return wrapper
+
+
+def consume(bootstrap, isolation, expect, timeout=30.0):
+    c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": f"r-{time.time()}", "enable.auto.commit": False,
+                     "isolation.level": isolation, "auto.offset.reset": "earliest"})
+    c.assign([ck.TopicPartition("w", p, ck.OFFSET_BEGINNING) for p in range(2)])
+    values, deadline, quiet = [], time.time() + timeout, None
+    while time.time() < deadline:
+        m = c.poll(0.1)
+        if m is None:
+            if len(values) >= expect:
+                quiet = quiet or time.time()
+                if time.time() - quiet > 1.0:
+                    break
+            continue
+        if not m.error():
+            values.append(m.value())
+            quiet = None
+    c.close()
+    return values
+
+
+def run_transactions(bootstrap_a, bootstrap_b):
+    p = ck.Producer({"bootstrap.servers": bootstrap_a, "transactional.id": "cross-1", "linger.ms": 5})
+    p.init_transactions(30)
+    p.begin_transaction()
+    for i in range(10):
+        p.produce("w", value=b"c%d" % i, partition=i % 2)
+    p.send_offsets_to_transaction([ck.TopicPartition("w", 0, 5)], ck.Consumer(
+        {"bootstrap.servers": bootstrap_a, "group.id": "cross-group"}).consumer_group_metadata(), 30)
+    p.commit_transaction(30)
+    p.begin_transaction()
+    for i in range(10):
+        p.produce("w", value=b"a%d" % i, partition=i % 2)
+    p.flush(30)
+    p.abort_transaction(30)
+    committed = consume(bootstrap_b, "read_committed", 10)
+    everything = consume(bootstrap_b, "read_uncommitted", 20)
+    c = ck.Consumer({"bootstrap.servers": bootstrap_a, "group.id": "cross-group"})
+    [offset] = c.committed([ck.TopicPartition("w", 0)], timeout=30)
+    c.close()
+    return committed, everything, offset.offset
+
+
+@pytest.mark.timeout(120)
+async def test_markers_verification_and_offsets_cross_brokers(tmp_path):
+    async with serving_broker(tmp_path / "a", {"node.id": "1", **COMMON}) as a, \
+            serving_broker(tmp_path / "b", {"node.id": "2", **COMMON}) as b:
+        A, B = a.broker, b.broker
+        await know(A, 2, b.port)
+        await know(B, 1, a.port)
+        await create(B, "w", {0: [2], 1: [2]})
+        await create(A, "w", {0: [2], 1: [2]})
+        await create(B, "__transaction_state", {0: [1]}, {"cleanup.policy": "compact"})
+        await create(A, "__consumer_offsets", {0: [2]}, {"cleanup.policy": "compact"})
+        await create(B, "__consumer_offsets", {0: [2]}, {"cleanup.policy": "compact"})
+        sent = {1: [], 2: []}
+        for node, broker in ((1, A), (2, B)):
+            client = broker.coordinators["service"].peer_client()
+            client.request = recording(client.request, sent[node])
+        committed, everything, offset = await trio.to_thread.run_sync(run_transactions, a.bootstrap, b.bootstrap)
+        assert sorted(committed) == sorted(b"c%d" % i for i in range(10))
+        assert len(everything) == 20
+        assert offset == 5                                     # TxnOffsetCommit on B, committed by A's marker
+        txns = A.coordinators["transaction"]
+        assert txns.describe("cross-1").state == "CompleteAbort"
+        # the markers are on B, carrying A's coordinator epoch; A wrote none itself
+        assert A.partitions.get("w", 0) is None
+        for index in (0, 1):
+            log = B.partitions.get("w", index).log
+            assert log.last_stable_offset == log.log_end_offset
+        # A sent markers (27) to B only; B verified produce and TxnOffsetCommit with A (24)
+        assert {(dest, key) for dest, key in sent[1]} == {(2, 27)}
+        assert sent[1].count((2, 27)) >= 2                     # commit and abort
+        assert {(dest, key) for dest, key in sent[2]} == {(1, 24)}
