@@ -16,6 +16,7 @@ import trio
 
 from broker.controller.controller import CreateTopicSpec
 from broker.testing import serving_broker
+from protocol import ErrorCode
 
 COMMON = {"offsets.topic.num.partitions": "1", "transaction.state.log.num.partitions": "1",
           "broker.session.timeout.ms": "600000"}   # the stand-in of the other broker never heartbeats
@@ -26,6 +27,7 @@ async def know(broker, node_id: int, port: int) -> None:
     controller = broker.controller
     epoch = await controller.register_broker(node_id, uuid.uuid4(), [("PLAINTEXT", "127.0.0.1", port, 0)])
     await controller.heartbeat(node_id, epoch, broker.image.offset)
+    return epoch
 
 
 async def create(broker, name, assignments, configs=None):
@@ -114,3 +116,40 @@ async def test_markers_verification_and_offsets_cross_brokers(tmp_path):
         assert {(dest, key) for dest, key in sent[1]} == {(2, 27)}
         assert sent[1].count((2, 27)) >= 2                     # commit and abort
         assert {(dest, key) for dest, key in sent[2]} == {(1, 24)}
+
+
+@pytest.mark.timeout(60)
+async def test_markers_retry_on_not_leader_and_complete_only_when_all_are_written(tmp_path):
+    async with serving_broker(tmp_path / "a", {"node.id": "1", **COMMON}) as a, \
+            serving_broker(tmp_path / "b", {"node.id": "2", **COMMON}) as b:
+        A, B = a.broker, b.broker
+        epoch_of_2 = await know(A, 2, b.port)
+        await know(B, 1, a.port)
+        await create(A, "w", {0: [2, 1]})             # A: w-0 led by B (A follows)
+        await create(A, "v", {0: [1]})                # and v-0 led by A
+        await create(B, "w", {0: [1, 2]})             # B: follows w-0, so it answers NOT_LEADER_OR_FOLLOWER
+        service = A.coordinators["service"]
+        assert await service.txn_coordinator_error("r-1") is ErrorCode.NONE
+        await service.producer_ids.ensure()
+        txns = A.coordinators["transaction"]
+        init = txns.init_producer_id("r-1", 60_000)
+        assert txns.add_partitions("r-1", init.producer_id, init.producer_epoch, [("w", 0), ("v", 0)]) is ErrorCode.NONE
+        assert txns.end_txn("r-1", init.producer_id, init.producer_epoch, commit=True) is ErrorCode.NONE
+        await service.settle()
+        local = A.partitions.get("v", 0).log
+        with trio.fail_after(10):
+            while local.log_end_offset < 1:
+                await trio.sleep(0.02)
+        await trio.sleep(0.5)                          # several rounds of refusals from B
+        assert txns.describe("r-1").state == "PrepareCommit"
+        assert local.log_end_offset == 1               # the local marker went in once, not per round
+        assert A.partitions.get("w", 0).log.log_end_offset == 0
+        # B is fenced in A's metadata: w-0's leadership moves to A, and the next round writes there
+        await A.controller.heartbeat(2, epoch_of_2, A.image.offset, want_fence=True)
+        assert A.image.partition("w", 0).leader == 1
+        with trio.fail_after(10):
+            while txns.describe("r-1").state != "CompleteCommit":
+                await trio.sleep(0.02)
+        moved = A.partitions.get("w", 0).log
+        assert moved.log_end_offset == 1 and local.log_end_offset == 1
+        assert B.partitions.get("w", 0).log.log_end_offset == 0

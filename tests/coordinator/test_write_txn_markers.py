@@ -24,7 +24,10 @@ def client(tmp_path):
 def begin(client, partition, producer_id, epoch=0, seq=0, values=(b"a", b"b")):
     records = batch(list(values), producer_id=producer_id, producer_epoch=epoch, base_sequence=seq,
                     transactional=True)
-    answer = client.produce("w", partition, records)
+    P = m.ProduceRequest
+    body = P(transactional_id=f"elsewhere-{producer_id}", acks=-1, timeout_ms=5000, topic_data=[
+        P.TopicProduceData(name="w", partition_data=[P.PartitionProduceData(index=partition, records=records)])])
+    answer = client.request(0, 9, body).responses[0].partition_responses[0]
     assert answer.error_code == 0
     return answer.base_offset
 
