@@ -15,7 +15,6 @@ import logging
 import os
 import signal
 import time
-import uuid
 from typing import Callable
 
 import trio
@@ -34,6 +33,7 @@ log = logging.getLogger("odradek.server")
 
 SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 SHUTDOWN_GRACE_SECONDS = 10.0
+CONTROLLED_SHUTDOWN_SECONDS = 10.0    # at most this long waiting for the controller's release
 TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
 # accept(2) errors that mean "overloaded, try again shortly" rather than a broken listener
 _ACCEPT_CAPACITY_ERRNOS = {errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS}
@@ -49,6 +49,7 @@ class Broker:
         self.logs = None
         self.partitions: PartitionManager | None = None
         self.broker_epoch = -1
+        self.lifecycle = None           # registration and heartbeats (broker.cluster.liveness)
         self.metrics_port: int | None = None
         self.metrics = BrokerMetrics(config.node_id)
         self.health = Health(metrics=self.metrics)
@@ -164,30 +165,33 @@ class Broker:
         broker = cls(config)
         with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
             async with trio.open_nursery() as nursery:
-                await nursery.start(broker.serve)
-                if announce is not None:
-                    announce(broker)
+                started = False
 
                 async def wait_for_signal():
                     async for signum in signals:
                         log.info("received %s, shutting down", signal.Signals(signum).name)
                         broker.request_shutdown()
+                        if not started:      # still waiting for the quorum: nothing to drain
+                            nursery.cancel_scope.cancel()
                         return
                 nursery.start_soon(wait_for_signal)
+                await nursery.start(broker.serve)
+                started = True
+                if announce is not None:
+                    announce(broker)
                 await broker._shutdown.wait()
                 nursery.cancel_scope.cancel()  # the signal watcher; serve() already returned
 
     async def serve(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
-        from broker.controller.controller import Controller
+        from broker.cluster.metadata import open_metadata
 
         config = self.config
         opening = time.monotonic()
         self.logs = await self.run_blocking(self._open_storage)
         self.metrics.set_recovery_duration(time.monotonic() - opening)
         try:
-            async with Controller.open(_metadata_dir(config), node_id=self.node_id,
-                                       settings=self._controller_settings(),
-                                       config_validator=self.validate_config) as controller:
+            async with open_metadata(config, _metadata_dir(config), self._controller_settings(),
+                                     self.validate_config) as controller:
                 self.controller = controller
                 await self._follow_metadata()
                 async with trio.open_nursery() as nursery:
@@ -197,6 +201,8 @@ class Broker:
                         task_status.started(self)
                         await self._shutdown.wait()
                         self.health.begin_shutdown()
+                        if config.multi_node and self.lifecycle is not None:
+                            await self.lifecycle.controlled_shutdown(CONTROLLED_SHUTDOWN_SECONDS)
                         await self._drain()
                         connections.cancel_scope.cancel()
                     nursery.cancel_scope.cancel()
@@ -216,14 +222,9 @@ class Broker:
         return LogManager(self.config.log_dirs, self.config.topic_defaults())
 
     def _controller_settings(self):
-        from broker.controller.controller import ControllerSettings
+        from broker.cluster.metadata import controller_settings
 
-        config = self.config
-        return ControllerSettings(
-            num_partitions=config["num.partitions"],
-            default_replication_factor=config["default.replication.factor"],
-            delete_topic_enable=config["delete.topic.enable"],
-            broker_session_timeout_ms=config["broker.session.timeout.ms"])
+        return controller_settings(self.config)
 
     async def _follow_metadata(self) -> None:
         """Dynamic configs from the metadata log, then the partition logs the image places here."""
@@ -339,21 +340,11 @@ class Broker:
             self._slot_freed = trio.Event()
 
     async def _register(self, nursery: trio.Nursery) -> None:
-        endpoints = [(l.name, l.host, l.port, SECURITY_PROTOCOL_IDS[l.security_protocol])
-                     for l in self.advertised_listeners()]
-        self.broker_epoch = await self.controller.register_broker(
-            self.node_id, uuid.uuid4(), endpoints, rack=self.config["broker.rack"])
-        await self.controller.heartbeat(self.node_id, self.broker_epoch, self.image.offset)
-        nursery.start_soon(self._heartbeat_loop)
+        from broker.cluster.liveness import BrokerLifecycle
 
-    async def _heartbeat_loop(self) -> None:
-        interval = self.config["broker.heartbeat.interval.ms"] / 1000
-        while True:
-            await trio.sleep(interval)
-            try:
-                await self.controller.heartbeat(self.node_id, self.broker_epoch, self.image.offset)
-            except Exception:
-                log.exception("broker heartbeat failed")
+        self.lifecycle = BrokerLifecycle(self)
+        await self.lifecycle.register()
+        nursery.start_soon(self.lifecycle.heartbeat_loop)
 
     async def _drain(self) -> None:
         """Stop accepting, let in-flight requests finish (long polls return early), then return."""

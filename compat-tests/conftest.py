@@ -23,6 +23,7 @@ from odradek_compat import brokers  # noqa: E402
 from odradek_compat.clients import CLIENTS, Unsupported, make_client, unavailable  # noqa: E402
 from odradek_compat.known_failures import KNOWN_FAILURES  # noqa: E402
 from odradek_compat.report import MatrixReport  # noqa: E402
+from odradek_compat import spark as spark_support  # noqa: E402
 
 
 def pytest_configure(config):
@@ -106,6 +107,17 @@ def helper(broker):
     c = make_client("confluent-kafka", broker["bootstrap"])
     yield c
     c.close()
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One SparkSession with the Kafka connector for every Spark test (its JVM start-up is the cost)."""
+    reason = spark_support.missing()
+    if reason:
+        pytest.skip(reason)
+    session = spark_support.start_session()
+    yield session
+    session.stop()
 
 
 @pytest.fixture

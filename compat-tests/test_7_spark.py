@@ -3,72 +3,22 @@
 Needs pyspark (the optional extra `spark`) and the connector jars, which no reachable registry carries:
 SPARK_KAFKA_JARS names a directory holding spark-sql-kafka-0-10, spark-token-provider-kafka-0-10,
 kafka-clients and commons-pool2 jars matching the installed pyspark. Without them every test skips
-with that reason. One SparkSession serves all tests (its JVM start-up is the cost).
+with that reason. One SparkSession (the `spark` fixture in conftest.py) serves every Spark test: its JVM
+start-up is the cost. Streaming cases are in test_7_spark_streaming.py.
 """
 
-import glob
 import json
-import os
 import time
 
 import pytest
 
 from odradek_compat.checks import Step
 from odradek_compat.records import Rec
+from odradek_compat.spark import SparkName, read_batch, rows
 from odradek_compat.topics import create_topic
 
 SCENARIO = "7 spark"
 pytestmark = pytest.mark.parametrize("client", ["spark"])
-
-
-class SparkName:
-    name = "spark"
-
-
-def _missing() -> str | None:
-    jars_dir = os.environ.get("SPARK_KAFKA_JARS")
-    if not jars_dir:
-        return "SPARK_KAFKA_JARS is not set (a directory with the spark-sql-kafka-0-10 connector jars)"
-    try:
-        import pyspark
-    except ImportError:
-        return "pyspark is not installed (pip install -e '.[spark]')"
-    connectors = glob.glob(os.path.join(jars_dir, "spark-sql-kafka-0-10*.jar"))
-    if not connectors:
-        return f"no spark-sql-kafka-0-10 jar in SPARK_KAFKA_JARS={jars_dir}"
-    # spark-sql-kafka-0-10_<scala>-<spark version>.jar must match the installed pyspark exactly
-    if not any(os.path.basename(j).endswith(f"-{pyspark.__version__}.jar") for j in connectors):
-        pytest.fail(f"connector {[os.path.basename(j) for j in connectors]} does not match "
-                    f"pyspark {pyspark.__version__}: keep them in lockstep")
-    return None
-
-
-@pytest.fixture(scope="session")
-def spark():
-    reason = _missing()
-    if reason:
-        pytest.skip(reason)
-    from pyspark.sql import SparkSession
-    jars = sorted(glob.glob(os.path.join(os.environ["SPARK_KAFKA_JARS"], "*.jar")))
-    session = (SparkSession.builder.master("local[2]").appName("odradek-compat")
-               .config("spark.jars", ",".join(jars))
-               .config("spark.sql.shuffle.partitions", "2")
-               .config("spark.ui.enabled", "false")
-               .getOrCreate())
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
-
-
-def read_batch(spark, bootstrap, **options):
-    reader = spark.read.format("kafka").option("kafka.bootstrap.servers", bootstrap)
-    for key, value in options.items():
-        reader = reader.option(key, value)
-    return reader.load()
-
-
-def rows(df, *columns):
-    return sorted(tuple(r[c] for c in columns) for r in df.select(*columns).collect())
 
 
 def test_batch_write_then_read(spark, broker, helper, names, client):

@@ -8,6 +8,7 @@ from typing import Any, Iterable, Mapping
 from .broker_catalog import BROKER_CONFIGS, BROKER_PREFIXES
 from .listeners import Listener, parse_listeners, _parse_protocol_map
 from .properties import parse_properties
+from .quorum import BOOTSTRAP, VOTERS, check_quorum_settings, parse_bootstrap_servers, parse_voters
 from .topic_catalog import TOPIC_CONFIGS, Synonym
 from .values import ConfigError, ConfigSource, DescribedConfig, parse_checked, render
 
@@ -98,7 +99,7 @@ class BrokerConfig:
             if listener.security_protocol != "PLAINTEXT":
                 raise ConfigError(f"listener {listener.name}: security protocol "
                                   f"{listener.security_protocol} is not supported yet", "listeners")
-        if not self.client_listeners:
+        if "broker" in self.roles and not self.client_listeners:
             raise ConfigError("no client listener configured (listeners)", "listeners")
         advertised = parse_listeners(self.get("advertised.listeners"), protocol_map,
                                      "advertised.listeners")
@@ -107,6 +108,7 @@ class BrokerConfig:
             if listener.name not in names:
                 raise ConfigError(f"advertised listener {listener.name} is not in listeners",
                                   "advertised.listeners")
+        check_quorum_settings(self)
 
     # ---- plain access
     def get(self, name: str) -> Any:
@@ -191,6 +193,26 @@ class BrokerConfig:
     def controller_listener_names(self) -> list[str]:
         names = self.get("controller.listener.names")
         return [n.strip().upper() for n in names.split(",")] if names else []
+
+    @property
+    def quorum_voters(self) -> dict[int, tuple[str, int]]:
+        """controller.quorum.voters as {id: (host, port)}; {} when not set."""
+        return parse_voters(self.get(VOTERS))
+
+    @property
+    def quorum_bootstrap_servers(self) -> list[tuple[str, int]]:
+        return parse_bootstrap_servers(self.get(BOOTSTRAP))
+
+    @property
+    def multi_node(self) -> bool:
+        """Whether this node joins a quorum over the network (else: a quorum of one)."""
+        return bool(self.get(VOTERS) or self.get(BOOTSTRAP))
+
+    @property
+    def controller_listener(self) -> Listener | None:
+        """The listener this node's controller serves (the first of controller.listener.names)."""
+        names = self.controller_listener_names
+        return next((l for l in self.listeners if names and l.name == names[0]), None)
 
     @property
     def client_listeners(self) -> list[Listener]:

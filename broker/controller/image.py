@@ -182,6 +182,16 @@ class _Builder:
     def _UnfenceBrokerRecord(self, rec) -> None:
         self._set_fenced(rec.id, rec.epoch, False)
 
+    def _BrokerRegistrationChangeRecord(self, rec) -> None:
+        # fenced: 1 fence, -1 unfence, 0 no change; in_controlled_shutdown: 1 enter, 0 no change.
+        if rec.fenced:
+            self._set_fenced(rec.broker_id, rec.broker_epoch, rec.fenced == 1)
+        if rec.in_controlled_shutdown:
+            broker = self.brokers.get(rec.broker_id)
+            if broker is None or broker.epoch != rec.broker_epoch:
+                raise ImageError(f"controlled shutdown of unknown broker {rec.broker_id} epoch {rec.broker_epoch}")
+            self.brokers[rec.broker_id] = replace(broker, in_controlled_shutdown=True)
+
     # -- topics and partitions -------------------------------------------------------------------
 
     def _TopicRecord(self, rec) -> None:

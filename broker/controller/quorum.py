@@ -55,6 +55,7 @@ class RaftQuorum:
         self._ready = trio.Event()                  # leader whose own epoch marker has committed
         self._reply = None                          # (src, reply) of the request being handled
         self._started = False
+        self.leader_listeners: list[Callable[[int, int], None]] = []   # (epoch, leader id)
 
     # -- role ------------------------------------------------------------------------------------------
 
@@ -214,6 +215,8 @@ class RaftQuorum:
             self._apply_snapshot(effect.snapshot)
         elif isinstance(effect, LeaderChange):
             log.info("metadata quorum: epoch %d, leader %d", effect.epoch, effect.leader_id)
+            for listener in self.leader_listeners:
+                listener(effect.epoch, effect.leader_id)
             if not effect.is_self:
                 lost, self._ready = self._ready, trio.Event()
                 lost.set()                       # wake wait_ready() callers: they see the change

@@ -11,7 +11,7 @@ import uuid
 
 from protocol import DecodeError
 from protocol.generated.metadata import (
-    ConfigRecord, FeatureLevelRecord, FenceBrokerRecord, NoOpRecord, PartitionChangeRecord, PartitionRecord,
+    BrokerRegistrationChangeRecord, ConfigRecord, FeatureLevelRecord, FenceBrokerRecord, NoOpRecord, PartitionChangeRecord, PartitionRecord,
     ProducerIdsRecord, RegisterBrokerRecord, RemoveTopicRecord, TopicRecord, UnfenceBrokerRecord,
     UnregisterBrokerRecord,
 )
@@ -22,7 +22,7 @@ BrokerEndpoint = RegisterBrokerRecord.BrokerEndpoint
 RecordDecodeError = DecodeError
 
 __all__ = [
-    "BrokerEndpoint", "ConfigRecord", "FeatureLevelRecord", "FenceBrokerRecord", "NoOpRecord",
+    "BrokerEndpoint", "BrokerRegistrationChangeRecord", "ConfigRecord", "FeatureLevelRecord", "FenceBrokerRecord", "NoOpRecord",
     "PartitionChangeRecord", "PartitionRecord", "ProducerIdsRecord", "RecordDecodeError",
     "RegisterBrokerRecord", "RemoveTopicRecord", "TopicRecord", "UnfenceBrokerRecord",
     "UnregisterBrokerRecord", "ZERO_UUID", "decode_record", "decode_records", "encode_record",

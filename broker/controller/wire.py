@@ -226,6 +226,13 @@ def decode_response(request, body):
     raise TypeError(f"not a raft request: {request!r}")
 
 
+def inconsistent_cluster_response(api_key: int):
+    """The answer to a KRaft request from a node of another cluster."""
+    response = {52: m.VoteResponse, 53: m.BeginQuorumEpochResponse, 54: m.EndQuorumEpochResponse,
+                1: m.FetchResponse, 59: m.FetchSnapshotResponse}[api_key]
+    return response(error_code=int(ErrorCode.INCONSISTENT_CLUSTER_ID))
+
+
 # -- DescribeQuorum ----------------------------------------------------------------------------------
 
 def describe_quorum_response(view: dict | None, request=None):

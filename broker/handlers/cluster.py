@@ -7,6 +7,7 @@ import os
 
 from protocol import ErrorCode, messages
 
+from broker.controller.errors import ApiError
 from broker.handlers import common
 from broker.handlers.metadata import broker_entries
 
@@ -112,41 +113,23 @@ async def handle_describe_log_dirs(ctx, header, body):
 # ----------------------------------------------------------------------------------- ElectLeaders
 
 async def handle_elect_leaders(ctx, header, body):
-    """One node: the preferred replica leads whenever it is alive, so no election is ever needed."""
+    """The controller decides (preferred or unclean election, Kafka's per-partition errors)."""
     Response = messages.ElectLeadersResponse
-    image = ctx.image
-    live = {b.broker_id for b in image.brokers.values() if not b.fenced}
-    everything = body.topic_partitions is None
-    if everything:
-        requested = [(name, sorted(t.partitions)) for name, t in sorted(image.topics.items())]
-    else:
-        requested = [(t.topic, list(t.partitions)) for t in body.topic_partitions]
-    results = []
-    for name, indexes in requested:
-        topic = image.topics.get(name)
-        partition_results = []
-        for index in indexes:
-            partition = topic.partitions.get(index) if topic is not None else None
-            if partition is None:
-                error, message = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, \
-                    "The partition does not exist."
-            elif partition.replicas and partition.leader == partition.replicas[0]:
-                error, message = ErrorCode.ELECTION_NOT_NEEDED, \
-                    "Leader election not needed for topic partition."
-            else:
-                error, message = ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE, \
-                    "No eligible replica is alive and in sync."
-                if partition.replicas and partition.replicas[0] in live:
-                    error = ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
-                    message = "The preferred leader was not available."
-            if everything and error == ErrorCode.ELECTION_NOT_NEEDED:
-                continue
-            partition_results.append(Response.PartitionResult(
-                partition_id=index, error_code=error, error_message=message))
-        if partition_results or not everything:
-            results.append(Response.ReplicaElectionResult(topic=name,
-                                                          partition_result=partition_results))
-    return Response(throttle_time_ms=0, error_code=0, replica_election_results=results)
+    election_type = body.election_type if header.api_version >= 1 else 0
+    requested = (None if body.topic_partitions is None
+                 else [(t.topic, list(t.partitions)) for t in body.topic_partitions])
+    try:
+        results = await ctx.controller.elect_leaders(election_type, requested)
+    except ApiError as exc:
+        if header.api_version >= 1:
+            return Response(throttle_time_ms=0, error_code=exc.code, replica_election_results=[])
+        results = [(name, [(p, int(exc.code), exc.message) for p in partitions])
+                   for name, partitions in requested or []]
+    return Response(throttle_time_ms=0, error_code=0, replica_election_results=[
+        Response.ReplicaElectionResult(topic=name, partition_result=[
+            Response.PartitionResult(partition_id=p, error_code=code, error_message=message)
+            for p, code, message in partitions])
+        for name, partitions in results])
 
 
 HANDLERS = {

@@ -1,0 +1,177 @@
+"""Where a new partition's replicas go: striped over racks and brokers, as Kafka's StripedReplicaPlacer.
+
+Every registered broker that is not in controlled shutdown can hold a replica; fenced ones only as
+followers (a fenced broker never leads a new partition) and only once the unfenced ones of its rack are
+used. Racks are visited round-robin from a random start so that:
+
+- leaders rotate over racks, and within a rack over its brokers, so leadership spreads evenly;
+- the replicas of one partition land on distinct racks whenever there are enough racks;
+- after as many partitions as there are unfenced brokers the order is reshuffled, so followers do not
+  always pair up the same way.
+
+A broker without `broker.rack` counts as its own rack "None" (all of them share it).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Iterable, Mapping, Sequence
+
+from .errors import ApiError, ErrorCode
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A broker that may receive replicas (Kafka's UsableBroker)."""
+    broker_id: int
+    rack: str | None = None
+    fenced: bool = False
+
+
+def candidates(image) -> list[Candidate]:
+    """The image's usable brokers: registered and not in controlled shutdown, in id order."""
+    return [Candidate(b.broker_id, b.rack, b.fenced) for _, b in sorted(image.brokers.items())
+            if not b.in_controlled_shutdown]
+
+
+class PlacementError(ApiError):
+    """INVALID_REPLICATION_FACTOR; the caller prefixes "Unable to replicate the partition N time(s): "."""
+
+    def __init__(self, message: str):
+        super().__init__(ErrorCode.INVALID_REPLICATION_FACTOR, message)
+
+
+def check_factor(replication_factor: int, brokers: Sequence[Candidate]) -> None:
+    """Kafka's three refusals, in its order."""
+    if replication_factor <= 0:
+        raise PlacementError(f"Invalid replication factor {replication_factor}: the replication factor "
+                             "must be positive.")
+    if not any(not b.fenced for b in brokers):
+        raise PlacementError("All brokers are currently fenced.")
+    if replication_factor > len(brokers):
+        raise PlacementError(f"The target replication factor of {replication_factor} cannot be reached "
+                             f"because only {len(brokers)} broker(s) are registered.")
+
+
+class _Rack:
+    def __init__(self, unfenced: list[int], fenced: list[int]):
+        self.unfenced, self.fenced = unfenced, fenced
+        self.next_leader = 0          # cursor over unfenced brokers for leaders
+        self.next_follower = 0        # cursor over all brokers (unfenced first) for followers
+
+    def take_leader(self) -> int | None:
+        if not self.unfenced:
+            return None
+        broker = self.unfenced[self.next_leader % len(self.unfenced)]
+        self.next_leader += 1
+        return broker
+
+    def take_follower(self, chosen: list[int]) -> int | None:
+        """The next broker of this rack not yet chosen, unfenced ones before fenced ones."""
+        for pool in (self.unfenced, self.fenced):
+            for step in range(len(pool)):
+                broker = pool[(self.next_follower + step) % len(pool)]
+                if broker not in chosen:
+                    self.next_follower += step + 1
+                    return broker
+        return None
+
+
+class StripedPlacer:
+    """One topic's (or one CreatePartitions call's) placement; `rng` decides the random start."""
+
+    def __init__(self, brokers: Sequence[Candidate], rng: random.Random):
+        self.rng = rng
+        by_rack: dict[str | None, list[Candidate]] = {}
+        for b in sorted(brokers, key=lambda b: b.broker_id):
+            by_rack.setdefault(b.rack, []).append(b)
+        self.layout = by_rack
+        self.unfenced_count = sum(1 for b in brokers if not b.fenced)
+        self.total = len(brokers)
+        self._shuffle()
+
+    def _shuffle(self) -> None:
+        names = sorted(self.layout, key=lambda n: (n is not None, n or ""))
+        self.rng.shuffle(names)
+        self.racks = []
+        for name in names:
+            unfenced = [b.broker_id for b in self.layout[name] if not b.fenced]
+            fenced = [b.broker_id for b in self.layout[name] if b.fenced]
+            self.rng.shuffle(unfenced)
+            self.rng.shuffle(fenced)
+            self.racks.append(_Rack(unfenced, fenced))
+        self.offset = 0
+        self.placed_since_shuffle = 0
+
+    def place_one(self, replication_factor: int) -> list[int]:
+        if self.placed_since_shuffle == self.unfenced_count and self.unfenced_count > 1:
+            self._shuffle()
+        n = len(self.racks)
+        first = self.offset % n
+        # The leader: the next unfenced broker of the first rack (in rotation) that has one.
+        for step in range(n):
+            leader = self.racks[(first + step) % n].take_leader()
+            if leader is not None:
+                break
+        replicas = [leader]
+        rack_index = first
+        while len(replicas) < replication_factor:
+            rack_index = (rack_index + 1) % n
+            follower = self.racks[rack_index].take_follower(replicas)
+            if follower is not None:
+                replicas.append(follower)
+        self.offset += 1
+        self.placed_since_shuffle += 1
+        return replicas
+
+
+def place_replicas(brokers: Sequence[Candidate], num_partitions: int, replication_factor: int,
+                   rng: random.Random) -> list[list[int]]:
+    """Replica lists (leader first) for `num_partitions` new partitions; raises PlacementError."""
+    check_factor(replication_factor, brokers)
+    placer = StripedPlacer(brokers, rng)
+    return [placer.place_one(replication_factor) for _ in range(num_partitions)]
+
+
+def validate_assignment(assignment: Mapping[int, Sequence[int]], known_brokers: Iterable[int],
+                        first_partition: int = 0) -> list[list[int]]:
+    """Check a manual assignment {partition: replicas}; returns it as a list ordered by partition."""
+    known = set(known_brokers)
+    expected = list(range(first_partition, first_partition + len(assignment)))
+    if sorted(assignment) != expected:
+        raise ApiError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                       "Partitions should be a consecutive 0-based integer sequence")
+    width = None
+    out = []
+    for p in expected:
+        replicas = list(assignment[p])
+        if not replicas:
+            raise ApiError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                           f"The manual partition assignment includes an empty replica list for partition {p}.")
+        if len(set(replicas)) != len(replicas):
+            raise ApiError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                           f"The manual partition assignment includes the broker {_first_dup(replicas)} "
+                           f"more than once for partition {p}.")
+        for b in replicas:
+            if b not in known:
+                raise ApiError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                               f"The manual partition assignment includes broker {b}, but no such "
+                               "broker is registered.")
+        if width is not None and len(replicas) != width:
+            raise ApiError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                           f"The manual partition assignment includes a partition with {len(replicas)} "
+                           f"replica(s), but this is not consistent with previous partitions, which "
+                           f"have {width} replica(s).")
+        width = len(replicas)
+        out.append(replicas)
+    return out
+
+
+def _first_dup(items):
+    seen = set()
+    for x in items:
+        if x in seen:
+            return x
+        seen.add(x)
+    return None

@@ -1,0 +1,157 @@
+"""Real `odradek serve` processes forming one cluster on loopback (broker.testing_cluster).
+
+Each test starts its own cluster: 3 combined nodes, or 3 dedicated controllers + 3 brokers; clients
+are stock confluent-kafka and kafka-python over real sockets, and every record read back is checked.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from protocol import ErrorCode, messages as m
+
+from broker.testing_cluster import call, running_cluster
+
+
+def _create_topic(bootstrap: str, name: str, partitions: int, replication: int = 1) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics([NewTopic(name, partitions, replication)], request_timeout=30)
+    futures[name].result(60)
+
+
+def _produce_and_consume(bootstrap: str, topic: str, partitions: int, count: int = 300) -> dict:
+    """Produce `count` keyed records with acks=all; read them all back; return {partition: n}."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    sent = {}
+    for i in range(count):
+        key, value = f"k{i}".encode(), f"value-{i}-{uuid.uuid4().hex[:6]}".encode()
+        producer.produce(topic, value, key=key, partition=i % partitions)
+        sent[key] = value
+    assert producer.flush(60) == 0
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{uuid.uuid4().hex[:6]}",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    got, per_partition = {}, {}
+    deadline = time.monotonic() + 60
+    while len(got) < count and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is None or message.error():
+            continue
+        got[message.key()] = message.value()
+        per_partition[message.partition()] = per_partition.get(message.partition(), 0) + 1
+    consumer.close()
+    assert got == sent
+    return per_partition
+
+
+def _leaders(cluster, broker: int, topic: str) -> dict[int, int]:
+    response = cluster.metadata(broker, [topic])
+    return {p.partition_index: p.leader_id for p in response.topics[0].partitions}
+
+
+def test_three_combined_nodes_are_one_cluster(tmp_path):
+    with running_cluster(tmp_path, nodes=3) as cluster:
+        # Every broker lists all three with their advertised listeners.
+        for broker in cluster.brokers:
+            listed = {(b.node_id, b.port) for b in cluster.metadata(broker).brokers}
+            assert listed == {(n, cluster.nodes[n].port) for n in cluster.brokers}
+        # A topic created through node 2 is spread over all three and seen alike everywhere.
+        topic = "spread"
+        _create_topic(f"127.0.0.1:{cluster.nodes[2].port}", topic, 6)
+        leaders = _leaders(cluster, 1, topic)
+        assert sorted(set(leaders.values())) == [1, 2, 3]
+        for broker in cluster.brokers:
+            assert _leaders(cluster, broker, topic) == leaders
+        per_partition = _produce_and_consume(cluster.bootstrap, topic, 6)
+        assert sorted(per_partition) == list(range(6))
+        # A broker that does not lead a partition sends the client to the one that does.
+        partition, leader = next(iter(leaders.items()))
+        other = next(b for b in cluster.brokers if b != leader)
+        R = m.ListOffsetsRequest
+        body = R(replica_id=-1, isolation_level=0, topics=[R.ListOffsetsTopic(
+            name=topic, partitions=[R.ListOffsetsPartition(partition_index=partition,
+                                                           timestamp=-1)])])
+        answer = call(cluster.nodes[other].address, 2, 7, body)
+        assert answer.topics[0].partitions[0].error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+        answer = call(cluster.nodes[leader].address, 2, 7, body)
+        assert answer.topics[0].partitions[0].error_code == 0
+        assert answer.topics[0].partitions[0].offset == per_partition[partition]
+
+
+def test_dedicated_controllers_and_observer_brokers(tmp_path):
+    from kafka import KafkaConsumer, KafkaProducer
+    from kafka.admin import KafkaAdminClient, NewTopic as KNewTopic
+
+    with running_cluster(tmp_path, nodes=3, topology="split") as cluster:
+        assert cluster.brokers == [4, 5, 6] and cluster.controllers == [1, 2, 3]
+        quorum = cluster.describe_quorum().topics[0].partitions[0]
+        assert sorted(v.replica_id for v in quorum.current_voters) == [1, 2, 3]
+        assert sorted(o.replica_id for o in quorum.observers) == [4, 5, 6]
+        admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap, request_timeout_ms=30000)
+        admin.create_topics([KNewTopic("observed", 3, 1)])
+        admin.close()
+        cluster.wait_until(lambda: all(len(_leaders(cluster, b, "observed")) == 3
+                                       for b in cluster.brokers), 20, "the topic everywhere")
+        assert sorted(set(_leaders(cluster, 4, "observed").values())) == [4, 5, 6]
+        producer = KafkaProducer(bootstrap_servers=cluster.bootstrap, acks="all")
+        for i in range(90):
+            producer.send("observed", key=b"%d" % i, value=b"v%d" % i, partition=i % 3)
+        producer.flush(30)
+        producer.close()
+        consumer = KafkaConsumer("observed", bootstrap_servers=cluster.bootstrap,
+                                 auto_offset_reset="earliest", consumer_timeout_ms=15000,
+                                 group_id="observers")
+        got = {message.key: message.value for message in consumer}
+        consumer.close()
+        assert got == {b"%d" % i: b"v%d" % i for i in range(90)}
+
+
+def test_killing_the_active_controller_elects_another(tmp_path):
+    with running_cluster(tmp_path, nodes=3) as cluster:
+        leader = cluster.active_controller()
+        assert leader in cluster.controllers
+        killed_at = time.monotonic()
+        cluster.kill(leader)
+        survivors = [b for b in cluster.brokers if b != leader]
+        new_leader = cluster.wait_until(
+            lambda: (lambda l: l if l not in (-1, leader) else None)(cluster.active_controller()),
+            15, "a new active controller")
+        assert new_leader in survivors
+        # A broker forwards CreateTopics to the new active controller.
+        _create_topic(f"127.0.0.1:{cluster.nodes[survivors[0]].port}", "after-failover", 2)
+        elapsed = time.monotonic() - killed_at
+        assert elapsed < 15, f"CreateTopics served {elapsed:.1f} s after the kill"
+        # (RF=1 partitions placed on the dead broker before it is fenced stay offline, as in Kafka.)
+        cluster.wait_until(lambda: len(_leaders(cluster, survivors[1], "after-failover")) == 2,
+                           20, "the new topic on the other survivor")
+
+
+def test_a_killed_broker_is_fenced_and_loses_its_partitions(tmp_path):
+    with running_cluster(tmp_path, nodes=3, topology="split") as cluster:
+        _create_topic(cluster.bootstrap, "fragile", 3)
+        cluster.wait_until(lambda: len(_leaders(cluster, 4, "fragile")) == 3, 20, "the topic")
+        victim = 6
+        led = [p for p, b in _leaders(cluster, 4, "fragile").items() if b == victim]
+        assert led
+        killed_at = time.monotonic()
+        cluster.kill(victim)
+        session = int(cluster.nodes[4].settings["broker.session.timeout.ms"]) / 1000
+
+        def fenced_and_offline():
+            md = cluster.metadata(4, ["fragile"])
+            listed = {b.node_id for b in md.brokers}
+            parts = {p.partition_index: p for p in md.topics[0].partitions}
+            return victim not in listed and all(parts[p].leader_id == -1 for p in led)
+        cluster.wait_until(fenced_and_offline, session + 10, "the dead broker fenced")
+        elapsed = time.monotonic() - killed_at
+        # The session timeout, plus the controller's check interval and the observers' fetch.
+        assert elapsed < session + 2.5, f"fenced after {elapsed:.1f} s"
+        # It comes back on restart and leads its partitions again.
+        cluster.restart(victim)
+        cluster.wait_until(lambda: all(_leaders(cluster, 4, "fragile")[p] == victim for p in led),
+                           30, "the restarted broker leading again")
