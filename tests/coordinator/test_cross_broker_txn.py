@@ -95,6 +95,7 @@ async def test_markers_verification_and_offsets_cross_brokers(tmp_path):
         await create(B, "w", {0: [2], 1: [2]})
         await create(A, "w", {0: [2], 1: [2]})
         await create(B, "__transaction_state", {0: [1]}, {"cleanup.policy": "compact"})
+        await create(A, "__transaction_state", {0: [1]}, {"cleanup.policy": "compact"})
         await create(A, "__consumer_offsets", {0: [2]}, {"cleanup.policy": "compact"})
         await create(B, "__consumer_offsets", {0: [2]}, {"cleanup.policy": "compact"})
         sent = {1: [], 2: []}
@@ -128,7 +129,11 @@ async def test_markers_retry_on_not_leader_and_complete_only_when_all_are_writte
         await create(A, "w", {0: [2, 1]})             # A: w-0 led by B (A follows)
         await create(A, "v", {0: [1]})                # and v-0 led by A
         await create(B, "w", {0: [1, 2]})             # B: follows w-0, so it answers NOT_LEADER_OR_FOLLOWER
+        await create(A, "__transaction_state", {0: [1]}, {"cleanup.policy": "compact"})
         service = A.coordinators["service"]
+        with trio.fail_after(10):
+            while await service.txn_coordinator_error("r-1") is ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+                await trio.sleep(0.01)
         assert await service.txn_coordinator_error("r-1") is ErrorCode.NONE
         await service.producer_ids.ensure()
         txns = A.coordinators["transaction"]
