@@ -1,0 +1,98 @@
+"""Group and transaction coordinators in a real multi-process cluster (broker.testing_cluster).
+
+A transaction whose partitions are led by three different brokers: its coordinator (one of them)
+writes the commit/abort markers on the other two with WriteTxnMarkers, their leaders verify the
+producer's writes with it (KIP-890), and the group's offsets sent to the transaction commit with it.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from broker.testing_cluster import running_cluster
+
+INTERNAL = {"offsets.topic.num.partitions": "3", "transaction.state.log.num.partitions": "3"}
+
+
+def create_topic(bootstrap: str, name: str, partitions: int, replication: int = 1) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, partitions, replication)], request_timeout=30)[name].result(60)
+
+
+def leaders(cluster, topic: str) -> dict[int, int]:
+    response = cluster.metadata(cluster.brokers[0], [topic])
+    return {p.partition_index: p.leader_id for p in response.topics[0].partitions}
+
+
+def read_all(bootstrap: str, topic: str, partitions: int, isolation: str, expect: int, timeout: float = 60.0):
+    """{partition: [values in offset order]} once `expect` records arrived and nothing more comes."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4().hex[:6]}",
+                         "enable.auto.commit": False, "isolation.level": isolation})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    got: dict[int, list] = {}
+    count, deadline, quiet = 0, time.monotonic() + timeout, None
+    while time.monotonic() < deadline:
+        message = consumer.poll(0.2)
+        if message is None:
+            if count >= expect:
+                quiet = quiet or time.monotonic()
+                if time.monotonic() - quiet > 1.5:
+                    break
+            continue
+        if message.error():
+            continue
+        quiet = None
+        got.setdefault(message.partition(), []).append(message.value())
+        count += 1
+    consumer.close()
+    return got
+
+
+@pytest.mark.timeout(240)
+def test_a_transaction_over_partitions_led_by_three_brokers(tmp_path):
+    with running_cluster(tmp_path, nodes=3, overrides=INTERNAL) as cluster:
+        create_topic(cluster.bootstrap, "tx3", 3)
+        led = leaders(cluster, "tx3")
+        assert sorted(led.values()) == [1, 2, 3]           # every partition on its own broker
+        producer = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": "three-brokers",
+                             "linger.ms": 5, "transaction.timeout.ms": 60000})
+        producer.init_transactions(60)
+        group = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "g3"})
+        committed_values = {p: [] for p in range(3)}
+
+        producer.begin_transaction()
+        for i in range(30):
+            value = b"commit-1-%d" % i
+            producer.produce("tx3", value, partition=i % 3)
+            committed_values[i % 3].append(value)
+        producer.send_offsets_to_transaction([TopicPartition("tx3", p, 10 + p) for p in range(3)],
+                                             group.consumer_group_metadata(), 60)
+        producer.commit_transaction(60)
+
+        producer.begin_transaction()
+        for i in range(30):
+            producer.produce("tx3", b"abort-%d" % i, partition=i % 3)
+        producer.send_offsets_to_transaction([TopicPartition("tx3", p, 99) for p in range(3)],
+                                             group.consumer_group_metadata(), 60)
+        producer.flush(60)
+        producer.abort_transaction(60)
+
+        producer.begin_transaction()
+        for p in range(3):
+            value = b"commit-2-%d" % p
+            producer.produce("tx3", value, partition=p)
+            committed_values[p].append(value)
+        producer.commit_transaction(60)
+
+        visible = read_all(cluster.bootstrap, "tx3", 3, "read_committed", 33)
+        assert visible == committed_values                 # nothing aborted, nothing lost, in order
+        everything = read_all(cluster.bootstrap, "tx3", 3, "read_uncommitted", 63)
+        assert sum(len(v) for v in everything.values()) == 63
+        offsets = group.committed([TopicPartition("tx3", p) for p in range(3)], timeout=60)
+        assert {tp.partition: tp.offset for tp in offsets} == {0: 10, 1: 11, 2: 12}   # the aborted 99s are gone
+        group.close()
