@@ -7,6 +7,8 @@ producer's writes with it (KIP-890), and the group's offsets sent to the transac
 
 from __future__ import annotations
 
+import os
+import sys
 import time
 import uuid
 
@@ -17,6 +19,22 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from broker.testing_cluster import running_cluster
 
 INTERNAL = {"offsets.topic.num.partitions": "3", "transaction.state.log.num.partitions": "3"}
+COMPAT = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "compat-tests")
+
+
+@pytest.fixture(scope="module")
+def three_brokers(tmp_path_factory):
+    """One 3-node cluster shared by the transaction tests (each uses its own topics and ids)."""
+    with running_cluster(tmp_path_factory.mktemp("txn-cluster"), nodes=3, overrides=INTERNAL) as cluster:
+        yield cluster
+
+
+def spread_topic(cluster, name: str) -> None:
+    """A 3-partition topic, each partition led by a different broker."""
+    create_topic(cluster.bootstrap, name, 3)
+    led = cluster.wait_until(lambda: all(len(leaders(cluster, name, b)) == 3 for b in cluster.brokers)
+                             and leaders(cluster, name, cluster.brokers[0]), 30, f"{name} on every broker")
+    assert sorted(led.values()) == [1, 2, 3]
 
 
 def create_topic(bootstrap: str, name: str, partitions: int, replication: int = 1) -> None:
@@ -24,8 +42,8 @@ def create_topic(bootstrap: str, name: str, partitions: int, replication: int = 
     admin.create_topics([NewTopic(name, partitions, replication)], request_timeout=30)[name].result(60)
 
 
-def leaders(cluster, topic: str) -> dict[int, int]:
-    response = cluster.metadata(cluster.brokers[0], [topic])
+def leaders(cluster, topic: str, broker: int) -> dict[int, int]:
+    response = cluster.metadata(broker, [topic])
     return {p.partition_index: p.leader_id for p in response.topics[0].partitions}
 
 
@@ -54,45 +72,86 @@ def read_all(bootstrap: str, topic: str, partitions: int, isolation: str, expect
 
 
 @pytest.mark.timeout(240)
-def test_a_transaction_over_partitions_led_by_three_brokers(tmp_path):
-    with running_cluster(tmp_path, nodes=3, overrides=INTERNAL) as cluster:
-        create_topic(cluster.bootstrap, "tx3", 3)
-        led = leaders(cluster, "tx3")
-        assert sorted(led.values()) == [1, 2, 3]           # every partition on its own broker
-        producer = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": "three-brokers",
-                             "linger.ms": 5, "transaction.timeout.ms": 60000})
-        producer.init_transactions(60)
-        group = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "g3"})
-        committed_values = {p: [] for p in range(3)}
+def test_a_transaction_over_partitions_led_by_three_brokers(three_brokers):
+    cluster = three_brokers
+    spread_topic(cluster, "tx3")
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": "three-brokers",
+                         "linger.ms": 5, "transaction.timeout.ms": 60000})
+    producer.init_transactions(60)
+    group = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "g3"})
+    committed_values = {p: [] for p in range(3)}
 
-        producer.begin_transaction()
-        for i in range(30):
-            value = b"commit-1-%d" % i
-            producer.produce("tx3", value, partition=i % 3)
-            committed_values[i % 3].append(value)
-        producer.send_offsets_to_transaction([TopicPartition("tx3", p, 10 + p) for p in range(3)],
-                                             group.consumer_group_metadata(), 60)
-        producer.commit_transaction(60)
+    producer.begin_transaction()
+    for i in range(30):
+        value = b"commit-1-%d" % i
+        producer.produce("tx3", value, partition=i % 3)
+        committed_values[i % 3].append(value)
+    producer.send_offsets_to_transaction([TopicPartition("tx3", p, 10 + p) for p in range(3)],
+                                         group.consumer_group_metadata(), 60)
+    producer.commit_transaction(60)
 
-        producer.begin_transaction()
-        for i in range(30):
-            producer.produce("tx3", b"abort-%d" % i, partition=i % 3)
-        producer.send_offsets_to_transaction([TopicPartition("tx3", p, 99) for p in range(3)],
-                                             group.consumer_group_metadata(), 60)
-        producer.flush(60)
-        producer.abort_transaction(60)
+    producer.begin_transaction()
+    for i in range(30):
+        producer.produce("tx3", b"abort-%d" % i, partition=i % 3)
+    producer.send_offsets_to_transaction([TopicPartition("tx3", p, 99) for p in range(3)],
+                                         group.consumer_group_metadata(), 60)
+    producer.flush(60)
+    producer.abort_transaction(60)
 
-        producer.begin_transaction()
-        for p in range(3):
-            value = b"commit-2-%d" % p
-            producer.produce("tx3", value, partition=p)
-            committed_values[p].append(value)
-        producer.commit_transaction(60)
+    producer.begin_transaction()
+    for p in range(3):
+        value = b"commit-2-%d" % p
+        producer.produce("tx3", value, partition=p)
+        committed_values[p].append(value)
+    producer.commit_transaction(60)
 
-        visible = read_all(cluster.bootstrap, "tx3", 3, "read_committed", 33)
-        assert visible == committed_values                 # nothing aborted, nothing lost, in order
-        everything = read_all(cluster.bootstrap, "tx3", 3, "read_uncommitted", 63)
-        assert sum(len(v) for v in everything.values()) == 63
-        offsets = group.committed([TopicPartition("tx3", p) for p in range(3)], timeout=60)
-        assert {tp.partition: tp.offset for tp in offsets} == {0: 10, 1: 11, 2: 12}   # the aborted 99s are gone
+    visible = read_all(cluster.bootstrap, "tx3", 3, "read_committed", 33)
+    assert visible == committed_values                 # nothing aborted, nothing lost, in order
+    everything = read_all(cluster.bootstrap, "tx3", 3, "read_uncommitted", 63)
+    assert sum(len(v) for v in everything.values()) == 63
+    offsets = group.committed([TopicPartition("tx3", p) for p in range(3)], timeout=60)
+    assert {tp.partition: tp.offset for tp in offsets} == {0: 10, 1: 11, 2: 12}   # the aborted 99s are gone
+    group.close()
+
+
+def java_client(bootstrap):
+    if COMPAT not in sys.path:
+        sys.path.insert(0, COMPAT)
+    from odradek_compat.clients.java import JavaClient, jars_missing
+
+    missing = jars_missing("java-4")
+    if missing:
+        pytest.skip(missing)
+    return JavaClient(bootstrap, "java-4")
+
+
+@pytest.mark.timeout(300)
+def test_java_transactions_over_three_brokers(three_brokers):
+    """The Java client (kafka-clients 4.x, compat-tests' driver): commit/abort/commit, then
+    consume-transform-produce with the offsets sent to the transaction, every partition elsewhere."""
+    cluster = three_brokers
+    client = java_client(cluster.bootstrap)
+    from odradek_compat.records import Rec
+
+    try:
+        spread_topic(cluster, "jtx")
+        batches = [([Rec(b"k%d" % i, b"%s-%d" % (tag, i), partition=i % 3) for i in range(15)], commit)
+                   for tag, commit in ((b"one", True), (b"aborted", False), (b"two", True))]
+        client.txn_produce("jtx", "java-three-brokers", batches)
+        expected = {p: [r.value for recs, commit in batches if commit for r in recs if r.partition == p]
+                    for p in range(3)}
+        assert read_all(cluster.bootstrap, "jtx", 3, "read_committed", 30) == expected
+        spread_topic(cluster, "jtx-out")
+        processed = client.consume_transform_produce("jtx", "jtx-out", "java-ctp", "java-ctp-txn", count=30,
+                                                     timeout=90)
+        assert processed == 30
+        out = read_all(cluster.bootstrap, "jtx-out", 3, "read_committed", 30)
+        assert sorted(v for values in out.values() for v in values) == \
+            sorted(v.upper() for values in expected.values() for v in values)
+        group = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "java-ctp"})
+        offsets = group.committed([TopicPartition("jtx", p) for p in range(3)], timeout=60)
         group.close()
+        # 30 committed records and 45 in all: the group's offsets point past what it consumed
+        assert all(tp.offset > 0 for tp in offsets)
+    finally:
+        client.close()
