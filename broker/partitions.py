@@ -12,8 +12,10 @@ leader epochs. Handlers reach partitions through it:
 - ``await wait_for_data(seen, timeout)``: long polling without polling (and without missing an
   append that lands between the caller's read and its wait).
 
-On one node the ISR is this broker alone, so the high watermark follows the log end offset (or the
-flushed offset when acknowledged records must be durable).
+Replication (``broker.replication``): ``self.replication`` makes this broker leader or follower of each
+partition from the image; as leader the high watermark is the smallest log end offset over the ISR
+(with one replica, the log end offset, or the flushed offset when acknowledged records must be
+durable); acks=all produces wait there for it.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ class Partition:
     isr: tuple = ()
     min_insync_replicas: int = 1
     waiters: set = field(default_factory=set)
+    replica_state: object = None      # broker.replication.leader.LeaderState while leading
 
     @property
     def high_watermark(self) -> int:
@@ -91,6 +94,8 @@ class PartitionManager:
         self.durable_acks = broker.config["log.flush.before.acknowledge"]
         self._partitions: dict[tuple[str, int], Partition] = {}
         self._closed = False
+        from broker.replication.manager import ReplicaManager
+        self.replication = ReplicaManager(broker, self)
 
     # -------------------------------------------------------------------------------- lookups
     def get(self, topic: str, index: int) -> Partition | None:
@@ -105,7 +110,7 @@ class PartitionManager:
             if topic_image is None or index not in topic_image.partitions:
                 raise PartitionError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
             raise PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-        if partition.leader != self.node_id:
+        if partition.leader != self.node_id or partition.replica_state is None:
             raise PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         if current_leader_epoch >= 0:
             if current_leader_epoch < partition.leader_epoch:
@@ -145,8 +150,7 @@ class PartitionManager:
                           leader_epoch=partition.leader_epoch, isr=tuple(partition.isr))
         self._partitions[(topic.name, partition.partition_id)] = state
         state.min_insync_replicas = self._min_insync_replicas(topic.name)
-        # One replica: everything in the log is committed (after a restart, all of it is on disk).
-        opened_log.set_high_watermark(opened_log.log_end_offset)
+        self.replication.on_partition(state, partition)
         return state
 
     def _delete_orphans(self, image) -> None:
@@ -177,6 +181,7 @@ class PartitionManager:
             for index in list(topic.partitions):
                 state = self._partitions.pop((topic.name, index), None)
                 if state is not None:
+                    self.replication.on_partition_removed(state)
                     state.wake()
                 try:
                     self.logs.delete_log(topic.name, index)
@@ -194,6 +199,7 @@ class PartitionManager:
                 state.leader = partition.leader
                 state.leader_epoch = partition.leader_epoch
                 state.isr = tuple(partition.isr)
+                self.replication.on_partition(state, partition)
                 state.wake()
         if change.old.broker_configs != new.broker_configs:
             self.broker.config.set_dynamic(new.broker_configs.get("", {}),
@@ -251,17 +257,8 @@ class PartitionManager:
                     partition.log.wait_flushed(result.last_offset + 1)
 
             await self.broker.run_blocking(wait_all)
-            for partition, _ in appended:
-                self._advance(partition, min(partition.log.recovery_point,
-                                             partition.log.log_end_offset))
-        else:
-            for partition, _ in appended:
-                self._advance(partition, partition.log.log_end_offset)
-
-    def _advance(self, partition: Partition, offset: int) -> None:
-        if offset > partition.log.high_watermark:
-            partition.log.set_high_watermark(offset)
-            partition.wake()
+        for partition, _ in appended:
+            self.replication.on_local_append(partition)
 
     async def delete_records(self, topic: str, index: int, offset: int) -> tuple[int, int]:
         """DeleteRecords: (new low watermark, error code)."""
@@ -282,12 +279,14 @@ class PartitionManager:
         return partition.log.log_start_offset, ErrorCode.NONE
 
     # -------------------------------------------------------------------------------- waiting
-    async def wait_for_data(self, seen: list[tuple[Partition, int, int]], timeout: float) -> None:
+    async def wait_for_data(self, seen: list[tuple[Partition, int, int]], timeout: float,
+                            replica: bool = False) -> None:
         """Sleep until one of the partitions gets new data (or changes leader), or `timeout`.
 
         `seen` holds (partition, high watermark, leader epoch) as the caller's read saw them: a
         change that landed between that read and this call (the read may have left the event
-        loop) ends the wait at once instead of going unnoticed until the next append.
+        loop) ends the wait at once instead of going unnoticed until the next append. For a
+        follower's fetch (`replica`) the position is the log end offset instead.
         """
         if timeout <= 0 or not seen:
             if timeout > 0:
@@ -298,8 +297,9 @@ class PartitionManager:
         for partition in partitions:
             partition.waiters.add(event)
         # Registered first, then checked: nothing can slip between the two (no await).
-        for partition, high_watermark, leader_epoch in seen:
-            if (partition.log.high_watermark != high_watermark
+        for partition, position, leader_epoch in seen:
+            now = partition.log.log_end_offset if replica else partition.log.high_watermark
+            if (now != position
                     or partition.leader_epoch != leader_epoch
                     or self._partitions.get((partition.topic, partition.index)) is not partition):
                 event.set()
@@ -316,6 +316,8 @@ class PartitionManager:
 
     # ---------------------------------------------------------------------------- background
     def start_background(self, nursery: trio.Nursery) -> None:
+        self.broker.replication_nursery = nursery
+        self.replication.start(nursery)
         nursery.start_soon(self._maintenance_loop)
 
     async def _maintenance_loop(self) -> None:

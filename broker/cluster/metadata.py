@@ -74,7 +74,11 @@ def controller_settings(config):
         num_partitions=config["num.partitions"],
         default_replication_factor=config["default.replication.factor"],
         delete_topic_enable=config["delete.topic.enable"],
-        broker_session_timeout_ms=config["broker.session.timeout.ms"])
+        broker_session_timeout_ms=config["broker.session.timeout.ms"],
+        unclean_leader_election_enable=config["unclean.leader.election.enable"],
+        auto_leader_rebalance_enable=config["auto.leader.rebalance.enable"],
+        leader_imbalance_check_interval_s=config["leader.imbalance.check.interval.seconds"],
+        leader_imbalance_per_broker_percentage=config["leader.imbalance.per.broker.percentage"])
 
 
 def raft_config(config) -> RaftConfig:

@@ -52,6 +52,9 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("auto.create.topics.enable", T.BOOLEAN, True),
     ConfigDef("delete.topic.enable", T.BOOLEAN, True),
     ConfigDef("auto.leader.rebalance.enable", T.BOOLEAN, True),
+    # controller: leader balance (the active controller checks every interval)
+    ConfigDef("leader.imbalance.check.interval.seconds", T.LONG, 300, at_least(1)),
+    ConfigDef("leader.imbalance.per.broker.percentage", T.INT, 10, between(0, 100)),
     ConfigDef("message.max.bytes", T.INT, 1048588, at_least(0), dynamic=True),
     ConfigDef("compression.type", T.STRING, "producer", one_of(*COMPRESSION_TYPES), dynamic=True),
     ConfigDef("compression.gzip.level", T.INT, -1, between(-1, 9), dynamic=True),
@@ -64,6 +67,11 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("replica.fetch.response.max.bytes", T.INT, 10485760, at_least(0)),
     ConfigDef("replica.fetch.wait.max.ms", T.INT, 500),
     ConfigDef("num.replica.fetchers", T.INT, 1, dynamic=True),
+    # replication (issue 13): follower fetch tuning and fetch-from-follower (KIP-392)
+    ConfigDef("replica.fetch.min.bytes", T.INT, 1),
+    ConfigDef("replica.fetch.backoff.ms", T.INT, 1000, at_least(0)),
+    ConfigDef("replica.high.watermark.checkpoint.interval.ms", T.LONG, 5000),
+    ConfigDef("replica.selector.class", T.STRING, None),
     # log
     ConfigDef("log.dir", T.STRING, "/tmp/kafka-logs"),
     ConfigDef("log.dirs", T.STRING, None),

@@ -54,28 +54,38 @@ def check_factor(replication_factor: int, brokers: Sequence[Candidate]) -> None:
                              f"because only {len(brokers)} broker(s) are registered.")
 
 
-class _Rack:
-    def __init__(self, unfenced: list[int], fenced: list[int]):
-        self.unfenced, self.fenced = unfenced, fenced
-        self.next_leader = 0          # cursor over unfenced brokers for leaders
-        self.next_follower = 0        # cursor over all brokers (unfenced first) for followers
+class _Cycle:
+    """Brokers handed out in rotation: each partition starts one further along than the previous."""
 
-    def take_leader(self) -> int | None:
-        if not self.unfenced:
+    def __init__(self, brokers: list[int]):
+        self.brokers = brokers
+        self.epoch = -1
+        self.offset = -1
+        self.index = 0
+
+    def next(self, epoch: int) -> int | None:
+        if not self.brokers:
             return None
-        broker = self.unfenced[self.next_leader % len(self.unfenced)]
-        self.next_leader += 1
+        if epoch != self.epoch:
+            self.epoch, self.index = epoch, 0
+            self.offset = (self.offset + 1) % len(self.brokers)
+        if self.index >= len(self.brokers):
+            return None
+        broker = self.brokers[(self.offset + self.index) % len(self.brokers)]
+        self.index += 1
         return broker
 
-    def take_follower(self, chosen: list[int]) -> int | None:
-        """The next broker of this rack not yet chosen, unfenced ones before fenced ones."""
-        for pool in (self.unfenced, self.fenced):
-            for step in range(len(pool)):
-                broker = pool[(self.next_follower + step) % len(pool)]
-                if broker not in chosen:
-                    self.next_follower += step + 1
-                    return broker
-        return None
+
+class _Rack:
+    def __init__(self, unfenced: list[int], fenced: list[int]):
+        self.unfenced, self.fenced = _Cycle(unfenced), _Cycle(fenced)
+
+    def next_unfenced(self, epoch: int) -> int | None:
+        return self.unfenced.next(epoch)
+
+    def next(self, epoch: int) -> int | None:
+        broker = self.unfenced.next(epoch)
+        return broker if broker is not None else self.fenced.next(epoch)
 
 
 class StripedPlacer:
@@ -88,7 +98,8 @@ class StripedPlacer:
             by_rack.setdefault(b.rack, []).append(b)
         self.layout = by_rack
         self.unfenced_count = sum(1 for b in brokers if not b.fenced)
-        self.total = len(brokers)
+        self.epoch = 0
+        self.offset = 0
         self._shuffle()
 
     def _shuffle(self) -> None:
@@ -101,28 +112,36 @@ class StripedPlacer:
             self.rng.shuffle(unfenced)
             self.rng.shuffle(fenced)
             self.racks.append(_Rack(unfenced, fenced))
-        self.offset = 0
-        self.placed_since_shuffle = 0
 
     def place_one(self, replication_factor: int) -> list[int]:
-        if self.placed_since_shuffle == self.unfenced_count and self.unfenced_count > 1:
+        # After as many partitions as unfenced brokers, reshuffle so follower sets vary.
+        if self.epoch == self.unfenced_count and self.unfenced_count > 1:
             self._shuffle()
+            self.epoch = 0
         n = len(self.racks)
-        first = self.offset % n
+        if self.offset == n:
+            self.offset = 0
         # The leader: the next unfenced broker of the first rack (in rotation) that has one.
-        for step in range(n):
-            leader = self.racks[(first + step) % n].take_leader()
+        rack_index = self.offset
+        while True:
+            leader = self.racks[rack_index].next_unfenced(self.epoch)
             if leader is not None:
                 break
+            rack_index = (rack_index + 1) % n
         replicas = [leader]
-        rack_index = first
+        # Followers: one per rack visit, racks in rotation after the leader's starting rack; a rack
+        # that hands out a broker already chosen is asked again until it runs out.
+        rack_index = self.offset
         while len(replicas) < replication_factor:
             rack_index = (rack_index + 1) % n
-            follower = self.racks[rack_index].take_follower(replicas)
+            while True:
+                follower = self.racks[rack_index].next(self.epoch)
+                if follower is None or follower not in replicas:
+                    break
             if follower is not None:
                 replicas.append(follower)
+        self.epoch += 1
         self.offset += 1
-        self.placed_since_shuffle += 1
         return replicas
 
 

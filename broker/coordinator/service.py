@@ -154,6 +154,7 @@ class CoordinatorService:
                 configs = {"cleanup.policy": "compact", "compression.type": "uncompressed",
                            "min.insync.replicas": str(config["transaction.state.log.min.isr"]),
                            "segment.bytes": str(config["transaction.state.log.segment.bytes"])}
+            # As Kafka: the full replication factor or nothing, COORDINATOR_NOT_AVAILABLE meanwhile.
             alive = len(self.broker.image.unfenced_brokers())
             if alive < replication_factor:
                 log.warning("not creating %s yet: replication factor %d needs %d alive brokers, %d are",

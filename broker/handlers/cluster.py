@@ -120,12 +120,13 @@ async def handle_elect_leaders(ctx, header, body):
                  else [(t.topic, list(t.partitions)) for t in body.topic_partitions])
     try:
         results = await ctx.controller.elect_leaders(election_type, requested)
-    except ApiError as exc:
-        if header.api_version >= 1:
-            return Response(throttle_time_ms=0, error_code=exc.code, replica_election_results=[])
-        results = [(name, [(p, int(exc.code), exc.message) for p in partitions])
+    except ApiError as exc:     # e.g. an unknown election type: every partition says so too
+        error_code = int(exc.code)
+        results = [(name, [(p, error_code, exc.message) for p in partitions])
                    for name, partitions in requested or []]
-    return Response(throttle_time_ms=0, error_code=0, replica_election_results=[
+    else:
+        error_code = 0
+    return Response(throttle_time_ms=0, error_code=error_code, replica_election_results=[
         Response.ReplicaElectionResult(topic=name, partition_result=[
             Response.PartitionResult(partition_id=p, error_code=code, error_message=message)
             for p, code, message in partitions])

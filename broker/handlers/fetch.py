@@ -7,6 +7,9 @@
   partition with data always gets at least one whole batch (KIP-74).
 - read_uncommitted reads up to the high watermark, read_committed up to the last stable offset and
   gets the aborted transactions of the range.
+- A follower's fetch (replica id / ReplicaState) reads up to the log end, records the follower's
+  position with the replica manager (which may move the high watermark) and, when the follower's last
+  fetched epoch ends earlier here, answers DivergingEpoch instead of records.
 - Records are storage file slices, sent with ``os.sendfile`` by the connection.
 """
 
@@ -21,6 +24,7 @@ from protocol import ErrorCode, messages
 from broker.connection import SlicedRecords
 from broker.fetch_session import PartitionFetch
 from broker.partitions import PartitionError
+from broker.replication.divergence import diverging_epoch
 from storage.errors import StorageError
 
 API_KEY = 1
@@ -32,7 +36,8 @@ class _Read:
     """The outcome of reading one partition."""
 
     __slots__ = ("key", "fetch", "error", "high_watermark", "last_stable_offset",
-                 "log_start_offset", "slices", "size", "aborted", "partition", "leader_epoch")
+                 "log_start_offset", "slices", "size", "aborted", "partition", "leader_epoch",
+                 "diverging", "position")
 
     def __init__(self, key, fetch):
         self.key, self.fetch = key, fetch
@@ -40,6 +45,8 @@ class _Read:
         self.high_watermark = self.last_stable_offset = self.log_start_offset = -1
         self.slices, self.size, self.aborted, self.partition = [], 0, None, None
         self.leader_epoch = -1
+        self.diverging = None   # (epoch, end offset) for a diverged follower
+        self.position = -1      # what a long poll waits to move: high watermark, or log end for replicas
 
 
 def _requested(body, version) -> tuple[OrderedDict, list]:
@@ -74,9 +81,18 @@ def _resolve(image, key, uses_ids) -> str:
     return topic_key
 
 
-def _read_all(ctx, reads, uses_ids, isolation, max_bytes):
+def _replica_of(body, version) -> tuple[int, int]:
+    """(replica id, broker epoch) of a follower's fetch; (-1, -1) for a consumer."""
+    if version >= 15:
+        state = body.replica_state
+        return (state.replica_id, state.replica_epoch) if state is not None else (-1, -1)
+    return body.replica_id, -1
+
+
+def _read_all(ctx, reads, uses_ids, isolation, max_bytes, replica=(-1, -1)):
     """Read every partition within the byte budgets (on the event loop: no data is copied)."""
     image = ctx.image
+    replica_id, replica_epoch = replica
     partitions = ctx.partitions
     budget = max_bytes
     for read in reads:
@@ -92,10 +108,25 @@ def _read_all(ctx, reads, uses_ids, isolation, max_bytes):
         read.partition = partition
         read.leader_epoch = partition.leader_epoch
         log = partition.log
+        read.diverging = None
+        if replica_id >= 0:
+            read.diverging = diverging_epoch(log, fetch.fetch_offset, fetch.last_fetched_epoch)
+            if read.diverging is None and fetch.log_start_offset <= fetch.fetch_offset <= log.log_end_offset \
+                    and not partitions.replication.on_replica_fetch(
+                        partition, replica_id, replica_epoch, fetch.fetch_offset):
+                read.error = ErrorCode.NOT_LEADER_OR_FOLLOWER   # not a replica of this partition
+                continue
         read.high_watermark = log.high_watermark
         read.last_stable_offset = log.last_stable_offset
         read.log_start_offset = log.log_start_offset
-        limit = read.last_stable_offset if isolation == READ_COMMITTED else read.high_watermark
+        read.position = log.log_end_offset if replica_id >= 0 else read.high_watermark
+        if read.diverging is not None:
+            read.error = ErrorCode.NONE
+            continue
+        if replica_id >= 0:
+            limit = None         # a follower reads up to the log end
+        else:
+            limit = read.last_stable_offset if isolation == READ_COMMITTED else read.high_watermark
         try:
             slices = log.read(fetch.fetch_offset, min(fetch.partition_max_bytes, max(budget, 0)),
                               max_offset=limit, min_one_batch=budget == max_bytes)
@@ -128,26 +159,27 @@ async def handle_fetch(ctx, header, body):
     deadline = trio.current_time() + max(body.max_wait_ms, 0) / 1000
     keys = list(context.partitions.keys())
     reads = [_Read(key, context.partitions[key]) for key in keys]
+    replica = _replica_of(body, version)
 
     while True:
         # Index lookups and file slices only (the bytes go out with sendfile): cheaper inline
         # than a worker-thread trip, and nothing can land between this read and the wait below.
-        _read_all(ctx, reads, uses_ids, isolation, max_bytes)
+        _read_all(ctx, reads, uses_ids, isolation, max_bytes, replica)
         total = sum(r.size for r in reads)
-        errors = any(r.error for r in reads)
+        errors = any(r.error or r.diverging for r in reads)
         remaining = deadline - trio.current_time()
         if total >= body.min_bytes or errors or remaining <= 0 or ctx.broker.draining \
                 or not reads:
             break
         await ctx.partitions.wait_for_data(
-            [(r.partition, r.high_watermark, r.leader_epoch) for r in reads if r.partition],
-            remaining)
+            [(r.partition, r.position, r.leader_epoch) for r in reads if r.partition],
+            remaining, replica=replica[0] >= 0)
 
     responses: list = []
     with_records = []
     for read in reads:
         if not context.should_include(read.key, read.high_watermark, read.log_start_offset,
-                                      read.size > 0, read.error):
+                                      read.size > 0 or read.diverging is not None, read.error):
             continue
         if read.size:
             with_records.append(read.key)
@@ -161,6 +193,9 @@ async def handle_fetch(ctx, header, body):
                  for txn in read.aborted] if read.aborted is not None else None),
             preferred_read_replica=-1,
             records=SlicedRecords(read.slices) if read.slices else b"")
+        if read.diverging is not None:
+            data.diverging_epoch = Response.EpochEndOffset(epoch=read.diverging[0],
+                                                           end_offset=read.diverging[1])
         topic_key = read.key[0]
         if responses and responses[-1][0] == topic_key:
             responses[-1][1].append(data)

@@ -4,6 +4,9 @@ Batches are appended as opaque bytes (storage validates the 61-byte headers and 
 checks idempotent / transactional producer state). Once every partition is appended the connection
 may start its next request; then the appends are acknowledged — after the fsync when
 ``log.flush.before.acknowledge`` is on — which advances the high watermark and wakes waiting fetches.
+acks=all then waits (``ReplicaManager.wait_for_replicas``, bounded by the request's timeout) until the
+high watermark covers the batches: NOT_ENOUGH_REPLICAS before appending when the ISR is below
+``min.insync.replicas``, NOT_ENOUGH_REPLICAS_AFTER_APPEND if it shrank meanwhile, REQUEST_TIMED_OUT.
 acks=0 gets no response at all.
 
 Produce v0–v2 carry message format v0/v1, which Kafka 4 no longer stores: the versions stay
@@ -66,10 +69,30 @@ async def handle_produce(ctx, header, body):
     # Once batches go to the log they must also become visible (high watermark), even if the
     # client disconnects meanwhile: the rest of the request is shielded from cancellation.
     with trio.CancelScope(shield=True):
-        return await _append_and_acknowledge(ctx, acks, results, to_append)
+        return await _append_and_acknowledge(ctx, acks, results, to_append, body.timeout_ms)
 
 
-async def _append_and_acknowledge(ctx, acks, results, to_append):
+async def _wait_for_replicas(ctx, appended, timeout_ms: int) -> None:
+    """acks=all: answer once the high watermark covers each partition's batches (the purgatory)."""
+    waiting = [(p, result, answer) for p, result, answer, _ in appended if not answer.error_code]
+    if not waiting:
+        return
+    codes = await ctx.partitions.replication.wait_for_replicas(
+        [(p, result.last_offset + 1) for p, result, _ in waiting], timeout_ms / 1000)
+    for (_, _, answer), code in zip(waiting, codes):
+        if code:
+            answer.error_code, answer.base_offset = code, -1
+            answer.error_message = _ACKS_MESSAGES.get(code)
+
+
+_ACKS_MESSAGES = {
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND:
+        "The ISR shrank below min.insync.replicas after the records were appended",
+    ErrorCode.REQUEST_TIMED_OUT: "The in-sync replicas did not acknowledge the records in time",
+}
+
+
+async def _append_and_acknowledge(ctx, acks, results, to_append, timeout_ms):
     partitions = ctx.partitions
     outcomes = await partitions.append_many([(p, records) for p, records, _, _ in to_append])
     appended = []
@@ -92,6 +115,8 @@ async def _append_and_acknowledge(ctx, acks, results, to_append):
             answer.error_code, answer.error_message, answer.base_offset = \
                 exc.error_code, exc.message, -1
 
+    if acks == -1:
+        await _wait_for_replicas(ctx, appended, timeout_ms)
     ctx.broker.record_produce(appended)
     if acks == 0:
         failed = [(name, a.index, a.error_code) for name, answers in results for a in answers

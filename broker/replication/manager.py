@@ -1,0 +1,219 @@
+"""``ReplicaManager``: this broker's side of replication for every partition it hosts.
+
+The ``PartitionManager`` calls ``on_partition(partition, image_partition)`` whenever the metadata image
+places a partition here or changes it; from the image's leader and leader epoch this broker becomes:
+
+- **leader**: a ``LeaderState`` tracks the followers (fed by their Fetch requests through
+  ``on_replica_fetch``); the high watermark follows the ISR's smallest log end offset; an ISR change is
+  proposed to the controller with AlterPartition (``isr_updates``), never decided here; becoming
+  leader starts the new epoch at the log end in the leader-epoch cache;
+- **follower**: the partition moves to the fetcher of its leader (``fetcher``); it accepts no produce
+  (NOT_LEADER_OR_FOLLOWER) and waiting acks=all produces are answered so at once.
+
+acks=all produces wait here (``wait_for_replicas``) until the high watermark covers them.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import trio
+
+from protocol import ErrorCode
+
+from .acks import acks_all_outcome
+from .leader import LeaderState
+
+log = logging.getLogger("odradek.replication")
+
+
+def _now_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
+
+
+class ReplicaManager:
+    def __init__(self, broker, partitions):
+        self.broker = broker
+        self.partitions = partitions
+        self.node_id = broker.node_id
+        self.purgatory_size = 0
+        self.isr_shrinks = 0
+        self.isr_expands = 0
+        self.fetchers = None          # FetcherPool, once started
+        self.isr_updates = None       # IsrUpdates, once started
+        self._isr_check = trio.Event()
+
+    # ------------------------------------------------------------------------------ leadership
+    def on_partition(self, partition, image_partition) -> None:
+        """Follow the image's state of one local partition (synchronous, on the event loop)."""
+        now = _now_ms()
+        state = partition.replica_state
+        if image_partition.leader == self.node_id:
+            if state is not None and state.leader_epoch == image_partition.leader_epoch:
+                if image_partition.partition_epoch > state.partition_epoch:
+                    state.update_assignment(image_partition.partition_epoch,
+                                            image_partition.replicas, image_partition.isr, now)
+                partition.isr = state.isr
+                self._advance(partition)
+                return
+            self._become_leader(partition, image_partition, now)
+        else:
+            self._become_follower(partition, image_partition)
+
+    def _become_leader(self, partition, image_partition, now: int) -> None:
+        log_ = partition.log
+        if self.fetchers is not None:
+            self.fetchers.remove(partition)
+        log_.assign_epoch_start(image_partition.leader_epoch)
+        if len(image_partition.replicas) <= 1:
+            # One replica: everything in the log is committed.
+            log_.set_high_watermark(log_.log_end_offset)
+        partition.replica_state = LeaderState(
+            self.node_id, image_partition.leader_epoch, image_partition.partition_epoch,
+            image_partition.replicas, image_partition.isr, epoch_start_offset=log_.log_end_offset,
+            high_watermark=log_.high_watermark, now_ms=now)
+        partition.isr = tuple(image_partition.isr)
+        log.info("%s-%d: leader in epoch %d, ISR %s, high watermark %d", partition.topic,
+                 partition.index, image_partition.leader_epoch, list(image_partition.isr),
+                 log_.high_watermark)
+        self._advance(partition)
+
+    def _become_follower(self, partition, image_partition) -> None:
+        partition.replica_state = None
+        partition.isr = tuple(image_partition.isr)
+        partition.wake()     # acks=all waiters answer NOT_LEADER_OR_FOLLOWER; long polls re-check
+        if self.fetchers is None:
+            return
+        if image_partition.leader >= 0 and image_partition.leader != self.node_id:
+            self.fetchers.add(partition, image_partition.leader, image_partition.leader_epoch)
+        else:
+            self.fetchers.remove(partition)
+
+    def on_partition_removed(self, partition) -> None:
+        partition.replica_state = None
+        if self.fetchers is not None:
+            self.fetchers.remove(partition)
+
+    # ---------------------------------------------------------------------------- high watermark
+    def local_end(self, partition) -> int:
+        """What the leader counts as its own log end for the high watermark: the flushed offset when
+        acknowledged records must be durable, else the log end."""
+        log_ = partition.log
+        if self.partitions.durable_acks:
+            return min(log_.recovery_point, log_.log_end_offset)
+        return log_.log_end_offset
+
+    def _advance(self, partition) -> None:
+        state = partition.replica_state
+        if state is None:
+            return
+        if state.advance_high_watermark(self.local_end(partition)):
+            partition.log.set_high_watermark(state.high_watermark)
+        partition.wake()
+
+    def on_local_append(self, partition) -> None:
+        """Records were appended (and, if configured, flushed): the high watermark may move, and
+        followers long-polling for data must wake."""
+        self._advance(partition)
+
+    def on_replica_fetch(self, partition, replica_id: int, broker_epoch: int, fetch_offset: int) -> bool:
+        """A follower fetched at `fetch_offset`; False when it is not a replica of the partition."""
+        state = partition.replica_state
+        if state is None:
+            return False
+        progress = state.on_follower_fetch(replica_id, fetch_offset, partition.log.log_end_offset,
+                                           _now_ms(), broker_epoch)
+        if progress is None:
+            return False
+        before = partition.log.high_watermark
+        if state.advance_high_watermark(self.local_end(partition)):
+            partition.log.set_high_watermark(state.high_watermark)
+        if partition.log.high_watermark != before:
+            partition.wake()
+        if replica_id not in state.isr and replica_id in state.caught_up():
+            self._isr_check.set()     # a replica caught up: propose it into the ISR now
+        return True
+
+    # ------------------------------------------------------------------------------- acks=all
+    async def wait_for_replicas(self, waits, timeout_s: float) -> list[int]:
+        """acks=all: [(partition, end offset of its appended batches)] -> error code per item, once
+        the high watermark covers each (or the ISR fell below min.insync.replicas meanwhile:
+        NOT_ENOUGH_REPLICAS_AFTER_APPEND; leadership lost: NOT_LEADER_OR_FOLLOWER; the request's
+        timeout: REQUEST_TIMED_OUT)."""
+        codes: list = [None] * len(waits)
+        deadline = trio.current_time() + max(timeout_s, 0)
+        waiting = len(waits)
+        self.purgatory_size += waiting
+        try:
+            while True:
+                event = trio.Event()
+                try:
+                    for i, (partition, required) in enumerate(waits):
+                        if codes[i] is None:
+                            codes[i] = self._acks_outcome(partition, required)
+                            if codes[i] is None:
+                                partition.waiters.add(event)   # woken by any change of it
+                            else:
+                                waiting -= 1
+                                self.purgatory_size -= 1
+                    remaining = deadline - trio.current_time()
+                    if not waiting or remaining <= 0:
+                        break
+                    with trio.move_on_after(remaining):
+                        await event.wait()
+                finally:
+                    for partition, _ in waits:
+                        partition.waiters.discard(event)
+        finally:
+            self.purgatory_size -= waiting
+        return [ErrorCode.REQUEST_TIMED_OUT if code is None else code for code in codes]
+
+    def _acks_outcome(self, partition, required: int):
+        if partition.replica_state is None or \
+                self.partitions.get(partition.topic, partition.index) is not partition:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        return acks_all_outcome(required, partition.log.high_watermark, len(partition.isr),
+                                partition.min_insync_replicas)
+
+    # ------------------------------------------------------------------------------- background
+    def start(self, nursery: trio.Nursery) -> None:
+        from .fetcher import FetcherPool
+        from .isr_updates import IsrUpdates
+
+        self.fetchers = FetcherPool(self.broker, self.partitions, nursery)
+        self.isr_updates = IsrUpdates(self.broker, self)
+        for partition in self.partitions.all():
+            image_partition = self.broker.image.partition(partition.topic, partition.index)
+            if image_partition is not None and image_partition.leader != self.node_id:
+                self._become_follower(partition, image_partition)
+        nursery.start_soon(self._isr_loop)
+
+    async def _isr_loop(self) -> None:
+        """Kafka's isr-expiration task (every replica.lag.time.max.ms / 2) plus prompt expansion."""
+        while True:
+            lag_max = self.broker.config["replica.lag.time.max.ms"]
+            with trio.move_on_after(max(lag_max / 2000, 0.05)):
+                await self._isr_check.wait()
+            self._isr_check = trio.Event()
+            now = _now_ms()
+            for partition in self.partitions.all():
+                state = partition.replica_state
+                if state is None or not state.followers:
+                    continue
+                proposal = state.propose(now, lag_max)
+                if proposal is not None:
+                    self.isr_updates.send(partition, state, proposal)
+
+    def on_isr_committed(self, partition, state, shrank: bool) -> None:
+        """The controller committed our proposal (its answer may come before the image)."""
+        if shrank:
+            self.isr_shrinks += 1
+        else:
+            self.isr_expands += 1
+        partition.isr = state.isr
+        self._advance(partition)
+
+    def under_replicated(self) -> int:
+        return sum(1 for p in self.partitions.all()
+                   if p.replica_state is not None and len(p.replica_state.isr) < len(p.replica_state.replicas))

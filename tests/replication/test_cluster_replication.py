@@ -1,0 +1,142 @@
+"""Replication across real `odradek serve` processes (broker.testing_cluster): 3 nodes, RF 3,
+min.insync.replicas=2, stock clients over real sockets, every record read back checked.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from protocol import ErrorCode, messages as m
+from protocol import records as r
+
+from broker.testing_cluster import call, running_cluster
+
+FAST_FAILURE = {
+    "min.insync.replicas": "2",
+    "broker.session.timeout.ms": "3000",
+    "broker.heartbeat.interval.ms": "500",
+    "replica.lag.time.max.ms": "3000",
+    "replica.fetch.backoff.ms": "200",
+}
+
+
+def _create(cluster, topic: str, partitions: int = 1, replication: int = 3, configs=None) -> None:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    new = NewTopic(topic, partitions, replication, config=configs or {})
+    admin.create_topics([new], request_timeout=30)[topic].result(60)
+    cluster.wait_until(lambda: all(_state(cluster, b, topic)[0] >= 0 for b in cluster.brokers),
+                       30, "the topic on every broker")
+
+
+def _state(cluster, broker: int, topic: str, partition: int = 0):
+    """(leader, isr) of a partition as `broker`'s metadata says."""
+    response = cluster.metadata(broker, [topic])
+    for p in response.topics[0].partitions:
+        if p.partition_index == partition:
+            return p.leader_id, sorted(p.isr_nodes)
+    return -1, []
+
+
+def _log_bytes(node, topic: str, partition: int = 0) -> bytes:
+    directory = os.path.join(node.data_dir, f"{topic}-{partition}")
+    names = sorted(n for n in os.listdir(directory) if n.endswith(".log"))
+    out = b""
+    for name in names:
+        with open(os.path.join(directory, name), "rb") as f:
+            out += f.read()
+    return out
+
+
+def _consume_all(bootstrap: str, topic: str, expected: int, timeout: float = 60.0) -> list:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "reader",
+                         "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    got = []
+    deadline = time.monotonic() + timeout
+    while len(got) < expected and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is not None and not message.error():
+            got.append((message.offset(), message.value()))
+    consumer.close()
+    return got
+
+
+def _produce_raw(address, topic: str, acks: int):
+    """One acks=`acks` Produce of one record; the partition's error code."""
+    R = m.ProduceRequest
+    body = R(transactional_id=None, acks=acks, timeout_ms=5000, topic_data=[R.TopicProduceData(
+        name=topic, partition_data=[R.PartitionProduceData(
+            index=0, records=r.build_batch([r.SimpleRecord(value=b"raw", timestamp=int(time.time() * 1000))]))])])
+    return call(address, 0, 9, body, timeout=15).responses[0].partition_responses[0].error_code
+
+
+def test_acks_all_records_survive_kill_9_of_the_leader(tmp_path):
+    """An idempotent acks=all producer streams while the leader is killed: every acknowledged record
+    is read back exactly once, in order, and the surviving replicas hold the same bytes."""
+    with running_cluster(tmp_path, nodes=3, overrides=FAST_FAILURE) as cluster:
+        _create(cluster, "precious")
+        leader, isr = _state(cluster, 1, "precious")
+        assert isr == [1, 2, 3]
+        acknowledged, errors = [], []
+
+        def delivered(err, message):
+            (errors if err else acknowledged).append(err or (message.offset(), message.value()))
+
+        producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all",
+                             "enable.idempotence": True, "linger.ms": 2,
+                             "message.timeout.ms": 90000})
+        sent, killed_at, started = 0, None, time.monotonic()
+        while time.monotonic() - started < 10 or killed_at is None:
+            producer.produce("precious", b"%08d" % sent, on_delivery=delivered)
+            sent += 1
+            producer.poll(0)
+            time.sleep(0.002)
+            if killed_at is None and len(acknowledged) >= 500:
+                cluster.kill(leader)
+                killed_at = len(acknowledged)
+        assert producer.flush(90) == 0
+        assert not errors and len(acknowledged) == sent
+        assert killed_at < sent - 500   # the stream went on well past the kill
+
+        survivors = [b for b in cluster.brokers if b != leader]
+        new_leader, new_isr = _state(cluster, survivors[0], "precious")
+        assert new_leader in survivors and leader not in new_isr
+        got = _consume_all(cluster.bootstrap, "precious", sent)
+        values = [value for _, value in got]
+        assert values == [b"%08d" % i for i in range(sent)]          # exactly once, in order
+        assert sorted(acknowledged) == got                            # at the offsets acknowledged
+        cluster.wait_until(lambda: _log_bytes(cluster.nodes[survivors[0]], "precious")
+                           == _log_bytes(cluster.nodes[survivors[1]], "precious"), 30,
+                           "the surviving replicas to hold the same bytes")
+
+
+def test_isr_shrinks_refuses_below_min_isr_and_expands_back(tmp_path):
+    """A killed follower leaves the ISR (through the controller); with the topic's
+    min.insync.replicas=3 acks=all is then refused (acks=1 is not); restarted, it catches up,
+    rejoins the ISR and holds the leader's bytes."""
+    with running_cluster(tmp_path, nodes=3, overrides=FAST_FAILURE) as cluster:
+        _create(cluster, "guarded", configs={"min.insync.replicas": "3"})
+        leader, _ = _state(cluster, 1, "guarded")
+        follower = next(b for b in cluster.brokers if b != leader)
+        address = cluster.nodes[leader].address
+        assert _produce_raw(address, "guarded", -1) == ErrorCode.NONE
+
+        cluster.kill(follower)
+        cluster.wait_until(lambda: follower not in _state(cluster, leader, "guarded")[1],
+                           30, "the ISR to lose the killed follower")
+        assert _produce_raw(address, "guarded", -1) == ErrorCode.NOT_ENOUGH_REPLICAS
+        assert _produce_raw(address, "guarded", 1) == ErrorCode.NONE      # acks=1 still goes in
+        assert _produce_raw(address, "guarded", 1) == ErrorCode.NONE
+
+        cluster.start(follower)
+        cluster.wait_until(lambda: _state(cluster, leader, "guarded")[1] == [1, 2, 3],
+                           60, "the restarted follower to rejoin the ISR")
+        assert _produce_raw(address, "guarded", -1) == ErrorCode.NONE
+        cluster.wait_until(lambda: len({_log_bytes(cluster.nodes[b], "guarded") for b in cluster.brokers}) == 1,
+                           30, "every replica to hold the leader's bytes")
+        got = _consume_all(cluster.bootstrap, "guarded", 4)
+        assert [value for _, value in got] == [b"raw"] * 4
