@@ -221,7 +221,8 @@ def append_error(exc: Exception, *, offsets: bool = False) -> ErrorCode:
         code = ErrorCode(code)
     except (TypeError, ValueError):
         return E.COORDINATOR_NOT_AVAILABLE
-    if code in (E.UNKNOWN_TOPIC_OR_PARTITION, E.NOT_ENOUGH_REPLICAS, E.REQUEST_TIMED_OUT):
+    if code in (E.UNKNOWN_TOPIC_OR_PARTITION, E.NOT_ENOUGH_REPLICAS, E.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+                E.REQUEST_TIMED_OUT):
         return E.COORDINATOR_NOT_AVAILABLE
     if code in (E.NOT_LEADER_OR_FOLLOWER, E.KAFKA_STORAGE_ERROR):
         return E.NOT_COORDINATOR

@@ -93,6 +93,15 @@ async def append_markers(broker, markers: list[Marker], *, now_ms: int) -> list[
         except StorageError as exc:
             for _, _, i, key in appended:
                 results[i][key] = ErrorCode(exc.error_code)
+            appended = []
+    replication = getattr(partitions, "replication", None)
+    if appended and replication is not None:
+        # acks=all, as Kafka appends markers: the coordinator hears back once the ISR has them
+        codes = await replication.wait_for_replicas([(p, outcome.last_offset + 1) for p, outcome, _, _ in appended],
+                                                    broker.config["request.timeout.ms"] / 1000)
+        for (_, _, i, key), code in zip(appended, codes):
+            if code:
+                results[i][key] = ErrorCode(code)
     _after_markers(broker, markers, results)
     return results
 

@@ -26,7 +26,7 @@ from protocol import ErrorCode
 from protocol.records import SimpleRecord, build_batch
 
 from .clock import SystemClock, Timers
-from .group_coordinator import GroupConfig, GroupCoordinator
+from .group_coordinator import GroupConfig, GroupCoordinator, append_error
 from .log_records import TransactionRecord
 from .markers import MarkerSender
 from .ownership import (OFFSETS_TOPIC, TRANSACTION_TOPIC, LoadState, Owned, is_commit, plan,
@@ -57,7 +57,11 @@ class CoordinatorService:
         self.timers = Timers()
         self.offsets_partitions = config["offsets.topic.num.partitions"]
         self.txn_partitions = config["transaction.state.log.num.partitions"]
-        self._unacked: list = []
+        self._unacked: list = []               # (write seq, partition, append result) not yet settled
+        self._next_write = 0
+        self._outstanding: set[int] = set()     # write seqs appended and not yet acknowledged
+        self._acked = trio.Event()              # set (and replaced) whenever acknowledgements finish
+        self._write_failures: dict[int, ErrorCode] = {}
         self.groups = GroupCoordinator(self.clock, self.timers, _GroupLog(self), GroupConfig(
             min_session_timeout_ms=config["group.min.session.timeout.ms"],
             max_session_timeout_ms=config["group.max.session.timeout.ms"],
@@ -82,7 +86,6 @@ class CoordinatorService:
         self._nursery: Optional[trio.Nursery] = None
         self._peer_client = None
         self._topic_lock = trio.Lock()
-        self._ack_lock = trio.Lock()
         self._timers_running = False
         self._wake = trio.Event()
         self._sleep_until: Optional[int] = None
@@ -224,23 +227,74 @@ class CoordinatorService:
             partition = self.broker.partitions.leader(topic, partition_index)
         except PartitionError:
             raise CoordinatorError(E.NOT_COORDINATOR) from None
+        if len(partition.isr) < partition.min_insync_replicas:
+            raise CoordinatorError(E.NOT_ENOUGH_REPLICAS)   # acks=all could not be met: append nothing
         result = partition.log.append(batch, leader_epoch=partition.leader_epoch, origin=AppendOrigin.COORDINATOR)
-        self._unacked.append((partition, result))
+        seq = self._next_write
+        self._next_write += 1
+        self._unacked.append((seq, partition, result))
+        self._outstanding.add(seq)
 
-    async def settle(self) -> None:
-        """Return once everything appended so far is acknowledged (replicated and durable as configured).
+    def write_mark(self) -> int:
+        """A position in the coordinators' writes: `settle(since=mark)` reports failures of writes after it."""
+        return self._next_write
 
-        One settler at a time: an append another request's settle is still acknowledging is
-        waited for too, so no answer overtakes the write it depends on."""
-        async with self._ack_lock:
-            while self._unacked:
-                pending, self._unacked = self._unacked, []
-                for partition, result in pending:
-                    try:
-                        await self.broker.partitions.acknowledge(partition, result)
-                    except Exception:
-                        log.exception("acknowledging an internal append to %s-%d failed",
-                                      partition.topic, partition.index)
+    async def settle(self, since: Optional[int] = None) -> ErrorCode:
+        """Return once everything appended so far is acknowledged: durable as configured and, as
+        acks=all, replicated to the ISR (`offsets.commit.timeout.ms` for `__consumer_offsets`,
+        `request.timeout.ms` for `__transaction_state`). An append another request's settle is still
+        acknowledging is waited for too, so no answer overtakes the write it depends on.
+
+        With `since` (a `write_mark()`), answers the error a client gets for the writes made after
+        it (Kafka's mapping: COORDINATOR_NOT_AVAILABLE when replication fell short or timed out,
+        NOT_COORDINATOR when leadership moved), else NONE."""
+        target = self._next_write
+        pending, self._unacked = self._unacked, []
+        if pending:
+            try:
+                await self._acknowledge(pending)
+            finally:
+                for seq, _, _ in pending:
+                    self._outstanding.discard(seq)
+                self._acked.set()
+                self._acked = trio.Event()
+        while self._outstanding and min(self._outstanding) < target:
+            await self._acked.wait()
+        if since is None:
+            return E.NONE
+        return next((code for seq, code in self._write_failures.items() if since <= seq < target), E.NONE)
+
+    async def _acknowledge(self, pending) -> None:
+        partitions = self.broker.partitions
+        try:
+            await partitions.acknowledge_many([(partition, result) for _, partition, result in pending])
+        except Exception as exc:
+            log.warning("acknowledging internal appends failed: %s", exc)
+            self._failed([seq for seq, _, _ in pending], getattr(exc, "error_code", E.KAFKA_STORAGE_ERROR))
+            return
+        replication = getattr(partitions, "replication", None)
+        if replication is None:
+            return
+        config = self.broker.config
+        for topic, timeout_ms in ((OFFSETS_TOPIC, config["offsets.commit.timeout.ms"]),
+                                  (TRANSACTION_TOPIC, config["request.timeout.ms"])):
+            waits = [(seq, partition, result) for seq, partition, result in pending if partition.topic == topic]
+            if not waits:
+                continue
+            codes = await replication.wait_for_replicas(
+                [(partition, result.last_offset + 1) for _, partition, result in waits], timeout_ms / 1000)
+            for (seq, partition, _), code in zip(waits, codes):
+                if code:
+                    log.info("internal write to %s-%d not acknowledged: %s", partition.topic, partition.index,
+                             ErrorCode(code).name)
+                    self._failed([seq], code)
+
+    def _failed(self, seqs, code) -> None:
+        mapped = append_error(CoordinatorError(ErrorCode(code)))
+        for seq in seqs:
+            self._write_failures[seq] = mapped
+        while len(self._write_failures) > 10_000:           # only recent writes are ever asked about
+            self._write_failures.pop(next(iter(self._write_failures)))
 
     # ---- transactions meeting groups --------------------------------------------------------------
     def complete_transactional_offsets(self, offsets_partition: int, producer_id: int, commit: bool) -> None:

@@ -180,13 +180,16 @@ async def offset_commit(ctx, header, body):
                     p.committed_leader_epoch if version >= 6 else -1, p.committed_metadata,
                     now + retention if retention >= 0 else -1))
     if code is E.NONE and items:
+        mark = service.write_mark()
         top, per = service.groups.commit_offsets(
             body.group_id, body.member_id, body.group_instance_id if version >= 7 else None,
             body.generation_id_or_member_epoch, items)
-        await service.settle()
+        unacknowledged = await service.settle(since=mark)
         for item in items:
             key = (item.topic, item.partition)
             errors[key] = top if top is not E.NONE else per.get(key, E.NONE)
+            if errors[key] is E.NONE:
+                errors[key] = unacknowledged
     topics: dict[str, list] = {}
     for topic in body.topics:
         for p in topic.partitions:

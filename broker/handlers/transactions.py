@@ -46,9 +46,12 @@ async def init_producer_id(ctx, header, body):
     except Exception:
         return Response(error_code=E.COORDINATOR_LOAD_IN_PROGRESS, producer_id=-1, producer_epoch=-1)
     expected_id, expected_epoch = (body.producer_id, body.producer_epoch) if version >= 3 else (-1, -1)
+    mark = service.write_mark()
     result = service.txns.init_producer_id(transactional_id, body.transaction_timeout_ms, expected_id,
                                            expected_epoch)
-    await service.settle()
+    unacknowledged = await service.settle(since=mark)
+    if result.error is E.NONE and unacknowledged is not E.NONE:
+        return Response(error_code=unacknowledged, producer_id=-1, producer_epoch=-1)
     if result.error is not E.NONE:
         return Response(error_code=_fenced(result.error, version, 4), producer_id=-1, producer_epoch=-1)
     return Response(error_code=E.NONE, producer_id=result.producer_id, producer_epoch=result.producer_epoch)
@@ -90,8 +93,10 @@ async def _add_partitions(ctx, service, version, transactional_id, producer_id, 
         # TRANSACTION_ABORTABLE is new in v5 (KIP-890); v4 callers know the case as INVALID_TXN_STATE
         return {tp: E.INVALID_TXN_STATE if err is E.TRANSACTION_ABORTABLE and version < 5 else err
                 for tp, err in per.items()}
+    mark = service.write_mark()
     code = service.txns.add_partitions(transactional_id, producer_id, producer_epoch, requested)
-    await service.settle()
+    unacknowledged = await service.settle(since=mark)
+    code = unacknowledged if code is E.NONE else code
     return {tp: _fenced(code, version, 2) for tp in requested}
 
 
@@ -116,9 +121,11 @@ async def add_offsets_to_txn(ctx, header, body):
         except CoordinatorError as exc:
             code = exc.code
         if code is E.NONE:
+            mark = service.write_mark()
             code = service.txns.add_offsets(body.transactional_id, body.producer_id, body.producer_epoch,
                                             body.group_id)
-            await service.settle()
+            unacknowledged = await service.settle(since=mark)
+            code = unacknowledged if code is E.NONE else code
     return messages.AddOffsetsToTxnResponse(error_code=_fenced(code, header.api_version, 2))
 
 
@@ -147,12 +154,15 @@ async def txn_offset_commit(ctx, header, body):
                                               p.committed_metadata))
     if items:
         member = (body.member_id, body.group_instance_id, body.generation_id) if version >= 3 else ("", None, -1)
+        mark = service.write_mark()
         top, per = service.groups.commit_offsets(body.group_id, *member, items, producer_id=body.producer_id,
                                                  producer_epoch=body.producer_epoch)
-        await service.settle()
+        unacknowledged = await service.settle(since=mark)
         for item in items:
             key = (item.topic, item.partition)
             errors[key] = top if top is not E.NONE else per.get(key, E.NONE)
+            if errors[key] is E.NONE:
+                errors[key] = unacknowledged
     topics: dict[str, list] = {}
     for topic in body.topics:
         for p in topic.partitions:
@@ -198,8 +208,10 @@ async def end_txn(ctx, header, body):
     service = await CoordinatorService.of(ctx.broker)
     code = await service.txn_coordinator_error(body.transactional_id)
     if code is E.NONE:
+        mark = service.write_mark()
         code = service.txns.end_txn(body.transactional_id, body.producer_id, body.producer_epoch, body.committed)
-        await service.settle()
+        unacknowledged = await service.settle(since=mark)
+        code = unacknowledged if code is E.NONE else code
     return messages.EndTxnResponse(error_code=_fenced(code, header.api_version, 2))
 
 
