@@ -13,10 +13,11 @@ import time
 import uuid
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from broker.testing_cluster import running_cluster
+from broker.testing_cluster import call, running_cluster
+from protocol import messages as m
 
 INTERNAL = {"offsets.topic.num.partitions": "3", "transaction.state.log.num.partitions": "3"}
 COMPAT = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "compat-tests")
@@ -155,3 +156,80 @@ def test_java_transactions_over_three_brokers(three_brokers):
         assert all(tp.offset > 0 for tp in offsets)
     finally:
         client.close()
+
+
+def find_coordinator(cluster, group: str) -> int:
+    """The group's coordinator as the running brokers answer it (-1 while none is available)."""
+    for node in cluster.brokers:
+        if not cluster.nodes[node].running:
+            continue
+        answer = call(cluster.nodes[node].address, 10, 3, m.FindCoordinatorRequest(key=group, key_type=0))
+        return answer.node_id if answer.error_code == 0 else -1
+    return -1
+
+
+def commit_sync(consumer, deadline: float) -> None:
+    """Commit the consumer's position, retrying through a coordinator move."""
+    while True:
+        try:
+            consumer.commit(asynchronous=False)
+            return
+        except KafkaException as exc:
+            if exc.args[0].code() == KafkaError._NO_OFFSET:
+                return                                   # nothing consumed since the last commit
+            if time.monotonic() > deadline or not exc.args[0].retriable():
+                raise
+            time.sleep(0.2)
+
+
+@pytest.mark.timeout(300)
+def test_a_consumer_group_survives_its_coordinator_being_killed(tmp_path):
+    """__consumer_offsets with replication factor 3: kill -9 the group coordinator's broker mid-stream;
+    the consumer finds the new coordinator (the new leader of the group's partition), its committed
+    offsets are there, and it goes on without skipping a record."""
+    settings = {"offsets.topic.replication.factor": "3", "offsets.topic.num.partitions": "3"}
+    with running_cluster(tmp_path, nodes=3, overrides=settings) as cluster:
+        create_topic(cluster.bootstrap, "gf", 3, replication=3)
+        cluster.wait_until(lambda: all(len(leaders(cluster, "gf", b)) == 3 for b in cluster.brokers), 30, "gf")
+        producer = Producer({"bootstrap.servers": cluster.bootstrap, "linger.ms": 5, "acks": "all"})
+        sent = {b"v-%d" % i for i in range(300)}
+        for i in range(300):
+            producer.produce("gf", b"v-%d" % i, partition=i % 3)
+        assert producer.flush(60) == 0
+
+        group = "survivors"
+        consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group,
+                             "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                             "session.timeout.ms": 30000, "heartbeat.interval.ms": 1000})
+        consumer.subscribe(["gf"])
+        seen, deadline = set(), time.monotonic() + 120
+        while len(seen) < 150 and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and not message.error():
+                seen.add(message.value())
+                if len(seen) % 10 == 0:
+                    commit_sync(consumer, deadline)
+        commit_sync(consumer, deadline)
+        assignment = [TopicPartition("gf", p) for p in range(3)]
+        before = {tp.partition: tp.offset for tp in consumer.committed(assignment, timeout=30)}
+        assert sum(max(o, 0) for o in before.values()) == len(seen)
+
+        coordinator = cluster.wait_until(lambda: max(find_coordinator(cluster, group), 0), 30, "a coordinator")
+        cluster.kill(coordinator)
+        moved = cluster.wait_until(lambda: find_coordinator(cluster, group) not in (-1, coordinator), 60,
+                                   "the group's new coordinator")
+        assert moved != coordinator
+        # the new coordinator loaded the group's offsets from its replica of the log
+        after = {tp.partition: tp.offset for tp in consumer.committed(assignment, timeout=60)}
+        assert after == before
+
+        deadline = time.monotonic() + 120
+        while len(seen) < len(sent) and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and not message.error():
+                seen.add(message.value())
+        commit_sync(consumer, deadline)
+        assert seen == sent                                    # no record skipped
+        final = {tp.partition: tp.offset for tp in consumer.committed(assignment, timeout=60)}
+        assert sum(final.values()) == 300
+        consumer.close()
