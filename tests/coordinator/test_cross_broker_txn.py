@@ -7,6 +7,7 @@ in a cluster: Produce on B is verified with A (AddPartitionsToTxn verify-only), 
 B is verified with A, and A writes the commit/abort markers on B with WriteTxnMarkers.
 """
 
+import socket
 import time
 import uuid
 
@@ -34,6 +35,12 @@ async def create(broker, name, assignments, configs=None):
     [result] = await broker.controller.create_topics([CreateTopicSpec(name, assignments=assignments,
                                                                       configs=configs or {})])
     assert result.error_code == 0, result.error_message
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def recording(request, log):
@@ -120,11 +127,13 @@ async def test_markers_verification_and_offsets_cross_brokers(tmp_path):
 
 
 @pytest.mark.timeout(60)
-async def test_markers_retry_on_not_leader_and_complete_only_when_all_are_written(tmp_path):
+@pytest.mark.parametrize("broker_2", ["refuses", "unreachable"])
+async def test_markers_retry_until_leadership_moves_and_complete_only_when_all_are_written(tmp_path, broker_2):
     async with serving_broker(tmp_path / "a", {"node.id": "1", **COMMON}) as a, \
             serving_broker(tmp_path / "b", {"node.id": "2", **COMMON}) as b:
         A, B = a.broker, b.broker
-        epoch_of_2 = await know(A, 2, b.port)
+        # broker 2 answers NOT_LEADER_OR_FOLLOWER, or (a port nobody listens on) cannot be reached
+        epoch_of_2 = await know(A, 2, b.port if broker_2 == "refuses" else closed_port())
         await know(B, 1, a.port)
         await create(A, "w", {0: [2, 1]})             # A: w-0 led by B (A follows)
         await create(A, "v", {0: [1]})                # and v-0 led by A
