@@ -53,7 +53,8 @@ class Health:
         self._flags[name] = (bool(ok), detail or ("ok" if ok else "pending"))
 
     def add_check(self, name: str, check: Callable[[], bool]) -> None:
-        """A readiness condition evaluated at probe time; an exception counts as not ready."""
+        """A readiness condition evaluated at probe time (bool, or (bool, reason)); an exception
+        counts as not ready."""
         self._flags.pop(name, None)
         self._checks[name] = check
 
@@ -65,11 +66,14 @@ class Health:
         ready = all(ok for ok, _ in self._flags.values())
         for name, check in self._checks.items():
             try:
-                ok = bool(check())
+                result = check()
             except Exception as exc:  # a broken check must not break the probe
                 ok, status[name] = False, f"error: {exc!r}"
             else:
-                status[name] = "ok" if ok else "pending"
+                # A check may say why it fails: (ok, reason).
+                ok, detail = result if isinstance(result, tuple) else (result, "")
+                ok = bool(ok)
+                status[name] = "ok" if ok else (detail or "pending")
             ready = ready and ok
         if self.shutting_down:
             ready, status["shutdown"] = False, "shutting down"

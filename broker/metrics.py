@@ -94,6 +94,9 @@ class ControllerSnapshot:
     topic_count: int = 0
     partition_count: int = 0
     broker_count: int = 0
+    fenced_broker_count: int = 0
+    offline_partition_count: int = 0      # cluster-wide, on the active controller (else 0)
+    replica_lag: dict = field(default_factory=dict)   # leader only: node id -> offsets behind
 
 
 PartitionSource = Callable[[], Iterable[PartitionSnapshot]]
@@ -564,10 +567,11 @@ class _Collector:
             fam = _family(base + suffix, doc, "gauge")
             fam.add_sample(fam.name, {}, value)
             yield fam
-        offline = _family("kafka_controller_kafkacontroller_offlinepartitionscount",
-                          "Partitions without a live leader.", "gauge")
-        offline.add_sample(offline.name, {}, sum(1 for p in partitions if p.offline))
-        yield offline
+        if self.m._controller_source is None:    # else the controller counts the whole cluster
+            offline = _family("kafka_controller_kafkacontroller_offlinepartitionscount",
+                              "Partitions without a live leader.", "gauge")
+            offline.add_sample(offline.name, {}, sum(1 for p in partitions if p.offline))
+            yield offline
 
         per_partition = {
             "size": ("Bytes of the partition's log on disk.", "size_bytes"),
@@ -653,6 +657,12 @@ class _Collector:
              c.partition_count),
             ("kafka_controller_kafkacontroller_activebrokercount", "Registered live brokers.",
              c.broker_count),
+            ("kafka_controller_kafkacontroller_fencedbrokercount",
+             "Registered brokers that are fenced (heartbeats stopped, or shutting down).",
+             c.fenced_broker_count),
+            ("kafka_controller_kafkacontroller_offlinepartitionscount",
+             "Partitions without a live leader (counted by the active controller).",
+             c.offline_partition_count),
             ("kafka_server_raft_metrics_current_epoch", "The quorum's current epoch.", c.epoch),
             ("kafka_server_raft_metrics_current_leader",
              "Node id of the quorum leader, -1 when unknown.",
@@ -664,6 +674,20 @@ class _Collector:
             fam = _family(name, doc, "gauge")
             fam.add_sample(name, {}, value)
             yield fam
+        lag = _family("kafka_server_raft_metrics_replica_lag",
+                      "On the active controller: how many metadata log entries each voter and "
+                      "observer (broker) is behind its log end.", "gauge")
+        for node, behind in sorted(c.replica_lag.items()):
+            lag.add_sample(lag.name, {"node_id": str(node)}, behind)
+        yield lag
+
+
+def _replica_lag(view: dict) -> dict[int, int]:
+    """Per replica, the metadata log entries it is behind the leader (from describe_quorum())."""
+    replicas = view.get("replicas") or {}
+    end = max((r["log_end_offset"] for r in replicas.values()), default=0)
+    return {node: max(0, end - r["log_end_offset"]) for node, r in replicas.items()
+            if r["log_end_offset"] >= 0}
 
 
 def _safe_list(source: Callable[[], Iterable] | None) -> list:
@@ -717,7 +741,7 @@ def broker_sources(broker) -> dict[str, Callable]:
         if c is None:
             return None
         image = c.image
-        quorum = getattr(c, "_quorum", None)
+        quorum, view = getattr(c, "_quorum", None), None
         if hasattr(c, "describe_quorum"):  # the Raft controller's public view
             view = c.describe_quorum()
             active, leader = bool(c.is_active), view.get("leader_id")
@@ -734,6 +758,11 @@ def broker_sources(broker) -> dict[str, Callable]:
             last_committed_offset=min(high_watermark, end) - 1, last_applied_offset=image.offset,
             topic_count=len(image.topics),
             partition_count=sum(len(t.partitions) for t in image.topics.values()),
-            broker_count=sum(1 for b in image.brokers.values() if not b.fenced))
+            broker_count=sum(1 for b in image.brokers.values() if not b.fenced),
+            fenced_broker_count=sum(1 for b in image.brokers.values() if b.fenced),
+            offline_partition_count=sum(
+                1 for t in image.topics.values() for p in t.partitions.values() if p.leader < 0)
+            if active else 0,
+            replica_lag=_replica_lag(view) if active and view is not None else {})
 
     return {"partitions": partitions, "groups": groups, "controller": controller}

@@ -174,13 +174,14 @@ class Broker:
                         if not started:      # still waiting for the quorum: nothing to drain
                             nursery.cancel_scope.cancel()
                         return
+                async def serve_then_stop(task_status=trio.TASK_STATUS_IGNORED):
+                    await broker.serve(task_status=task_status)   # drains before it returns
+                    nursery.cancel_scope.cancel()                 # the signal watcher
                 nursery.start_soon(wait_for_signal)
-                await nursery.start(broker.serve)
+                await nursery.start(serve_then_stop)
                 started = True
                 if announce is not None:
                     announce(broker)
-                await broker._shutdown.wait()
-                nursery.cancel_scope.cancel()  # the signal watcher; serve() already returned
 
     async def serve(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         from broker.cluster.metadata import open_metadata
@@ -239,13 +240,14 @@ class Broker:
     async def _start(self, nursery: trio.Nursery) -> None:
         self.metrics.set_sources(**broker_sources(self))
         self.health.set("recovery", True)
+        if self.config.multi_node:
+            self.health.add_check("metadata", self.controller.metadata_status)
         if self.config["metrics.port"] >= 0:
             self.metrics_port = await nursery.start(functools.partial(
                 serve_ops_http, self.config["metrics.port"], health=self.health,
                 metrics=self.metrics))
         bound = await self._bind_listeners()
         await self._register(nursery)   # leading its partitions again before clients get in
-        self.health.set("controller", True)
         self._start_serving(nursery, bound)
         self.health.set("listeners", True)
         for hook in self.startup_hooks:

@@ -58,7 +58,7 @@ class ControllerNode:
                                  self.validate_config) as controller:
             self.controller = controller
             self.metrics.set_sources(controller=broker_sources(self)["controller"])
-            self.health.add_check("quorum", lambda: controller.leader_id >= 0)
+            self.health.add_check("quorum", controller.metadata_status)
             async with trio.open_nursery() as nursery:
                 if self.config["metrics.port"] >= 0:
                     self.metrics_port = await nursery.start(functools.partial(

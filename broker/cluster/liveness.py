@@ -59,6 +59,7 @@ class BrokerLifecycle:
     # -- registration ------------------------------------------------------------------------------
     async def register(self) -> None:
         while True:
+            self._not_ready("broker registration: waiting for the active controller")
             try:
                 await self._register_once()
             except ApiError as exc:

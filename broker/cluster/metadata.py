@@ -83,7 +83,8 @@ def controller_settings(config):
 
 def raft_config(config) -> RaftConfig:
     return RaftConfig(election_timeout=config["controller.quorum.election.timeout.ms"] / 1000,
-                      fetch_timeout=config["controller.quorum.fetch.timeout.ms"] / 1000)
+                      fetch_timeout=config["controller.quorum.fetch.timeout.ms"] / 1000,
+                      request_timeout=config["controller.quorum.request.timeout.ms"] / 1000)
 
 
 @asynccontextmanager

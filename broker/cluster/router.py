@@ -57,6 +57,15 @@ class ClusterController:
     def leader_id(self) -> int:
         return self.local.leader_id
 
+    def metadata_status(self) -> tuple[bool, str]:
+        """(current, why not): a readiness check. A broker that lost the quorum says so."""
+        if self.local.in_touch():
+            return True, ""
+        if self.local.leader_id < 0:
+            return False, "no active controller known: the metadata quorum is unreachable"
+        return False, (f"not hearing from the active controller {self.local.leader_id}: "
+                       "metadata may be stale")
+
     def add_listener(self, listener) -> None:
         self.local.add_listener(listener)
 
@@ -68,6 +77,10 @@ class ClusterController:
 
     async def resign(self) -> None:
         await self.local.resign()
+
+    async def forward(self, api_key: int, version: int, body):
+        """Send a request as it came to the active controller; its answer, as it came back."""
+        return await self.client.call(api_key, version, body)
 
     # -- helpers -----------------------------------------------------------------------------------
     async def _local_or_none(self, method: str, *args, **kwargs):
@@ -265,7 +278,7 @@ class ClusterController:
                  features=[R.Feature(name=name, min_supported_version=low,
                                       max_supported_version=high) for name, low, high in features],
                  rack=rack)
-        response = await self.client.call(62, 3, body)
+        response = await self.client.call(62, 3, body, timeout_s=5.0)
         if response.error_code:
             raise ApiError(response.error_code, f"Broker registration refused: "
                            f"{ErrorCode(response.error_code).name}")

@@ -19,6 +19,7 @@ from typing import Callable, Mapping, Sequence
 import trio
 
 from . import configs as cfg
+from . import election
 from . import records as r
 from .broker_ops import BrokerOps
 from .brokers import BrokerSessions, HeartbeatResult, check_broker_epoch
@@ -119,6 +120,10 @@ class Controller(TopicOps, BrokerOps, LeadershipOps):
         """The active controller's node id as this replica knows it (-1: unknown)."""
         return self._quorum.leader_id
 
+    def in_touch(self) -> bool:
+        """Whether this replica leads the quorum or hears from its leader (its image is current)."""
+        return self._quorum.in_touch()
+
     @property
     def applied_offset(self) -> int:
         """Every metadata log entry below this offset is applied to `image`."""
@@ -211,6 +216,10 @@ class Controller(TopicOps, BrokerOps, LeadershipOps):
                 batch += cfg.diff_records(rtype, name, before, after)
             if not validate_only:
                 await self._commit(batch)
+                if any(getattr(rec, "name", None) == election.UNCLEAN_KEY for rec in batch):
+                    # Allowed just now: offline partitions take any live replica at once.
+                    await self._commit(election.elect_unclean_where_enabled(
+                        self._image, self._settings.unclean_leader_election_enable, self.node_id))
             return results
 
     # -- producer ids ----------------------------------------------------------------------------

@@ -9,7 +9,6 @@ from protocol import ErrorCode, messages
 
 from broker.controller.errors import ApiError
 from broker.handlers import common
-from broker.handlers.metadata import broker_entries
 
 BROKERS_ENDPOINT_TYPE = 1
 
@@ -22,9 +21,17 @@ async def handle_describe_cluster(ctx, header, body):
                         error_message="The endpoint type is not supported by this broker",
                         endpoint_type=body.endpoint_type, cluster_id=image.cluster_id,
                         controller_id=-1, brokers=[])
-    brokers = [Response.DescribeClusterBroker(broker_id=b.node_id, host=b.host, port=b.port,
-                                              rack=b.rack)
-               for b in broker_entries(ctx, image, ctx.connection.listener_name)]
+    # v2 (KIP-1073) may ask for fenced brokers too, each marked.
+    with_fenced = header.api_version >= 2 and body.include_fenced_brokers
+    brokers = []
+    for broker in sorted(image.brokers.values(), key=lambda b: b.broker_id):
+        endpoint = next((e for e in broker.endpoints if e.name == ctx.connection.listener_name),
+                        None)
+        if endpoint is None or (broker.fenced and not with_fenced):
+            continue
+        brokers.append(Response.DescribeClusterBroker(
+            broker_id=broker.broker_id, host=endpoint.host, port=endpoint.port, rack=broker.rack,
+            is_fenced=broker.fenced))
     return Response(
         throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=BROKERS_ENDPOINT_TYPE,
         cluster_id=image.cluster_id, controller_id=ctx.node_id, brokers=brokers,
@@ -134,7 +141,7 @@ async def handle_elect_leaders(ctx, header, body):
 
 
 HANDLERS = {
-    60: (0, 1, handle_describe_cluster),
+    60: (0, 2, handle_describe_cluster),
     75: (0, 0, handle_describe_topic_partitions),
     35: (1, 4, handle_describe_log_dirs),
     43: (0, 2, handle_elect_leaders),

@@ -7,6 +7,9 @@ from broker.controller import admin
 
 
 async def handle_describe_quorum(ctx, header, body):
+    forward = getattr(ctx.controller, "forward", None)
+    if forward is not None:      # a cluster: the active controller answers (v2: with its Nodes)
+        return await forward(55, header.api_version, body)
     return await admin.describe_quorum(ctx.controller, body)
 
 

@@ -6,16 +6,41 @@ are stock confluent-kafka and kafka-python over real sockets, and every record r
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import time
+import urllib.request
 import uuid
 
-import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from protocol import ErrorCode, messages as m
 
-from broker.testing_cluster import call, running_cluster
+from broker.testing_cluster import REPO_ROOT, call, free_port, running_cluster
+
+
+def _metrics(port: int) -> dict[str, float]:
+    """Prometheus text from /metrics as {series: value}."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            series, _, value = line.rpartition(" ")
+            out[series] = float(value)
+    return out
+
+
+def _admin(bootstrap: str, *args: str):
+    """`odradek <args> -b bootstrap --json`, decoded."""
+    env = {**os.environ, "PYTHONPATH": REPO_ROOT}
+    result = subprocess.run([sys.executable, "-m", "broker.cli", *args, "-b", bootstrap, "--json"],
+                            capture_output=True, text=True, timeout=60, cwd=REPO_ROOT, env=env)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
 
 
 def _create_topic(bootstrap: str, name: str, partitions: int, replication: int = 1) -> None:
@@ -84,7 +109,7 @@ def test_three_combined_nodes_are_one_cluster(tmp_path):
 
 
 def test_dedicated_controllers_and_observer_brokers(tmp_path):
-    from kafka import KafkaConsumer, KafkaProducer
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition as KTopicPartition
     from kafka.admin import KafkaAdminClient, NewTopic as KNewTopic
 
     with running_cluster(tmp_path, nodes=3, topology="split") as cluster:
@@ -103,12 +128,21 @@ def test_dedicated_controllers_and_observer_brokers(tmp_path):
             producer.send("observed", key=b"%d" % i, value=b"v%d" % i, partition=i % 3)
         producer.flush(30)
         producer.close()
-        consumer = KafkaConsumer("observed", bootstrap_servers=cluster.bootstrap,
-                                 auto_offset_reset="earliest", consumer_timeout_ms=15000,
-                                 group_id="observers")
+        consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap, consumer_timeout_ms=10000,
+                                 auto_offset_reset="earliest", enable_auto_commit=False)
+        consumer.assign([KTopicPartition("observed", p) for p in range(3)])
         got = {message.key: message.value for message in consumer}
         consumer.close()
         assert got == {b"%d" % i: b"v%d" % i for i in range(90)}
+        # Controlled shutdown: SIGTERM makes broker 6 ask the controller to release it first, so
+        # the others stop listing it at once instead of after broker.session.timeout.ms.
+        stopping_at = time.monotonic()
+        assert cluster.stop(6) == 0
+        assert "controlled shutdown: the controller released this broker" in cluster.nodes[6].log()
+        cluster.wait_until(lambda: all(6 not in {b.node_id for b in cluster.metadata(n).brokers}
+                                       for n in (4, 5)), 10, "broker 6 gone from Metadata")
+        session = int(cluster.nodes[4].settings["broker.session.timeout.ms"]) / 1000
+        assert time.monotonic() - stopping_at < session
 
 
 def test_killing_the_active_controller_elects_another(tmp_path):
@@ -132,12 +166,15 @@ def test_killing_the_active_controller_elects_another(tmp_path):
 
 
 def test_a_killed_broker_is_fenced_and_loses_its_partitions(tmp_path):
-    with running_cluster(tmp_path, nodes=3, topology="split") as cluster:
-        _create_topic(cluster.bootstrap, "fragile", 3)
-        cluster.wait_until(lambda: len(_leaders(cluster, 4, "fragile")) == 3, 20, "the topic")
+    metrics_ports = {c: free_port() for c in (1, 2, 3)}
+    settings = {4: {"broker.rack": "r1"}, 5: {"broker.rack": "r2"}, 6: {"broker.rack": "r2"},
+                **{c: {"metrics.port": str(port)} for c, port in metrics_ports.items()}}
+    with running_cluster(tmp_path, nodes=3, topology="split", node_overrides=settings) as cluster:
+        _create_topic(cluster.bootstrap, "fragile", 6)
+        cluster.wait_until(lambda: len(_leaders(cluster, 4, "fragile")) == 6, 20, "the topic")
         victim = 6
         led = [p for p, b in _leaders(cluster, 4, "fragile").items() if b == victim]
-        assert led
+        assert led, _leaders(cluster, 4, "fragile")
         killed_at = time.monotonic()
         cluster.kill(victim)
         session = int(cluster.nodes[4].settings["broker.session.timeout.ms"]) / 1000
@@ -151,6 +188,31 @@ def test_a_killed_broker_is_fenced_and_loses_its_partitions(tmp_path):
         elapsed = time.monotonic() - killed_at
         # The session timeout, plus the controller's check interval and the observers' fetch.
         assert elapsed < session + 2.5, f"fenced after {elapsed:.1f} s"
+        # The admin tools show it: fenced with its rack, an observer, replicas and ISR.
+        bootstrap = f"127.0.0.1:{cluster.nodes[4].port}"
+        described = _admin(bootstrap, "cluster", "describe")
+        assert [(b["id"], b["rack"], b["status"]) for b in described["brokers"]] == \
+            [(4, "r1", "unfenced"), (5, "r2", "unfenced"), (6, "r2", "fenced")]
+        quorum = _admin(bootstrap, "quorum", "describe")
+        assert quorum["voters"] == [1, 2, 3] and sorted(quorum["observers"]) == [4, 5, 6]
+        lags = {r["node_id"]: r["lag"] for r in quorum["replicas"]}
+        assert lags[4] is not None and lags[4] <= 5
+        [topic] = _admin(bootstrap, "topics", "describe", "fragile")
+        for partition in topic["partitions"]:
+            assert partition["isr"] == partition["replicas"]
+            if partition["partition"] in led:
+                assert partition["leader"] == -1 and partition["offline"] == [victim]
+        # The active controller's metrics count the fenced broker and the offline partitions.
+        active = cluster.active_controller()
+        scraped = _metrics(metrics_ports[active])
+        assert scraped["kafka_controller_kafkacontroller_activecontrollercount"] == 1
+        assert scraped["kafka_controller_kafkacontroller_fencedbrokercount"] == 1
+        assert scraped["kafka_controller_kafkacontroller_activebrokercount"] == 2
+        assert scraped["kafka_controller_kafkacontroller_offlinepartitionscount"] == len(led)
+        assert scraped['kafka_server_raft_metrics_replica_lag{node_id="4"}'] <= 5
+        standby = next(c for c in cluster.controllers if c != active)
+        assert _metrics(metrics_ports[standby])[
+            "kafka_controller_kafkacontroller_activecontrollercount"] == 0
         # It comes back on restart and leads its partitions again.
         cluster.restart(victim)
         cluster.wait_until(lambda: all(_leaders(cluster, 4, "fragile")[p] == victim for p in led),

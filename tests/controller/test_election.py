@@ -11,7 +11,7 @@ from broker.controller import records as r
 from broker.controller.alter_partition import IsrProposal, alter_partition
 from broker.controller.brokers import BrokerSessions, Policy, heartbeat
 from broker.controller.election import (
-    PREFERRED_ELECTION, UNCLEAN_ELECTION, elect_leaders, rebalance, remove_broker,
+    PREFERRED_ELECTION, UNCLEAN_ELECTION, UNCLEAN_KEY, elect_leaders, rebalance, remove_broker,
 )
 from broker.controller.errors import ApiError
 from broker.controller.image import TOPIC_RESOURCE, MetadataImage
@@ -225,3 +225,26 @@ async def test_controller_fences_a_silent_broker_and_answers_elect_leaders(tmp_p
         with pytest.raises(ApiError) as err:
             await controller.unregister_broker(2)
         assert err.value.code == E.BROKER_ID_NOT_REGISTERED
+
+
+async def test_enabling_unclean_election_revives_offline_partitions_at_once(tmp_path):
+    settings = ControllerSettings(broker_session_timeout_ms=600, placement_seed=3)
+    async with Controller.open(str(tmp_path), settings=settings) as controller:
+        epochs = {}
+        for b in (1, 2):
+            epochs[b] = await controller.register_broker(b, uuid.UUID(int=b), [("PLAINTEXT", "h", 1, 0)])
+            await controller.heartbeat(b, epochs[b], controller.image.offset)
+        await controller.create_topics([CreateTopicSpec("u", assignments={0: [1, 2]})])
+        topic_id = controller.image.topics["u"].topic_id
+        part = controller.image.partition("u", 0)
+        # the leader drops 2 from the ISR, then dies: the partition goes offline
+        await controller.alter_partition(1, epochs[1], [IsrProposal(0, part.leader_epoch, part.partition_epoch,
+                                                                    [(1, epochs[1])], topic_id=topic_id)])
+        with trio.fail_after(10):
+            while not controller.image.brokers[1].fenced:
+                await controller.heartbeat(2, epochs[2], controller.image.offset)
+                await trio.sleep(0.05)
+        assert controller.image.partition("u", 0).leader == -1
+        await controller.incremental_alter_configs([(TOPIC_RESOURCE, "u", [(UNCLEAN_KEY, 0, "true")])])
+        part = controller.image.partition("u", 0)
+        assert (part.leader, part.isr, part.leader_recovery_state) == (2, (2,), 1)
