@@ -119,6 +119,20 @@ class PartitionManager:
                 raise PartitionError(ErrorCode.UNKNOWN_LEADER_EPOCH)
         return partition
 
+    def readable(self, topic: str, index: int, current_leader_epoch: int = -1) -> Partition:
+        """For a consumer that may read from followers (KIP-392, Fetch v11+): the partition if any
+        replica of it is here (a follower serves up to its own high watermark), with the same
+        leader epoch checks as ``leader``."""
+        partition = self._partitions.get((topic, index))
+        if partition is None or partition.replica_state is not None or partition.leader < 0:
+            return self.leader(topic, index, current_leader_epoch)
+        if current_leader_epoch >= 0:
+            if current_leader_epoch < partition.leader_epoch:
+                raise PartitionError(ErrorCode.FENCED_LEADER_EPOCH)
+            if current_leader_epoch > partition.leader_epoch:
+                raise PartitionError(ErrorCode.UNKNOWN_LEADER_EPOCH)
+        return partition
+
     def all(self) -> list[Partition]:
         return list(self._partitions.values())
 
@@ -191,6 +205,8 @@ class PartitionManager:
             key = (topic.name, partition.partition_id)
             state = self._partitions.get(key)
             if self.node_id not in partition.replicas:
+                if state is not None and state.topic_id == topic.topic_id:
+                    self._drop_replica(state)   # reassigned away from this broker
                 continue
             if state is None or state.topic_id != topic.topic_id:
                 opened = self._open_log(topic, partition, new)
@@ -213,6 +229,17 @@ class PartitionManager:
             for state in self._partitions.values():
                 if state.topic == name:
                     state.min_insync_replicas = self._min_insync_replicas(name)
+
+    def _drop_replica(self, state: Partition) -> None:
+        """This broker is no longer a replica (a completed reassignment): stop and delete the log."""
+        log.info("%s-%d: no longer a replica here: deleting its log", state.topic, state.index)
+        self._partitions.pop((state.topic, state.index), None)
+        self.replication.on_partition_removed(state)
+        state.wake()
+        try:
+            self.logs.delete_log(state.topic, state.index)
+        except StorageError:
+            log.exception("deleting log %s-%d failed", state.topic, state.index)
 
     # -------------------------------------------------------------------------------- writing
     async def append(self, partition: Partition, records, *, origin=None):
@@ -260,23 +287,23 @@ class PartitionManager:
         for partition, _ in appended:
             self.replication.on_local_append(partition)
 
-    async def delete_records(self, topic: str, index: int, offset: int) -> tuple[int, int]:
-        """DeleteRecords: (new low watermark, error code)."""
+    async def delete_records(self, topic: str, index: int, offset: int) -> tuple[int, int, object]:
+        """DeleteRecords on the leader's log: (its new log start offset, error code, partition)."""
         try:
             partition = self.leader(topic, index)
         except PartitionError as exc:
-            return -1, exc.code
+            return -1, exc.code, None
         high_watermark = partition.log.high_watermark
         if offset == -1:
             offset = high_watermark
         if offset < 0 or offset > high_watermark:
-            return -1, ErrorCode.OFFSET_OUT_OF_RANGE
+            return -1, ErrorCode.OFFSET_OUT_OF_RANGE, None
         try:
             await self.broker.run_blocking(partition.log.delete_records, offset)
         except StorageError as exc:
-            return -1, exc.error_code
+            return -1, exc.error_code, None
         partition.wake()
-        return partition.log.log_start_offset, ErrorCode.NONE
+        return partition.log.log_start_offset, ErrorCode.NONE, partition
 
     # -------------------------------------------------------------------------------- waiting
     async def wait_for_data(self, seen: list[tuple[Partition, int, int]], timeout: float,

@@ -10,6 +10,7 @@ against Apache Kafka and other Kafka-compatible brokers as well as Odradek.
     odradek delete-records TOPIC --before-offset N
     odradek produce TOPIC / odradek consume TOPIC   (console tools)
     odradek cluster describe|api-versions / odradek quorum describe
+    odradek reassign --reassignment-json-file PLAN --execute|--verify|--cancel
 
 Every command takes ``--bootstrap-server`` (``-b``), ``--json`` and ``--timeout``; prints tables
 (or JSON) on stdout, errors as ``odradek: error: <what>: <KAFKA_ERROR_NAME>: <message>`` on
@@ -25,10 +26,10 @@ from __future__ import annotations
 
 import argparse
 
-from broker.admin import cluster, configs, console, groups, offsets, topics
+from broker.admin import cluster, configs, console, groups, offsets, reassign, topics
 from broker.admin.common import common_options
 
-_MODULES = (topics, groups, configs, offsets, console, cluster)
+_MODULES = (topics, groups, configs, offsets, console, cluster, reassign)
 
 
 def register(subparsers) -> None:

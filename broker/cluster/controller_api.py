@@ -17,6 +17,9 @@ from protocol import messages as m
 from broker.controller import admin
 from broker.controller.errors import ApiError
 from broker.handlers.cluster import handle_elect_leaders
+from broker.handlers.reassignments import (
+    handle_alter_partition_reassignments, handle_list_partition_reassignments,
+)
 from broker.handlers.topics import (
     handle_create_partitions, handle_create_topics, handle_delete_topics,
 )
@@ -45,6 +48,8 @@ class ControllerApi:
             44: self._incremental_alter_configs,
             55: self._describe_quorum,
             43: self._topics(handle_elect_leaders),
+            45: self._topics(handle_alter_partition_reassignments),
+            46: self._topics(handle_list_partition_reassignments),
             56: lambda header, body: admin.alter_partition(self.controller, body,
                                                            header.api_version),
             62: lambda header, body: admin.broker_registration(self.controller, body),

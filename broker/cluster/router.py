@@ -218,6 +218,34 @@ class ClusterController:
         await self._catch_up()
         return results
 
+    async def alter_partition_reassignments(self, topics):
+        """AlterPartitionReassignments to the active controller (see ReassignmentOps)."""
+        done = await self._local_or_none("alter_partition_reassignments", topics)
+        if done is not None:
+            return done
+        R = m.AlterPartitionReassignmentsRequest
+        response = await self.client.call(45, 0, R(timeout_ms=FORWARD_TIMEOUT_MS, topics=[
+            R.ReassignableTopic(name=name, partitions=[
+                R.ReassignablePartition(partition_index=p, replicas=None if t is None else list(t))
+                for p, t in partitions]) for name, partitions in topics]))
+        if response.error_code:
+            raise ApiError(response.error_code, response.error_message)
+        await self._catch_up()
+        return [(t.name, [(p.partition_index, p.error_code, p.error_message) for p in t.partitions])
+                for t in response.responses]
+
+    async def list_partition_reassignments(self, topics=None):
+        done = await self._local_or_none("list_partition_reassignments", topics)
+        if done is not None:
+            return done
+        R = m.ListPartitionReassignmentsRequest
+        response = await self.client.call(46, 0, R(timeout_ms=FORWARD_TIMEOUT_MS, topics=None if topics is None else [
+            R.ListPartitionReassignmentsTopics(name=name, partition_indexes=list(p)) for name, p in topics]))
+        if response.error_code:
+            raise ApiError(response.error_code, response.error_message)
+        return [(t.name, [(p.partition_index, list(p.replicas), list(p.adding_replicas),
+                           list(p.removing_replicas)) for p in t.partitions]) for t in response.topics]
+
     async def alter_partition(self, broker_id: int, broker_epoch: int, proposals, version: int = 3):
         """AlterPartition (a partition leader's ISR change) to the active controller; one
         IsrResult per proposal, in order."""

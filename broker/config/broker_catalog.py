@@ -70,8 +70,9 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     # replication (issue 13): follower fetch tuning and fetch-from-follower (KIP-392)
     ConfigDef("replica.fetch.min.bytes", T.INT, 1),
     ConfigDef("replica.fetch.backoff.ms", T.INT, 1000, at_least(0)),
-    ConfigDef("replica.high.watermark.checkpoint.interval.ms", T.LONG, 5000),
-    ConfigDef("replica.selector.class", T.STRING, None),
+    ConfigDef("replica.selector.class", T.STRING, None,
+              one_of("org.apache.kafka.common.replica.RackAwareReplicaSelector",
+                     "org.apache.kafka.common.replica.LeaderSelector")),
     # log
     ConfigDef("log.dir", T.STRING, "/tmp/kafka-logs"),
     ConfigDef("log.dirs", T.STRING, None),

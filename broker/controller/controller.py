@@ -27,6 +27,7 @@ from .disklog import Entry, Snapshot
 from .errors import ApiError, ErrorCode
 from .image import ImageChange, MetadataImage
 from .leadership_ops import LeadershipOps
+from .reassignment_ops import ReassignmentOps
 from .quorum import RaftQuorum
 from .raft import RaftConfig
 from .specs import (  # noqa: F401  (re-exported: callers import the request types from here)
@@ -45,7 +46,7 @@ __all__ = [
 ]
 
 
-class Controller(TopicOps, BrokerOps, LeadershipOps):
+class Controller(TopicOps, BrokerOps, ReassignmentOps, LeadershipOps):
     """See the package docstring for the contract; build one with `Controller.open`."""
 
     def __init__(self, quorum, cluster_id: str, settings: ControllerSettings,

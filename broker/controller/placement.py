@@ -154,29 +154,32 @@ def place_replicas(brokers: Sequence[Candidate], num_partitions: int, replicatio
 
 
 def validate_assignment(assignment: Mapping[int, Sequence[int]], known_brokers: Iterable[int],
-                        first_partition: int = 0) -> list[list[int]]:
-    """Check a manual assignment {partition: replicas}; returns it as a list ordered by partition."""
+                        first_partition: int = 0, replication_factor: int | None = None) -> list[list[int]]:
+    """Check a manual assignment {partition: replicas} in Kafka's words (each partition: empty, then
+    its broker ids in ascending order for unknown or repeated ones, then the replica count against
+    `replication_factor` or the first partition's); returns the replica lists ordered by partition."""
     known = set(known_brokers)
     expected = list(range(first_partition, first_partition + len(assignment)))
     if sorted(assignment) != expected:
         raise ApiError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                       "Partitions should be a consecutive 0-based integer sequence")
-    width = None
+                       "partitions should be a consecutive 0-based integer sequence")
+    width = replication_factor
     out = []
     for p in expected:
         replicas = list(assignment[p])
         if not replicas:
             raise ApiError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                           f"The manual partition assignment includes an empty replica list for partition {p}.")
-        if len(set(replicas)) != len(replicas):
-            raise ApiError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                           f"The manual partition assignment includes the broker {_first_dup(replicas)} "
-                           f"more than once for partition {p}.")
-        for b in replicas:
+                           "The manual partition assignment includes an empty replica list.")
+        previous = None
+        for b in sorted(replicas):
             if b not in known:
                 raise ApiError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                                f"The manual partition assignment includes broker {b}, but no such "
                                "broker is registered.")
+            if b == previous:
+                raise ApiError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                               f"The manual partition assignment includes the broker {b} more than once.")
+            previous = b
         if width is not None and len(replicas) != width:
             raise ApiError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                            f"The manual partition assignment includes a partition with {len(replicas)} "
@@ -185,12 +188,3 @@ def validate_assignment(assignment: Mapping[int, Sequence[int]], known_brokers: 
         width = len(replicas)
         out.append(replicas)
     return out
-
-
-def _first_dup(items):
-    seen = set()
-    for x in items:
-        if x in seen:
-            return x
-        seen.add(x)
-    return None

@@ -176,10 +176,10 @@ class TopicOps:
             raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {spec.name} does not exist.")
         current = len(topic.partitions)
         if spec.count < current:
-            raise ApiError(ErrorCode.INVALID_PARTITIONS, f"Topic currently has {current} partitions, "
-                           f"which is higher than the requested {spec.count}.")
+            raise ApiError(ErrorCode.INVALID_PARTITIONS, f"The topic {spec.name} currently has {current} "
+                           f"partition(s); {spec.count} would not be an increase.")
         if spec.count == current:
-            raise ApiError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partitions.")
+            raise ApiError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partition(s).")
         added = spec.count - current
         check_room(added, used)
         usable = _active_brokers(self._image)
@@ -188,14 +188,10 @@ class TopicOps:
                 raise ApiError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                                f"Attempted to add {added} additional partition(s), but only "
                                f"{len(spec.assignments)} assignment(s) were specified.")
+            factor = len(topic.partitions[0].replicas)
             placements = validate_assignment(
                 {current + i: a for i, a in enumerate(spec.assignments)}, self._image.brokers,
-                first_partition=current)
-            factor = len(topic.partitions[0].replicas)
-            if len(placements[0]) != factor:
-                raise ApiError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                               f"Inconsistent replication factor between partitions, partition 0 has "
-                               f"{factor} while the new partitions have {len(placements[0])}.")
+                first_partition=current, replication_factor=factor)
             for p, replicas in enumerate(placements, start=current):
                 if not any(b in usable for b in replicas):
                     raise ApiError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,

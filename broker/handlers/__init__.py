@@ -29,6 +29,7 @@ MODULES = (
     "groups",          # coordinator engineer
     "transactions",    # coordinator engineer
     "quorum",          # DescribeQuorum, answered by the controller (broker.controller.admin)
+    "reassignments",   # AlterPartitionReassignments, ListPartitionReassignments (the controller's)
 )
 
 

@@ -15,7 +15,9 @@
 
 from __future__ import annotations
 
+import time
 from collections import OrderedDict
+from typing import NamedTuple
 
 import trio
 
@@ -25,6 +27,7 @@ from broker.connection import SlicedRecords
 from broker.fetch_session import PartitionFetch
 from broker.partitions import PartitionError
 from broker.replication.divergence import diverging_epoch
+from broker.replication.read_replica import preferred_read_replica
 from storage.errors import StorageError
 
 API_KEY = 1
@@ -37,7 +40,7 @@ class _Read:
 
     __slots__ = ("key", "fetch", "error", "high_watermark", "last_stable_offset",
                  "log_start_offset", "slices", "size", "aborted", "partition", "leader_epoch",
-                 "diverging", "position")
+                 "diverging", "position", "preferred")
 
     def __init__(self, key, fetch):
         self.key, self.fetch = key, fetch
@@ -47,6 +50,7 @@ class _Read:
         self.leader_epoch = -1
         self.diverging = None   # (epoch, end offset) for a diverged follower
         self.position = -1      # what a long poll waits to move: high watermark, or log end for replicas
+        self.preferred = -1     # PreferredReadReplica (KIP-392) instead of records
 
 
 def _requested(body, version) -> tuple[OrderedDict, list]:
@@ -70,6 +74,10 @@ def _requested(body, version) -> tuple[OrderedDict, list]:
     return requested, forgotten
 
 
+def _now_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
+
+
 def _resolve(image, key, uses_ids) -> str:
     """The topic name a fetch key stands for, or raises PartitionError."""
     topic_key, _ = key
@@ -81,18 +89,34 @@ def _resolve(image, key, uses_ids) -> str:
     return topic_key
 
 
-def _replica_of(body, version) -> tuple[int, int]:
-    """(replica id, broker epoch) of a follower's fetch; (-1, -1) for a consumer."""
-    if version >= 15:
-        state = body.replica_state
-        return (state.replica_id, state.replica_epoch) if state is not None else (-1, -1)
-    return body.replica_id, -1
+class Origin(NamedTuple):
+    """Who fetches: a follower (replica id >= 0, its broker epoch) or a consumer (its rack, v11+)."""
+    replica_id: int = -1
+    replica_epoch: int = -1
+    client_rack: str | None = None      # None: before v11, a consumer may read from leaders only
+
+    @classmethod
+    def of(cls, body, version) -> "Origin":
+        if version >= 15:
+            state = body.replica_state
+            if state is not None and state.replica_id >= 0:
+                return cls(state.replica_id, state.replica_epoch)
+        elif body.replica_id >= 0:
+            return cls(body.replica_id)
+        return cls(client_rack=(body.rack_id or "") if version >= 11 else None)
 
 
-def _read_all(ctx, reads, uses_ids, isolation, max_bytes, replica=(-1, -1)):
+def _partition(ctx, name, fetch, origin: Origin):
+    """The partition to read: its leader here, or (KIP-392) any replica here for a v11+ consumer."""
+    if origin.client_rack is not None:
+        return ctx.partitions.readable(name, fetch.partition, fetch.current_leader_epoch)
+    return ctx.partitions.leader(name, fetch.partition, fetch.current_leader_epoch)
+
+
+def _read_all(ctx, reads, uses_ids, isolation, max_bytes, origin: Origin = Origin()):
     """Read every partition within the byte budgets (on the event loop: no data is copied)."""
     image = ctx.image
-    replica_id, replica_epoch = replica
+    replica_id, replica_epoch = origin.replica_id, origin.replica_epoch
     partitions = ctx.partitions
     budget = max_bytes
     for read in reads:
@@ -101,7 +125,7 @@ def _read_all(ctx, reads, uses_ids, isolation, max_bytes, replica=(-1, -1)):
         fetch = read.fetch
         try:
             name = _resolve(image, read.key, uses_ids)
-            partition = partitions.leader(name, fetch.partition, fetch.current_leader_epoch)
+            partition = _partition(ctx, name, fetch, origin)
         except PartitionError as exc:
             read.error = exc.code
             continue
@@ -111,18 +135,24 @@ def _read_all(ctx, reads, uses_ids, isolation, max_bytes, replica=(-1, -1)):
         read.diverging = None
         if replica_id >= 0:
             read.diverging = diverging_epoch(log, fetch.fetch_offset, fetch.last_fetched_epoch)
-            if read.diverging is None and fetch.log_start_offset <= fetch.fetch_offset <= log.log_end_offset \
+            if read.diverging is None and log.log_start_offset <= fetch.fetch_offset <= log.log_end_offset \
                     and not partitions.replication.on_replica_fetch(
-                        partition, replica_id, replica_epoch, fetch.fetch_offset):
+                        partition, replica_id, replica_epoch, fetch.fetch_offset,
+                        fetch.log_start_offset):
                 read.error = ErrorCode.NOT_LEADER_OR_FOLLOWER   # not a replica of this partition
                 continue
         read.high_watermark = log.high_watermark
         read.last_stable_offset = log.last_stable_offset
         read.log_start_offset = log.log_start_offset
         read.position = log.log_end_offset if replica_id >= 0 else read.high_watermark
+        read.error = ErrorCode.NONE
         if read.diverging is not None:
-            read.error = ErrorCode.NONE
             continue
+        if origin.client_rack and partition.replica_state is not None:
+            read.preferred = preferred_read_replica(ctx.broker, partition, fetch.fetch_offset,
+                                                    origin.client_rack, _now_ms())
+            if read.preferred >= 0:
+                continue     # the consumer goes to that replica for its records
         if replica_id >= 0:
             limit = None         # a follower reads up to the log end
         else:
@@ -159,27 +189,28 @@ async def handle_fetch(ctx, header, body):
     deadline = trio.current_time() + max(body.max_wait_ms, 0) / 1000
     keys = list(context.partitions.keys())
     reads = [_Read(key, context.partitions[key]) for key in keys]
-    replica = _replica_of(body, version)
+    origin = Origin.of(body, version)
 
     while True:
         # Index lookups and file slices only (the bytes go out with sendfile): cheaper inline
         # than a worker-thread trip, and nothing can land between this read and the wait below.
-        _read_all(ctx, reads, uses_ids, isolation, max_bytes, replica)
+        _read_all(ctx, reads, uses_ids, isolation, max_bytes, origin)
         total = sum(r.size for r in reads)
-        errors = any(r.error or r.diverging for r in reads)
+        errors = any(r.error or r.diverging or r.preferred >= 0 for r in reads)
         remaining = deadline - trio.current_time()
         if total >= body.min_bytes or errors or remaining <= 0 or ctx.broker.draining \
                 or not reads:
             break
         await ctx.partitions.wait_for_data(
             [(r.partition, r.position, r.leader_epoch) for r in reads if r.partition],
-            remaining, replica=replica[0] >= 0)
+            remaining, replica=origin.replica_id >= 0)
 
     responses: list = []
     with_records = []
     for read in reads:
         if not context.should_include(read.key, read.high_watermark, read.log_start_offset,
-                                      read.size > 0 or read.diverging is not None, read.error):
+                                      read.size > 0 or read.diverging is not None
+                                      or read.preferred >= 0, read.error):
             continue
         if read.size:
             with_records.append(read.key)
@@ -191,7 +222,7 @@ async def handle_fetch(ctx, header, body):
                 [Response.AbortedTransaction(producer_id=txn.producer_id,
                                              first_offset=txn.first_offset)
                  for txn in read.aborted] if read.aborted is not None else None),
-            preferred_read_replica=-1,
+            preferred_read_replica=read.preferred,
             records=SlicedRecords(read.slices) if read.slices else b"")
         if read.diverging is not None:
             data.diverging_epoch = Response.EpochEndOffset(epoch=read.diverging[0],

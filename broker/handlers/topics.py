@@ -111,17 +111,28 @@ async def handle_create_partitions(ctx, header, body):
 # ---------------------------------------------------------------------------------- DeleteRecords
 
 async def handle_delete_records(ctx, header, body):
+    """The leader moves its log start first; then, as Kafka's DelayedDeleteRecords, the answer waits
+    (up to the request's timeout) until every live replica's log start offset reached it too."""
     Response = messages.DeleteRecordsResponse
     topics = []
+    waits = []       # (answer, partition, offset)
     for topic in body.topics:
         partitions = []
         for request in topic.partitions:
-            low_watermark, error = await ctx.partitions.delete_records(
+            low_watermark, error, partition = await ctx.partitions.delete_records(
                 topic.name, request.partition_index, request.offset)
-            partitions.append(Response.DeleteRecordsPartitionResult(
+            answer = Response.DeleteRecordsPartitionResult(
                 partition_index=request.partition_index, low_watermark=low_watermark,
-                error_code=error))
+                error_code=error)
+            partitions.append(answer)
+            if not error:
+                waits.append((answer, partition, low_watermark))
         topics.append(Response.DeleteRecordsTopicResult(name=topic.name, partitions=partitions))
+    if waits:
+        outcomes = await ctx.partitions.replication.wait_for_low_watermarks(
+            [(partition, offset) for _, partition, offset in waits], body.timeout_ms / 1000)
+        for (answer, _, _), (error, low_watermark) in zip(waits, outcomes):
+            answer.error_code, answer.low_watermark = error, low_watermark if not error else -1
     return Response(throttle_time_ms=0, topics=topics)
 
 

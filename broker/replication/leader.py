@@ -31,6 +31,7 @@ class FollowerProgress:
     last_fetch_ms: int = -1
     last_fetch_leader_log_end: int = -1
     broker_epoch: int = -1
+    log_start_offset: int = -1        # as its last fetch said (DeleteRecords waits for it)
 
 
 @dataclass(frozen=True)
@@ -82,7 +83,8 @@ class LeaderState:
 
     # ------------------------------------------------------------------------------ follower fetches
     def on_follower_fetch(self, replica_id: int, fetch_offset: int, leader_log_end: int,
-                          now_ms: int, broker_epoch: int = -1) -> FollowerProgress | None:
+                          now_ms: int, broker_epoch: int = -1,
+                          log_start_offset: int = -1) -> FollowerProgress | None:
         """Record a follower's fetch; None when `replica_id` is not a replica of this partition."""
         progress = self.followers.get(replica_id)
         if progress is None:
@@ -95,6 +97,7 @@ class LeaderState:
         progress.last_fetch_ms = now_ms
         progress.last_fetch_leader_log_end = leader_log_end
         progress.broker_epoch = broker_epoch
+        progress.log_start_offset = log_start_offset
         return progress
 
     def advance_high_watermark(self, leader_log_end: int) -> bool:

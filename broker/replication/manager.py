@@ -38,8 +38,6 @@ class ReplicaManager:
         self.partitions = partitions
         self.node_id = broker.node_id
         self.purgatory_size = 0
-        self.isr_shrinks = 0
-        self.isr_expands = 0
         self.fetchers = None          # FetcherPool, once started
         self.isr_updates = None       # IsrUpdates, once started
         self._isr_check = trio.Event()
@@ -117,19 +115,22 @@ class ReplicaManager:
         followers long-polling for data must wake."""
         self._advance(partition)
 
-    def on_replica_fetch(self, partition, replica_id: int, broker_epoch: int, fetch_offset: int) -> bool:
+    def on_replica_fetch(self, partition, replica_id: int, broker_epoch: int, fetch_offset: int,
+                         log_start_offset: int = -1) -> bool:
         """A follower fetched at `fetch_offset`; False when it is not a replica of the partition."""
         state = partition.replica_state
         if state is None:
             return False
+        progress = state.followers.get(replica_id)
+        previous_start = progress.log_start_offset if progress is not None else -1
         progress = state.on_follower_fetch(replica_id, fetch_offset, partition.log.log_end_offset,
-                                           _now_ms(), broker_epoch)
+                                           _now_ms(), broker_epoch, log_start_offset)
         if progress is None:
             return False
         before = partition.log.high_watermark
         if state.advance_high_watermark(self.local_end(partition)):
             partition.log.set_high_watermark(state.high_watermark)
-        if partition.log.high_watermark != before:
+        if partition.log.high_watermark != before or progress.log_start_offset != previous_start:
             partition.wake()
         if replica_id not in state.isr and replica_id in state.caught_up():
             self._isr_check.set()     # a replica caught up: propose it into the ISR now
@@ -169,6 +170,49 @@ class ReplicaManager:
             self.purgatory_size -= waiting
         return [ErrorCode.REQUEST_TIMED_OUT if code is None else code for code in codes]
 
+    def low_watermark(self, partition) -> int:
+        """The smallest log start offset over the leader and its followers on live brokers (Kafka's
+        lowWatermarkIfLeader): what DeleteRecords reports once every replica has moved."""
+        low = partition.log.log_start_offset
+        state = partition.replica_state
+        if state is None:
+            return low
+        brokers = self.broker.image.brokers
+        for replica, progress in state.followers.items():
+            broker = brokers.get(replica)
+            if broker is not None and not broker.fenced and progress.log_start_offset >= 0:
+                low = min(low, progress.log_start_offset)
+        return low
+
+    async def wait_for_low_watermarks(self, waits, timeout_s: float) -> list[tuple[int, int]]:
+        """DeleteRecords: [(partition, offset)] -> (error code, low watermark) once every live
+        replica's log start reached `offset` (REQUEST_TIMED_OUT after `timeout_s`)."""
+        def outcome(partition, offset):
+            if partition.replica_state is None:
+                return ErrorCode.NOT_LEADER_OR_FOLLOWER, -1
+            low = self.low_watermark(partition)
+            return (ErrorCode.NONE, low) if low >= offset else None
+
+        results: list = [None] * len(waits)
+        deadline = trio.current_time() + max(timeout_s, 0)
+        while True:
+            event = trio.Event()
+            try:
+                for i, (partition, offset) in enumerate(waits):
+                    if results[i] is None:
+                        results[i] = outcome(partition, offset)
+                        if results[i] is None:
+                            partition.waiters.add(event)
+                remaining = deadline - trio.current_time()
+                if all(results) or remaining <= 0:
+                    break
+                with trio.move_on_after(remaining):
+                    await event.wait()
+            finally:
+                for partition, _ in waits:
+                    partition.waiters.discard(event)
+        return [(ErrorCode.REQUEST_TIMED_OUT, -1) if r is None else r for r in results]
+
     def _acks_outcome(self, partition, required: int):
         if partition.replica_state is None or \
                 self.partitions.get(partition.topic, partition.index) is not partition:
@@ -181,8 +225,13 @@ class ReplicaManager:
         from .fetcher import FetcherPool
         from .isr_updates import IsrUpdates
 
+        from .metrics import ReplicationCollector
+
         self.fetchers = FetcherPool(self.broker, self.partitions, nursery)
         self.isr_updates = IsrUpdates(self.broker, self)
+        metrics = getattr(self.broker, "metrics", None)
+        if metrics is not None:
+            metrics.registry.register(ReplicationCollector(self))
         for partition in self.partitions.all():
             image_partition = self.broker.image.partition(partition.topic, partition.index)
             if image_partition is not None and image_partition.leader != self.node_id:
@@ -207,13 +256,8 @@ class ReplicaManager:
 
     def on_isr_committed(self, partition, state, shrank: bool) -> None:
         """The controller committed our proposal (its answer may come before the image)."""
-        if shrank:
-            self.isr_shrinks += 1
-        else:
-            self.isr_expands += 1
+        metrics = getattr(self.broker, "metrics", None)
+        if metrics is not None:
+            (metrics.isr_shrink if shrank else metrics.isr_expand)()
         partition.isr = state.isr
         self._advance(partition)
-
-    def under_replicated(self) -> int:
-        return sum(1 for p in self.partitions.all()
-                   if p.replica_state is not None and len(p.replica_state.isr) < len(p.replica_state.replicas))

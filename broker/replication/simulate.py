@@ -11,7 +11,9 @@ partition: fences a broker whose heartbeats stop (it leaves the ISR; a fenced le
 ISR member, never an out-of-sync one), unfences it when it is back, and commits or refuses
 AlterPartition by leader epoch and partition epoch. Metadata reaches brokers late.
 
-Faults: messages dropped, delayed (so reordered), duplicated; links cut both ways for a while;
+Faults: messages dropped, delayed (so reordered), duplicated (AlterPartition and its answers are lost
+or delayed but, as on Kafka's TCP connection to the controller, neither reordered nor duplicated:
+INELIGIBLE_REPLICA then means "not applied", which the leader relies on); links cut both ways for a while;
 brokers killed (their logs survive, as after kill -9; everything in memory is lost) and restarted.
 Chaos alternates with calm periods in which the network heals and every broker is up.
 
@@ -67,6 +69,7 @@ class Simulation:
         self._seq = 0
         self._ids = 0
         self.cut: set[frozenset] = set()
+        self._last_ordered: dict[tuple[int, int], float] = {}
         self.restarted_at: dict[int, float] = {}
         self.hw_seen: dict[tuple[int, int], int] = {}
         self.acknowledged: dict[int, tuple[int, str]] = {}
@@ -94,11 +97,17 @@ class Simulation:
         rng = self.rng
         if self.chaos and rng.random() < (0.02 if metadata else 0.08):
             return  # dropped
-        copies = 2 if self.chaos and rng.random() < 0.03 else 1
+        # AlterPartition and its answers travel as on Kafka's one TCP connection to the controller:
+        # in order and never twice (lost when it drops). Everything else may also be duplicated.
+        ordered = isinstance(msg, (AlterPartition, AlterPartitionResponse))
+        copies = 2 if self.chaos and not ordered and rng.random() < 0.03 else 1
         for _ in range(copies):
-            delay = rng.uniform(0.01, 0.3 if self.chaos else 0.05)
+            due = self.now + rng.uniform(0.01, 0.3 if self.chaos else 0.05)
+            if ordered:
+                due = max(due, self._last_ordered.get((src, dst), 0.0) + 0.001)
+                self._last_ordered[(src, dst)] = due
             self._seq += 1
-            heapq.heappush(self.queue, (self.now + delay, self._seq, src, dst, msg))
+            heapq.heappush(self.queue, (due, self._seq, src, dst, msg))
 
     def acknowledge(self, offset: int, record: tuple[int, str]) -> None:
         previous = self.acknowledged.get(offset)

@@ -175,7 +175,9 @@ async def test_create_partitions(tmp_path):
         await _start_broker(controller, 2, uuid.UUID(int=2))
         out = await controller.create_partitions([CreatePartitionsSpec("t", 6, [[1, 2]])])
         assert out[0].error_code == ErrorCode.INVALID_REPLICA_ASSIGNMENT
-        assert "Inconsistent replication factor" in out[0].error_message
+        assert out[0].error_message == (
+            "The manual partition assignment includes a partition with 2 replica(s), but this is not "
+            "consistent with previous partitions, which have 1 replica(s).")
         out = await controller.create_partitions([CreatePartitionsSpec("t", 6, [[1]])])
         assert out[0].error_code == 0 and controller.image.partition("t", 5).replicas == (1,)
 

@@ -140,3 +140,65 @@ def test_isr_shrinks_refuses_below_min_isr_and_expands_back(tmp_path):
                            30, "every replica to hold the leader's bytes")
         got = _consume_all(cluster.bootstrap, "guarded", 4)
         assert [value for _, value in got] == [b"raw"] * 4
+
+        # DeleteRecords answers once every replica moved its log start (followers learn it by Fetch).
+        R = m.DeleteRecordsRequest
+        answer = call(address, 21, 2, R(timeout_ms=15000, topics=[R.DeleteRecordsTopic(
+            name="guarded", partitions=[R.DeleteRecordsPartition(partition_index=0, offset=2)])]),
+            timeout=30).topics[0].partitions[0]
+        assert (answer.error_code, answer.low_watermark) == (ErrorCode.NONE, 2)
+
+
+def _fetch(address, topic_id, offset: int, rack: str, version: int = 12):
+    R = m.FetchRequest
+    body = R(replica_id=-1, max_wait_ms=100, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
+             session_id=0, session_epoch=-1, rack_id=rack, forgotten_topics_data=[], topics=[
+                 R.FetchTopic(topic="nearby", topic_id=topic_id, partitions=[R.FetchPartition(
+                     partition=0, current_leader_epoch=-1, fetch_offset=offset, log_start_offset=-1,
+                     partition_max_bytes=1 << 20)])])
+    return call(address, 1, version, body, timeout=15).responses[0].partitions[0]
+
+
+def test_consumers_read_from_a_replica_in_their_rack(tmp_path):
+    """KIP-392: the leader sends a consumer in another broker's rack to that replica, which serves it."""
+    from broker.testing_cluster import free_port
+    import urllib.request
+
+    ports = {n: free_port() for n in (1, 2, 3)}
+    racks = {n: {"broker.rack": f"rack-{n}", "metrics.port": str(ports[n])} for n in (1, 2, 3)}
+    overrides = dict(FAST_FAILURE, **{
+        "replica.selector.class": "org.apache.kafka.common.replica.RackAwareReplicaSelector"})
+    with running_cluster(tmp_path, nodes=3, overrides=overrides, node_overrides=racks) as cluster:
+        _create(cluster, "nearby")
+        leader, _ = _state(cluster, 1, "nearby")
+        follower = next(b for b in cluster.brokers if b != leader)
+        producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+        for i in range(100):
+            producer.produce("nearby", b"%03d" % i)
+        assert producer.flush(30) == 0
+
+        # raw: the leader points a rack-`follower` consumer at the follower; it serves the records
+        answer = _fetch(cluster.nodes[leader].address, None, 0, f"rack-{follower}")
+        assert answer.preferred_read_replica == follower and not answer.records
+        assert _fetch(cluster.nodes[leader].address, None, 0, f"rack-{leader}").records
+        cluster.wait_until(lambda: _fetch(cluster.nodes[follower].address, None, 0, "").high_watermark == 100,
+                           30, "the follower's high watermark to reach the leader's")
+        served = _fetch(cluster.nodes[follower].address, None, 0, f"rack-{follower}")
+        assert served.error_code == 0 and list(r.iter_batches(served.records))
+
+        # a stock consumer with client.rack reads everything, from the follower
+        consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "racked",
+                             "client.rack": f"rack-{follower}", "enable.auto.commit": False})
+        consumer.assign([TopicPartition("nearby", 0, 0)])
+        got, deadline = [], time.monotonic() + 60
+        while len(got) < 100 and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and not message.error():
+                got.append(message.value())
+        consumer.close()
+        assert got == [b"%03d" % i for i in range(100)]
+        scrape = urllib.request.urlopen(f"http://127.0.0.1:{ports[follower]}/metrics", timeout=10).read()
+        served_bytes = [line for line in scrape.decode().splitlines()
+                        if line.startswith("kafka_server_brokertopicmetrics_bytesout_total")
+                        and 'topic="nearby"' in line]
+        assert served_bytes and float(served_bytes[0].rsplit(" ", 1)[1]) > 0
