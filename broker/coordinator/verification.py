@@ -9,6 +9,11 @@ Only a transaction's first batch on a partition costs a coordinator check, as wi
 verification guard: once the log holds an ongoing transaction for the producer id at this epoch, the
 partition is known to be in it until the commit/abort marker closes it.
 
+A coordinator on this broker is asked directly; one on another broker with AddPartitionsToTxn v5
+(VerifyOnly), as Kafka's AddPartitionsToTxnManager does. While that question is out, a verification
+guard per (partition, producer id) stands: a marker that lands meanwhile removes it, and the batch is
+then refused instead of reopening a transaction that just closed.
+
     refused = await refused_batches(ctx, transactional_id, [(key, partition, batch_header), ...])
     # -> {key: (ErrorCode, message)} for the batches that must not be appended
 """
