@@ -167,3 +167,55 @@ async def test_markers_retry_until_leadership_moves_and_complete_only_when_all_a
         moved = A.partitions.get("w", 0).log
         assert moved.log_end_offset == 1 and local.log_end_offset == 1
         assert B.partitions.get("w", 0).log.log_end_offset == 0
+
+
+class _FakeVerifyingService:
+    """Just what remote verification uses of the service: a coordinator on broker 2 that says yes."""
+
+    def __init__(self, marker_arrives: bool):
+        from types import SimpleNamespace
+
+        from protocol import messages as m
+
+        self.verification_guards = {}
+        self.broker = SimpleNamespace(image=SimpleNamespace(partition=lambda t, p: SimpleNamespace(leader=2)),
+                                      config={"request.timeout.ms": 1000})
+        R = m.AddPartitionsToTxnResponse
+        service = self
+
+        class Client:
+            async def request(self, node_id, api_key, version, body, timeout):
+                assert (node_id, api_key, version) == (2, 24, 5) and body.transactions[0].verify_only
+                if marker_arrives:      # the transaction ends while the question is out
+                    service.verification_guards.pop(("w", 0, 77), None)
+                return R(error_code=0, results_by_transaction=[R.AddPartitionsToTxnResult(
+                    transactional_id="t", topic_results=[R.AddPartitionsToTxnTopicResult(name="w", results_by_partition=[
+                        R.AddPartitionsToTxnPartitionResult(partition_index=0, partition_error_code=0)])])])
+
+        self.client = Client()
+
+    def coordinator_error(self, topic, partition):
+        return ErrorCode.NOT_COORDINATOR
+
+    def txn_partition(self, transactional_id):
+        return 0
+
+    def peer_client(self):
+        return self.client
+
+
+@pytest.mark.parametrize("marker_arrives", [False, True])
+async def test_a_marker_landing_during_remote_verification_spends_it(marker_arrives):
+    from types import SimpleNamespace
+
+    from broker.coordinator.verification import _verify_remotely
+
+    service = _FakeVerifyingService(marker_arrives)
+    partition = SimpleNamespace(topic="w", index=0)
+    batch = SimpleNamespace(producer_id=77, producer_epoch=0)
+    refused = await _verify_remotely(service, "t", [("key", partition, batch)])
+    if marker_arrives:
+        assert refused == {"key": (ErrorCode.INVALID_TXN_STATE, "The transaction ended while the partition was verified")}
+    else:
+        assert refused == {}
+    assert service.verification_guards == {}
