@@ -422,7 +422,9 @@ class CoordinatorService:
         while not self.broker.draining:
             try:
                 self.timers.run_due(self.clock.now_ms())
-                await self.settle()
+                if self._unacked:
+                    # acknowledged beside the timers: a slow follower must not hold up session expiry
+                    self.spawn(self.settle)
             except Exception:
                 log.exception("coordinator timer failed")
             deadline = self.timers.next_deadline()
