@@ -210,6 +210,10 @@ class CoordinatorService:
         owned = self.owned.get((TRANSACTION_TOPIC, self.txn_partition(transactional_id)))
         return owned if owned is not None and owned.state is LoadState.ACTIVE else None
 
+    def loading(self, topic: str) -> bool:
+        """Whether some partition of `topic` led here is still loading."""
+        return any(o.topic == topic and o.state is LoadState.LOADING for o in self.owned.values())
+
     def still_owns(self, owned: Owned) -> bool:
         return self.owned.get((owned.topic, owned.index)) is owned and owned.state is LoadState.ACTIVE
 

@@ -280,7 +280,9 @@ async def list_groups(ctx, header, body):
     service = await CoordinatorService.of(ctx.broker)
     rows = service.groups.list_groups(body.states_filter if version >= 4 else (),
                                       body.types_filter if version >= 5 else ())
-    return Response(error_code=E.NONE, groups=[
+    # as Kafka: the groups loaded so far, flagged while some of this broker's partitions still load
+    code = E.COORDINATOR_LOAD_IN_PROGRESS if service.loading(OFFSETS_TOPIC) else E.NONE
+    return Response(error_code=code, groups=[
         Response.ListedGroup(group_id=g, protocol_type=ptype, group_state=state if version >= 4 else "",
                              group_type="classic" if version >= 5 else "")
         for g, ptype, state in sorted(rows)])

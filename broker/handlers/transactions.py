@@ -291,6 +291,8 @@ async def list_transactions(ctx, header, body):
     Response = messages.ListTransactionsResponse
     service = await CoordinatorService.of(ctx.broker)
     duration = body.duration_filter if header.api_version >= 1 else -1
+    if service.loading(TRANSACTION_TOPIC):
+        return Response(error_code=E.COORDINATOR_LOAD_IN_PROGRESS)   # as Kafka: nothing until all are loaded
     rows, unknown = service.txns.list(body.state_filters, body.producer_id_filters, duration)
     return Response(error_code=E.NONE, unknown_state_filters=unknown, transaction_states=[
         Response.TransactionState(transactional_id=t, producer_id=p, transaction_state=s) for t, p, s in sorted(rows)])

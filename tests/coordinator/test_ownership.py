@@ -186,10 +186,12 @@ async def test_becoming_leader_again_answers_load_in_progress_until_loaded(clust
     await trio.sleep(0.05)
     assert owned.state is LoadState.LOADING
     assert await service.group_coordinator_error(group) is E.COORDINATOR_LOAD_IN_PROGRESS
+    assert service.loading(OFFSETS_TOPIC) and not service.loading(TRANSACTION_TOPIC)   # ListGroups' flag
     assert E.NOT_COORDINATOR in (commit(service, group, 1)[0], *commit(service, group, 1)[1].values())
     broker.read_gate.set()
     await settled([owned])
     assert await service.group_coordinator_error(group) is E.NONE
+    assert not service.loading(OFFSETS_TOPIC)
     assert service.groups.fetch_offsets(group, [("data", 0)])[1][0].offset == 42
     assert owned.epoch == 2
 
