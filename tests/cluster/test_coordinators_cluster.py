@@ -183,10 +183,11 @@ def commit_sync(consumer, deadline: float) -> None:
 
 
 @pytest.mark.timeout(300)
-def test_a_consumer_group_survives_its_coordinator_being_killed(tmp_path):
-    """__consumer_offsets with replication factor 3: kill -9 the group coordinator's broker mid-stream;
-    the consumer finds the new coordinator (the new leader of the group's partition), its committed
-    offsets are there, and it goes on without skipping a record."""
+@pytest.mark.parametrize("how", ["kill", pytest.param("sigterm", marks=pytest.mark.slow)])
+def test_a_consumer_group_survives_its_coordinator_being_killed(tmp_path, how):
+    """__consumer_offsets with replication factor 3: kill -9 (or stop, a controlled shutdown) the group
+    coordinator's broker mid-stream; the consumer finds the new coordinator (the new leader of the
+    group's partition), its committed offsets are there, and it goes on without skipping a record."""
     settings = {"offsets.topic.replication.factor": "3", "offsets.topic.num.partitions": "3"}
     with running_cluster(tmp_path, nodes=3, overrides=settings) as cluster:
         create_topic(cluster.bootstrap, "gf", 3, replication=3)
@@ -215,7 +216,10 @@ def test_a_consumer_group_survives_its_coordinator_being_killed(tmp_path):
         assert sum(max(o, 0) for o in before.values()) == len(seen)
 
         coordinator = cluster.wait_until(lambda: max(find_coordinator(cluster, group), 0), 30, "a coordinator")
-        cluster.kill(coordinator)
+        if how == "kill":
+            cluster.kill(coordinator)
+        else:
+            assert cluster.stop(coordinator, timeout=60) == 0
         cluster.wait_until(lambda: find_coordinator(cluster, group) not in (-1, coordinator), 60,
                            "the group's new coordinator")
         # the new coordinator loaded the group's offsets from its replica of the log
