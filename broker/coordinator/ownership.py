@@ -43,6 +43,8 @@ class Owned:
     epoch: int                      # leader epoch of the partition when it was (re)loaded / last moved
     state: LoadState = LoadState.LOADING
     done: trio.Event = field(default_factory=trio.Event)   # set once loaded (or abandoned)
+    # (producer id, commit) of transaction markers appended while loading: the log read may predate them
+    markers_while_loading: list = field(default_factory=list)
 
 
 @dataclass(frozen=True)

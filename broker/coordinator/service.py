@@ -304,8 +304,15 @@ class CoordinatorService:
     def complete_transactional_offsets(self, offsets_partition: int, producer_id: int, commit: bool) -> None:
         """A marker reached `__consumer_offsets`-`offsets_partition`: its groups' pending offsets of
         the producer become committed (or are dropped)."""
+        owned = self.owned.get((OFFSETS_TOPIC, offsets_partition))
+        if owned is not None and owned.state is LoadState.LOADING:
+            owned.markers_while_loading.append((producer_id, commit))   # applied once replayed
+            return
         if self.coordinator_error(OFFSETS_TOPIC, offsets_partition) is not E.NONE:
-            return  # not loaded here: the loader replays the marker from the log
+            return  # not coordinated here: whoever loads the partition replays the marker from the log
+        self._complete_offsets(offsets_partition, producer_id, commit)
+
+    def _complete_offsets(self, offsets_partition: int, producer_id: int, commit: bool) -> None:
         for group_id in self.groups.groups_with_pending_offsets(producer_id):
             if self.offsets_partition(group_id) == offsets_partition:
                 self.groups.complete_transaction(group_id, producer_id, commit)
@@ -338,6 +345,8 @@ class CoordinatorService:
             if owned.topic == OFFSETS_TOPIC:
                 before = set(self.groups.groups)
                 self._replay_offsets(owned.index, batches)
+                for producer_id, commit in owned.markers_while_loading:
+                    self._complete_offsets(owned.index, producer_id, commit)   # a no-op if replayed too
                 loaded = [g for g in self.groups.groups if self.offsets_partition(g) == owned.index]
                 owned.state = LoadState.ACTIVE
                 self.groups.loaded(loaded)

@@ -44,10 +44,11 @@ def image(leaders: dict, epochs: dict | None = None, txn_leaders: dict | None = 
             continue
         records.append(r.TopicRecord(name=name, topic_id=topic_id))
         for index, leader in led.items():
+            # the leader alone in the ISR: acks=all needs no follower (none fetches in these tests)
             records.append(r.PartitionRecord(partition_id=index, topic_id=topic_id, replicas=[1, 2, 3],
-                                             isr=[1, 2, 3], leader=leader, leader_epoch=epochs.get(index, 0)))
+                                             isr=[leader], leader=leader, leader_epoch=epochs.get(index, 0)))
     records.append(r.TopicRecord(name="data", topic_id=DATA_ID))
-    records.append(r.PartitionRecord(partition_id=0, topic_id=DATA_ID, replicas=[1, 2, 3], isr=[1, 2, 3],
+    records.append(r.PartitionRecord(partition_id=0, topic_id=DATA_ID, replicas=[1, 2, 3], isr=[1],
                                      leader=1, leader_epoch=0))
     return MetadataImage(cluster_id="c").apply(records, offset=len(records))
 
@@ -80,11 +81,15 @@ class FakeBroker:
         self.partitions = PartitionManager(self)
         self.controller.add_listener(self.partitions.on_image_change)
         self.read_gate = None          # a trio.Event: blocking work waits for it (a slow load)
+        self.answer_gate = None        # a trio.Event: blocking work is done, its answer waits for it
 
     async def run_blocking(self, function, *args):
         if self.read_gate is not None:
             await self.read_gate.wait()
-        return await trio.to_thread.run_sync(function, *args)
+        result = await trio.to_thread.run_sync(function, *args)
+        if self.answer_gate is not None:
+            await self.answer_gate.wait()
+        return result
 
     def set_image(self, new):
         change = ImageChange(self.image, new)
@@ -238,3 +243,28 @@ async def test_transaction_coordinator_follows_its_partition_and_fences_writes(t
         assert service.txn_owner(txn_id).epoch == 4               # the new coordinator epoch
         nursery.cancel_scope.cancel()
     broker.logs.close()
+
+
+async def test_a_marker_written_while_loading_completes_transactional_offsets(cluster):
+    """The load read the log before a commit marker landed: the marker is not lost on the new leader."""
+    from broker.coordinator.markers import Marker, append_markers
+
+    broker, service = cluster
+    group = group_in(0)
+    top, per = service.groups.commit_offsets(group, "", None, -1, [OffsetCommitItem("data", 0, 33)],
+                                             producer_id=5, producer_epoch=0)
+    assert top is E.NONE and per == {("data", 0): E.NONE}
+    await service.settle()
+    broker.set_image(image({0: 2, 1: 2}, epochs={0: 1}))
+    stalled = broker.answer_gate = trio.Event()   # the next load reads the log, then stalls
+    broker.set_image(image({0: 1, 1: 2}, epochs={0: 2}))
+    owned = service.owned[(OFFSETS_TOPIC, 0)]
+    await trio.sleep(0.2)
+    broker.answer_gate = None
+    [result] = await append_markers(broker, [Marker(5, 0, True, 0, ((OFFSETS_TOPIC, 0),))], now_ms=1)
+    assert result == {(OFFSETS_TOPIC, 0): E.NONE}
+    assert owned.state is LoadState.LOADING and owned.markers_while_loading == [(5, True)]
+    stalled.set()
+    await settled([owned])
+    assert service.groups.fetch_offsets(group, [("data", 0)], require_stable=True)[1][0].offset == 33
+    assert not service.groups.groups_with_pending_offsets(5)
