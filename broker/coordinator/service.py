@@ -418,8 +418,17 @@ class CoordinatorService:
         service._nursery = nursery
         service.follow_leadership()
         service._start_timers()
+        nursery.start_soon(service._close_peer_client_on_exit)
         for owned in list(service.owned.values()):
             await owned.done.wait()
+
+    async def _close_peer_client_on_exit(self) -> None:
+        try:
+            await trio.sleep_forever()
+        finally:
+            if self._peer_client is not None:
+                with trio.CancelScope(shield=True):
+                    await self._peer_client.aclose()
 
     def _start_timers(self) -> None:
         if not self._timers_running:
