@@ -17,6 +17,7 @@ from protocol import ErrorCode
 
 from .clock import Timers
 from .group import Group, GroupState, Member
+from .group_admin import AdminMixin, GroupDescription, MemberDescription
 from .group_offsets import FetchedOffset, OffsetCommitItem, OffsetsMixin, append_error
 from .log_records import (GroupLog, GroupMetadataRecord, GroupSnapshot, MemberSnapshot,
                           OffsetCommitRecord)
@@ -63,27 +64,7 @@ class SyncResult:
     assignment: bytes = b""
 
 
-@dataclass
-class MemberDescription:
-    member_id: str
-    group_instance_id: Optional[str]
-    client_id: str
-    client_host: str
-    metadata: bytes
-    assignment: bytes
-
-
-@dataclass
-class GroupDescription:
-    group_id: str
-    state: str
-    protocol_type: str
-    protocol_name: str
-    members: list[MemberDescription]
-    error: ErrorCode = E.NONE
-
-
-class GroupCoordinator(OffsetsMixin):
+class GroupCoordinator(OffsetsMixin, AdminMixin):
     def __init__(self, clock, timers: Timers, log: GroupLog, config: GroupConfig | None = None):
         self.clock = clock
         self.timers = timers
@@ -516,51 +497,6 @@ class GroupCoordinator(OffsetsMixin):
                 return E.FENCED_INSTANCE_ID
             return E.NONE
         return E.NONE if member_id in group.members else E.UNKNOWN_MEMBER_ID
-
-    # ==== admin =======================================================================================
-    def list_groups(self, states: Iterable[str] = (), types: Iterable[str] = ()
-                    ) -> list[tuple[str, str, str]]:
-        """(group id, protocol type, state) for live groups, filtered by state names (case-insensitive)
-        and group types ('classic' is the only type this coordinator has)."""
-        wanted_states = {s.lower() for s in states}
-        wanted_types = {t.lower() for t in types}
-        if wanted_types and "classic" not in wanted_types:
-            return []
-        return [(g.group_id, g.protocol_type or "", g.state.value) for g in self.groups.values()
-                if g.state is not S.DEAD and (not wanted_states or g.state.value.lower() in wanted_states)]
-
-    def describe_group(self, group_id: str) -> GroupDescription:
-        if group_id is None:
-            return GroupDescription(group_id, "", "", "", [], E.INVALID_GROUP_ID)
-        group = self.groups.get(group_id)
-        if group is None or group.state is S.DEAD:
-            return GroupDescription(group_id, S.DEAD.value, "", "", [], E.GROUP_ID_NOT_FOUND)
-        stable = group.state is S.STABLE
-        members = [MemberDescription(m.member_id, m.group_instance_id, m.client_id, m.client_host,
-                                     m.metadata_for(group.protocol_name or "") if stable else b"",
-                                     m.assignment if stable else b"")
-                   for m in group.members.values()]
-        protocol = group.protocol_name or "" if stable else ""
-        return GroupDescription(group_id, group.state.value, group.protocol_type or "", protocol, members)
-
-    def delete_groups(self, group_ids: list[str]) -> dict[str, ErrorCode]:
-        results = {}
-        for group_id in group_ids:
-            group = self.groups.get(group_id)
-            if group_id is None:
-                results[group_id] = E.INVALID_GROUP_ID
-            elif group is None or group.state is S.DEAD:
-                results[group_id] = E.GROUP_ID_NOT_FOUND
-            elif group.state is not S.EMPTY:
-                results[group_id] = E.NON_EMPTY_GROUP
-            else:
-                try:
-                    self._tombstone_group(group, list(group.offsets))
-                except Exception as exc:
-                    results[group_id] = append_error(exc)
-                    continue
-                results[group_id] = E.NONE
-        return results
 
     def _tombstone_group(self, group: Group, offsets: list[tuple[str, int]]) -> None:
         records = [OffsetCommitRecord(group.group_id, t, p, None) for t, p in offsets]
