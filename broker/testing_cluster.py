@@ -309,9 +309,11 @@ class Cluster:
 def running_cluster(tmp_path, nodes: int = 3, topology: str = "combined", controllers: int = 3,
                     overrides: Mapping[str, str] | None = None,
                     node_overrides: Mapping[int, Mapping[str, str]] | None = None,
-                    timeout: float = 60.0):
-    """Start a cluster (see the module docstring), yield it once formed, always tear it down."""
-    cluster = Cluster(tmp_path, nodes, topology, controllers, overrides, node_overrides)
+                    timeout: float = 60.0, cluster: Cluster | None = None):
+    """Start a cluster (see the module docstring), yield it once formed, always tear it down.
+    `cluster`: a `Cluster` built beforehand (e.g. to edit a node's settings with the ports known)."""
+    if cluster is None:
+        cluster = Cluster(tmp_path, nodes, topology, controllers, overrides, node_overrides)
     try:
         for node_id in cluster.nodes:
             cluster.start(node_id)

@@ -14,12 +14,13 @@ import time
 import urllib.request
 import uuid
 
+import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from protocol import ErrorCode, messages as m
 
-from broker.testing_cluster import REPO_ROOT, call, free_port, running_cluster
+from broker.testing_cluster import REPO_ROOT, Cluster, call, free_port, running_cluster
 
 
 def _metrics(port: int) -> dict[str, float]:
@@ -112,8 +113,15 @@ def test_dedicated_controllers_and_observer_brokers(tmp_path):
     from kafka import KafkaConsumer, KafkaProducer, TopicPartition as KTopicPartition
     from kafka.admin import KafkaAdminClient, NewTopic as KNewTopic
 
-    with running_cluster(tmp_path, nodes=3, topology="split") as cluster:
+    # Broker 5 knows only KIP-853's bootstrap servers, not the voters: it asks them.
+    cluster = Cluster(tmp_path, nodes=3, topology="split")
+    bootstrap_servers = ",".join(f"127.0.0.1:{cluster.nodes[c].controller_port}"
+                                 for c in cluster.controllers)
+    cluster.nodes[5].settings.update({"controller.quorum.voters": "",
+                                      "controller.quorum.bootstrap.servers": bootstrap_servers})
+    with running_cluster(tmp_path, cluster=cluster) as cluster:
         assert cluster.brokers == [4, 5, 6] and cluster.controllers == [1, 2, 3]
+        assert "metadata quorum voters from 127.0.0.1:" in cluster.nodes[5].log()
         quorum = cluster.describe_quorum().topics[0].partitions[0]
         assert sorted(v.replica_id for v in quorum.current_voters) == [1, 2, 3]
         assert sorted(o.replica_id for o in quorum.observers) == [4, 5, 6]
@@ -217,3 +225,60 @@ def test_a_killed_broker_is_fenced_and_loses_its_partitions(tmp_path):
         cluster.restart(victim)
         cluster.wait_until(lambda: all(_leaders(cluster, 4, "fragile")[p] == victim for p in led),
                            30, "the restarted broker leading again")
+
+
+@pytest.mark.slow
+def test_rolling_restart_of_every_node_loses_nothing(tmp_path):
+    """Every node restarted in turn (SIGTERM: controlled shutdown) while a producer and a consumer
+    run: no delivery error, every acknowledged record consumed once, in order per partition. With
+    RF=1 a restarting node's partitions wait for it (the clients retry), they do not move."""
+    import threading
+
+    with running_cluster(tmp_path, nodes=3) as cluster:
+        topic, partitions = "rolling", 6
+        _create_topic(cluster.bootstrap, topic, partitions)
+        stop = threading.Event()
+        acked, errors = {p: [] for p in range(partitions)}, []
+
+        def on_delivery(error, message):
+            if error is not None:
+                errors.append(error)
+            else:
+                acked[message.partition()].append(message.value())
+
+        def produce():
+            producer = Producer({"bootstrap.servers": cluster.bootstrap, "linger.ms": 5,
+                                 "enable.idempotence": True})
+            i = 0
+            while not stop.is_set():
+                producer.produce(topic, b"%08d" % i, partition=i % partitions,
+                                 on_delivery=on_delivery)
+                producer.poll(0)
+                i += 1
+                time.sleep(0.005)
+            assert producer.flush(120) == 0
+        producing = threading.Thread(target=produce)
+        producing.start()
+        try:
+            for node in cluster.brokers:
+                time.sleep(1)
+                cluster.restart(node)
+                cluster.wait_formed(60)
+            time.sleep(1)
+        finally:
+            stop.set()
+            producing.join(150)
+        assert not errors, errors[:5]
+        total = sum(len(v) for v in acked.values())
+        assert total > 100
+        consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "rolling",
+                             "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        got = {p: [] for p in range(partitions)}
+        deadline = time.monotonic() + 60
+        while sum(len(v) for v in got.values()) < total and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and not message.error():
+                got[message.partition()].append(message.value())
+        consumer.close()
+        assert got == acked
