@@ -43,10 +43,10 @@ class IsrProposal:
 class IsrResult:
     partition: int
     error_code: int = 0
-    leader: int = -1
-    leader_epoch: int = -1
+    leader: int = 0                # on an error Kafka leaves these at the wire defaults (0, [])
+    leader_epoch: int = 0
     isr: list[int] = field(default_factory=list)
-    partition_epoch: int = -1
+    partition_epoch: int = 0
     leader_recovery_state: int = 0
     topic_id: uuid.UUID | None = None
     topic_name: str | None = None

@@ -10,6 +10,7 @@ the image. A heartbeat moves a broker between Kafka's states:
     CONTROLLED_SHUTDOWN  --leads nothing and every other active
                            broker has seen that change-->         SHUTDOWN_NOW (fenced; ShouldShutDown)
     FENCED               --WantShutDown-->                        SHUTDOWN_NOW
+    SHUTDOWN_NOW         --anything-->                            stays fenced until it registers again
     any                  --WantFence / session expired-->         FENCED
 
 Times are seconds on whatever clock the caller uses (trio's, or the simulator's).
@@ -143,6 +144,8 @@ def heartbeat(image, sessions: BrokerSessions, broker_id: int, broker_epoch: int
     if broker.fenced:
         if want_shutdown:
             shutdown_now = True
+        elif broker.in_controlled_shutdown:
+            pass                  # released after a controlled shutdown: only a new registration returns
         elif not want_fence and caught_up:
             records = unfence_records(image, broker_id, policy)
     elif want_fence:

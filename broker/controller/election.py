@@ -43,8 +43,16 @@ def is_active(image, broker_id: int) -> bool:
 
 
 def acceptor(image, remove: int = NO_LEADER, add: int = NO_LEADER) -> Callable[[int], bool]:
-    """Who may lead: active brokers, never `remove`, and `add` even while the image still fences it."""
-    return lambda b: b != remove and (b == add or is_active(image, b))
+    """Who may lead: active brokers, never `remove`, and `add` even while the image still fences it
+    (but never one in controlled shutdown)."""
+    def acceptable(b: int) -> bool:
+        if b == remove:
+            return False
+        if b == add:
+            broker = image.brokers.get(b)
+            return broker is not None and not broker.in_controlled_shutdown
+        return is_active(image, b)
+    return acceptable
 
 
 def unclean_enabled(image, topic: str, default: bool = False, node_id: int | None = None) -> bool:

@@ -40,6 +40,7 @@ class Register:
 class RegisterReply:
     error: int
     epoch: int = -1
+    incarnation: uuid.UUID | None = None     # a reply reaches only the process that asked
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,7 @@ class Heartbeat:
     epoch: int
     metadata_offset: int
     want_shutdown: bool
+    incarnation: uuid.UUID | None = None
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,7 @@ class HeartbeatReply:
     error: int
     fenced: bool = True
     should_shut_down: bool = False
+    incarnation: uuid.UUID | None = None
 
 
 @dataclass(frozen=True)
@@ -162,15 +165,15 @@ def decide(sim, node: SimNode, src: int, msg) -> None:
             outcome = brokers.registration_records(image, node.sessions, msg.broker_id, msg.incarnation,
                                                    endpoints, msg.rack, epoch, sim.now, policy)
             if isinstance(outcome, int):
-                sim.send(node.node_id, src, RegisterReply(0, outcome))
+                sim.send(node.node_id, src, RegisterReply(0, outcome, msg.incarnation))
                 return
             node.sessions.touch(msg.broker_id, sim.now)
-            sim.propose(node, outcome, [(src, RegisterReply(0, epoch))], expect_offset=epoch)
+            sim.propose(node, outcome, [(src, RegisterReply(0, epoch, msg.incarnation))], expect_offset=epoch)
         elif isinstance(msg, Heartbeat):
             records, result, entering = brokers.heartbeat(
                 image, node.sessions, msg.broker_id, msg.epoch, msg.metadata_offset, False,
                 msg.want_shutdown, sim.now, raft.end_offset, policy)
-            reply = HeartbeatReply(0, result.is_fenced, result.should_shut_down)
+            reply = HeartbeatReply(0, result.is_fenced, result.should_shut_down, msg.incarnation)
             if entering:
                 node.sessions.shutdown_offset[msg.broker_id] = raft.end_offset
             sim.propose(node, records, [(src, reply)])
@@ -181,8 +184,11 @@ def decide(sim, node: SimNode, src: int, msg) -> None:
                                                validator=decider.validator)
             sim.propose(node, records, [(src, AlterIsrReply(0, tuple(results)))])
     except ApiError as exc:
-        reply = {Register: RegisterReply, Heartbeat: HeartbeatReply, AlterIsr: AlterIsrReply}[type(msg)]
-        sim.send(node.node_id, src, reply(int(exc.code)))
+        if isinstance(msg, AlterIsr):
+            sim.send(node.node_id, src, AlterIsrReply(int(exc.code)))
+        else:
+            reply = RegisterReply if isinstance(msg, Register) else HeartbeatReply
+            sim.send(node.node_id, src, reply(int(exc.code), incarnation=msg.incarnation))
 
 
 def controller_timer(sim, node: SimNode, rng: random.Random) -> None:
@@ -256,7 +262,7 @@ def broker_timer(sim, node: SimNode, rng: random.Random) -> None:
         sim.broadcast(node.node_id, Register(node.node_id, node.incarnation, node.rack))
         return
     sim.broadcast(node.node_id, Heartbeat(node.node_id, node.broker_epoch, node.image.offset,
-                                          node.shutting_down))
+                                          node.shutting_down, node.incarnation))
     if rng.random() < 0.3:
         proposals = _isr_proposals(node, rng)
         if proposals:
@@ -291,6 +297,8 @@ def _isr_proposals(node: SimNode, rng: random.Random) -> list:
 
 
 def broker_reply(sim, node: SimNode, msg) -> None:
+    if getattr(msg, "incarnation", node.incarnation) != node.incarnation:
+        return                                       # an answer to this broker's previous process
     if isinstance(msg, RegisterReply):
         if msg.error == 0 and node.broker_epoch is None:
             node.broker_epoch = msg.epoch

@@ -248,3 +248,75 @@ async def test_enabling_unclean_election_revives_offline_partitions_at_once(tmp_
         await controller.incremental_alter_configs([(TOPIC_RESOURCE, "u", [(UNCLEAN_KEY, 0, "true")])])
         part = controller.image.partition("u", 0)
         assert (part.leader, part.isr, part.leader_recovery_state) == (2, (2,), 1)
+
+
+async def test_leader_balance_pass_moves_leadership_home(tmp_path):
+    settings = ControllerSettings(broker_session_timeout_ms=600, placement_seed=5)
+    async with Controller.open(str(tmp_path), settings=settings) as controller:
+        epochs = {}
+        for b in (1, 2):
+            epochs[b] = await controller.register_broker(b, uuid.UUID(int=b), [("PLAINTEXT", "h", 1, 0)])
+            await controller.heartbeat(b, epochs[b], controller.image.offset)
+        await controller.create_topics([CreateTopicSpec("b", assignments={0: [2, 1], 1: [1, 2]})])
+        with trio.fail_after(10):                      # 2 goes quiet: 1 leads both
+            while not controller.image.brokers[2].fenced:
+                await controller.heartbeat(1, epochs[1], controller.image.offset)
+                await trio.sleep(0.05)
+        await controller.heartbeat(2, epochs[2], controller.image.offset)      # back, but not in sync
+        assert await controller.balance_leaders_once() == 0
+        part = controller.image.partition("b", 0)
+        await controller.alter_partition(1, epochs[1], [IsrProposal(
+            0, part.leader_epoch, part.partition_epoch, [(1, epochs[1]), (2, epochs[2])],
+            topic_id=controller.image.topics["b"].topic_id)])
+        assert controller.leader_imbalance() == {1: 0.0, 2: 1.0}
+        assert await controller.balance_leaders_once() == 1
+        assert controller.image.partition("b", 0).leader == 2
+        assert controller.image.partition("b", 0).leader_epoch == part.leader_epoch + 1
+
+
+async def test_alter_partition_on_the_wire(tmp_path):
+    """The controller-side handler the replication helpers call; answers as Kafka 3.9's controller
+    (errors leave the partition fields at 0 / [])."""
+    from protocol import messages
+    from broker.controller import admin
+
+    A = messages.AlterPartitionRequest
+    async with Controller.open(str(tmp_path), settings=ControllerSettings(placement_seed=1)) as controller:
+        epochs = {}
+        for b in (1, 2):
+            epochs[b] = await controller.register_broker(b, uuid.UUID(int=b), [("PLAINTEXT", "h", 1, 0)])
+            await controller.heartbeat(b, epochs[b], controller.image.offset)
+        [res] = await controller.create_topics([CreateTopicSpec("w", assignments={0: [1, 2]})])
+
+        def request(broker_epoch, leader_epoch, partition_epoch, isr):
+            return A(broker_id=1, broker_epoch=broker_epoch, topics=[A.TopicData(
+                topic_id=res.topic_id, partitions=[A.PartitionData(
+                    partition_index=0, leader_epoch=leader_epoch, partition_epoch=partition_epoch,
+                    new_isr_with_epochs=[A.BrokerState(broker_id=b, broker_epoch=e) for b, e in isr])])])
+
+        out = await admin.alter_partition(controller, request(epochs[1] + 1, 0, 0, [(1, -1)]), 3)
+        assert (out.error_code, out.topics) == (E.STALE_BROKER_EPOCH, [])
+        out = await admin.alter_partition(controller, request(epochs[1], 0, 0, [(1, epochs[1])]), 3)
+        [topic] = out.topics
+        [part] = topic.partitions
+        assert topic.topic_id == res.topic_id
+        assert (part.error_code, part.leader_id, part.leader_epoch, part.isr, part.partition_epoch) == (
+            0, 1, 0, [1], 1)
+        out = await admin.alter_partition(controller, request(epochs[1], 0, 0, [(1, -1), (2, -1)]), 3)
+        [part] = out.topics[0].partitions
+        assert (part.error_code, part.leader_id, part.isr, part.partition_epoch) == (
+            E.INVALID_UPDATE_VERSION, 0, [], 0)
+        old = A(broker_id=1, broker_epoch=epochs[1], topics=[A.TopicData(topic_name="w", partitions=[
+            A.PartitionData(partition_index=0, leader_epoch=0, partition_epoch=1, new_isr=[1, 2])])])
+        out = await admin.alter_partition(controller, old, 1)
+        [part] = out.topics[0].partitions
+        assert (out.topics[0].topic_name, part.error_code, part.isr, part.partition_epoch) == ("w", 0, [1, 2], 2)
+        assert controller.image.partition("w", 0).isr == (1, 2)
+
+
+def test_a_broker_released_from_controlled_shutdown_stays_fenced_until_it_registers_again():
+    image = _image({0: ([1, 2], [1], -1)}, brokers=(1, 2), fenced=(1,), shutting=(1,))
+    records, result, _ = heartbeat(image, _sessions(image), 1, 101, 500, False, False, 1.0, 600, Policy())
+    assert records == [] and result.is_fenced and not result.should_shut_down
+    records, result, _ = heartbeat(image, _sessions(image), 1, 101, 500, False, True, 1.0, 600, Policy())
+    assert records == [] and result.is_fenced and result.should_shut_down
