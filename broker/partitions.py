@@ -53,6 +53,8 @@ class Partition:
     min_insync_replicas: int = 1
     waiters: set = field(default_factory=set)
     replica_state: object = None      # broker.replication.leader.LeaderState while leading
+    replica_io: bool = False          # a follower append/truncation is running in a worker thread
+    deferred_epoch_start: bool = False  # became leader meanwhile: start the epoch once it is done
 
     @property
     def high_watermark(self) -> int:

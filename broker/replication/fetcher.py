@@ -231,13 +231,12 @@ class ReplicaFetcher:
                          self.leader_id, ErrorCode(error).name)
             state.delayed_until = trio.current_time() + backoff
             return
-        diverging = data.diverging_epoch
-        if diverging is not None and diverging.end_offset >= 0 or \
-                diverging is not None and diverging.epoch >= 0:
+        diverging = data.diverging_epoch      # (-1, -1), Kafka's default, means none
+        if diverging is not None and (diverging.epoch >= 0 or diverging.end_offset >= 0):
             cut = truncation_offset(log_, diverging.epoch, diverging.end_offset)
             log.info("%s-%d: diverged from leader %d at epoch %d: truncating %d -> %d", partition.topic,
                      partition.index, self.leader_id, diverging.epoch, log_.log_end_offset, cut.offset)
-            await self.broker.run_blocking(log_.truncate_to, cut.offset)
+            await self._off_loop(partition, log_.truncate_to, cut.offset)
             return
         records = data.records
         if records:
@@ -246,7 +245,9 @@ class ReplicaFetcher:
                 if len(batches) <= INLINE_APPEND_BYTES:
                     self._append(partition, batches)
                 else:
-                    await self.broker.run_blocking(self._append, partition, batches)
+                    await self._off_loop(partition, self._append, partition, batches)
+                if self.states.get(partition) is not state:
+                    return    # leader (or gone) meanwhile: the rest is no follower's business
         self.leader_high_watermarks[partition] = data.high_watermark
         high_watermark = min(data.high_watermark, log_.log_end_offset)
         if high_watermark > log_.high_watermark:
@@ -254,6 +255,17 @@ class ReplicaFetcher:
         if data.log_start_offset > log_.log_start_offset:
             await self.broker.run_blocking(log_.advance_log_start_offset, data.log_start_offset)
         partition.wake()
+
+    async def _off_loop(self, partition, function, *args) -> None:
+        """Run a follower's append/truncation in a worker thread; becoming leader meanwhile waits
+        for it before starting the new epoch (the leader-epoch cache must see the final log end)."""
+        partition.replica_io = True
+        try:
+            await self.broker.run_blocking(function, *args)
+        finally:
+            partition.replica_io = False
+            if partition.deferred_epoch_start:
+                self.partitions.replication.epoch_start_after_io(partition)
 
     @staticmethod
     def _append(partition, batches) -> None:
@@ -266,10 +278,10 @@ class ReplicaFetcher:
         if data.log_start_offset >= 0 and log_.log_end_offset < data.log_start_offset:
             log.info("%s-%d: behind leader %d's log start %d: restarting the log there",
                      partition.topic, partition.index, self.leader_id, data.log_start_offset)
-            await self.broker.run_blocking(log_.truncate_fully_and_start_at, data.log_start_offset)
+            await self._off_loop(partition, log_.truncate_fully_and_start_at, data.log_start_offset)
         elif data.high_watermark >= 0 and log_.log_end_offset > data.high_watermark:
             log.warning("%s-%d: past leader %d's log end: truncating to its high watermark %d",
                         partition.topic, partition.index, self.leader_id, data.high_watermark)
-            await self.broker.run_blocking(log_.truncate_to, data.high_watermark)
+            await self._off_loop(partition, log_.truncate_to, data.high_watermark)
         else:
             await trio.sleep(self.broker.config["replica.fetch.backoff.ms"] / 1000)

@@ -63,7 +63,12 @@ class ReplicaManager:
         log_ = partition.log
         if self.fetchers is not None:
             self.fetchers.remove(partition)
-        log_.assign_epoch_start(image_partition.leader_epoch)
+        if partition.replica_io:
+            # A follower append or truncation is still running off the loop: the new epoch starts
+            # where the log ends once it is done (the fetcher calls epoch_start_after_io).
+            partition.deferred_epoch_start = True
+        else:
+            log_.assign_epoch_start(image_partition.leader_epoch)
         if len(image_partition.replicas) <= 1:
             # One replica: everything in the log is committed.
             log_.set_high_watermark(log_.log_end_offset)
@@ -87,6 +92,15 @@ class ReplicaManager:
             self.fetchers.add(partition, image_partition.leader, image_partition.leader_epoch)
         else:
             self.fetchers.remove(partition)
+
+    def epoch_start_after_io(self, partition) -> None:
+        """A follower's off-loop append/truncation finished after this broker became its leader."""
+        partition.deferred_epoch_start = False
+        state = partition.replica_state
+        if state is not None:
+            partition.log.assign_epoch_start(state.leader_epoch)
+            state.epoch_start_offset = partition.log.log_end_offset
+            self._advance(partition)
 
     def on_partition_removed(self, partition) -> None:
         partition.replica_state = None

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import time
 
+import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -202,3 +203,49 @@ def test_consumers_read_from_a_replica_in_their_rack(tmp_path):
                         if line.startswith("kafka_server_brokertopicmetrics_bytesout_total")
                         and 'topic="nearby"' in line]
         assert served_bytes and float(served_bytes[0].rsplit(" ", 1)[1]) > 0
+
+
+@pytest.mark.slow
+def test_rolling_restart_under_load_surfaces_no_error(tmp_path):
+    """Each node in turn is stopped (SIGTERM: controlled shutdown moves its leaderships away) and
+    started again while an idempotent acks=all producer streams; the producer sees no error and every
+    record is read back once, in order. Marked slow (about a minute)."""
+    import threading
+
+    with running_cluster(tmp_path, nodes=3, overrides=FAST_FAILURE) as cluster:
+        _create(cluster, "rolling")
+        acknowledged, errors = [], []
+        stop = threading.Event()
+
+        def delivered(err, message):
+            (errors if err else acknowledged).append(err or message.value())
+
+        def stream():
+            producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all",
+                                 "enable.idempotence": True, "linger.ms": 5,
+                                 "message.timeout.ms": 120000})
+            sent = 0
+            while not stop.is_set():
+                producer.produce("rolling", b"%08d" % sent, on_delivery=delivered)
+                sent += 1
+                producer.poll(0)
+                time.sleep(0.003)
+            producer.flush(120)
+
+        worker = threading.Thread(target=stream)
+        worker.start()
+        try:
+            for node in cluster.brokers:
+                time.sleep(2)
+                assert cluster.stop(node) == 0
+                cluster.start(node)
+                cluster.wait_started([node], 60)
+                cluster.wait_until(lambda: _state(cluster, node, "rolling")[1] == [1, 2, 3], 60,
+                                   f"node {node} back in the ISR")
+            time.sleep(2)
+        finally:
+            stop.set()
+            worker.join(180)
+        assert not errors, errors[:3]
+        got = _consume_all(cluster.bootstrap, "rolling", len(acknowledged), timeout=90)
+        assert [value for _, value in got] == [b"%08d" % i for i in range(len(acknowledged))]

@@ -160,3 +160,22 @@ async def test_metrics_show_the_purgatory_and_isr_changes():
     text = manager.broker.metrics.render().decode()
     assert "kafka_server_replicamanager_isrshrinks_total 1.0" in text
     assert "kafka_server_replicafetchermanager_maxlag" in text
+
+
+async def test_becoming_leader_during_a_follower_append_starts_the_epoch_after_it():
+    broker = SimpleNamespace(node_id=1, metrics=None, image=SimpleNamespace(brokers={}))
+    partitions = FakePartitions()
+    manager = ReplicaManager(broker, partitions)
+    partition = Partition(topic="t", index=0, topic_id=None, log=FakeLog(end=10), leader=2,
+                          leader_epoch=3)
+    partitions.by_key[("t", 0)] = partition
+    manager.on_partition(partition, SimpleNamespace(leader=2, leader_epoch=3, partition_epoch=5,
+                                                    replicas=(1, 2), isr=(1, 2)))
+    partition.replica_io = True          # the fetcher's worker thread is appending
+    manager.on_partition(partition, SimpleNamespace(leader=1, leader_epoch=4, partition_epoch=6,
+                                                    replicas=(1, 2), isr=(1, 2)))
+    assert partition.log.epochs == [] and partition.deferred_epoch_start
+    partition.log.log_end_offset = 25    # the append landed
+    partition.replica_io = False
+    manager.epoch_start_after_io(partition)
+    assert partition.log.epochs == [(4, 25)] and partition.replica_state.epoch_start_offset == 25
