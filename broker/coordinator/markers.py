@@ -18,7 +18,7 @@ is written, and only while this broker still coordinates the transactional id.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import trio
 
@@ -128,6 +128,7 @@ class MarkerSender:
     def __init__(self, service, *, max_backoff_s: float = 1.0):
         self.service = service
         self.max_backoff_s = max_backoff_s
+        self._queues: dict[int, _DestinationQueue] = {}   # destination broker -> markers waiting for it
 
     def write_markers(self, transactional_id, producer_id, producer_epoch, commit, partitions, done) -> None:
         owned = self.service.txn_owner(transactional_id)
@@ -184,24 +185,63 @@ class MarkerSender:
                 per = {tp: E.UNKNOWN_SERVER_ERROR for tp in marker.partitions}
             results.update(per)
             return
+        results.update(await self._queue_for(leader, marker))
+
+    async def _queue_for(self, leader: int, marker: Marker) -> dict:
+        """Send `marker` to broker `leader` in the next WriteTxnMarkers to it: markers of every
+        transaction waiting for the same broker share one request, as Kafka's marker channel does."""
+        queue = self._queues.setdefault(leader, _DestinationQueue())
+        waiter = (marker, trio.Event(), {})
+        queue.waiting.append(waiter)
+        if not queue.sending:
+            queue.sending = True
+            self.service.spawn(self._drain, leader, queue)
+        await waiter[1].wait()
+        return waiter[2]
+
+    async def _drain(self, leader: int, queue: "_DestinationQueue") -> None:
+        try:
+            while queue.waiting:
+                batch, queue.waiting = queue.waiting, []
+                try:
+                    answers = await self._request(leader, [marker for marker, _, _ in batch])
+                except Exception:
+                    log.exception("sending markers to broker %d failed", leader)
+                    answers = [{tp: E.UNKNOWN_SERVER_ERROR for tp in m.partitions} for m, _, _ in batch]
+                for (_, done, box), answer in zip(batch, answers):
+                    box.update(answer)
+                    done.set()
+        finally:
+            queue.sending = False
+            for marker, done, box in queue.waiting:      # cancelled mid-way: nobody is left hanging
+                box.update({tp: E.NETWORK_EXCEPTION for tp in marker.partitions})
+                done.set()
+            queue.waiting = []
+
+    async def _request(self, leader: int, markers: list[Marker]) -> list[dict]:
+        """One WriteTxnMarkers to `leader`: per marker, {partition: error}."""
         from broker.interbroker.client import PeerUnavailable
 
-        request = write_txn_markers_request([marker])
         try:
-            response = await service.peer_client().request(
-                leader, WRITE_TXN_MARKERS, WRITE_TXN_MARKERS_VERSION, request,
-                timeout=broker.config["request.timeout.ms"] / 1000)
+            response = await self.service.peer_client().request(
+                leader, WRITE_TXN_MARKERS, WRITE_TXN_MARKERS_VERSION, write_txn_markers_request(markers),
+                timeout=self.service.broker.config["request.timeout.ms"] / 1000)
         except PeerUnavailable as exc:
             log.info("markers to broker %d: %s", leader, exc)
-            results.update({tp: E.NETWORK_EXCEPTION for tp in marker.partitions})
-            return
-        answered = {}
-        for entry in response.markers:
-            for topic in entry.topics:
-                for p in topic.partitions:
-                    answered[(topic.name, p.partition_index)] = _code(p.error_code)
-        for tp in marker.partitions:
-            results[tp] = answered.get(tp, E.UNKNOWN_SERVER_ERROR)
+            return [{tp: E.NETWORK_EXCEPTION for tp in marker.partitions} for marker in markers]
+        answers = []
+        for i, marker in enumerate(markers):      # results come back in request order
+            entry = response.markers[i] if i < len(response.markers) else None
+            answered = {} if entry is None else {(t.name, p.partition_index): _code(p.error_code)
+                                                  for t in entry.topics for p in t.partitions}
+            answers.append({tp: answered.get(tp, E.UNKNOWN_SERVER_ERROR) for tp in marker.partitions})
+        return answers
+
+
+@dataclass(eq=False)
+class _DestinationQueue:
+    waiting: list = field(default_factory=list)    # (marker, done event, result box)
+    sending: bool = False
 
 
 def write_txn_markers_request(markers: list[Marker]):

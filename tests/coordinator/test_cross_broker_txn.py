@@ -219,3 +219,46 @@ async def test_a_marker_landing_during_remote_verification_spends_it(marker_arri
     else:
         assert refused == {}
     assert service.verification_guards == {}
+
+
+@pytest.mark.timeout(60)
+async def test_markers_of_several_transactions_share_a_request_per_broker(tmp_path):
+    async with serving_broker(tmp_path / "a", {"node.id": "1", **COMMON}) as a, \
+            serving_broker(tmp_path / "b", {"node.id": "2", **COMMON}) as b:
+        A, B = a.broker, b.broker
+        await know(A, 2, b.port)
+        await create(A, "w", {0: [2], 1: [2]})
+        await create(B, "w", {0: [2], 1: [2]})
+        await create(A, "__transaction_state", {0: [1]}, {"cleanup.policy": "compact"})
+        service = A.coordinators["service"]
+        with trio.fail_after(10):
+            while await service.txn_coordinator_error("t-1") is ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+                await trio.sleep(0.01)
+        await service.producer_ids.ensure(4)
+        txns = A.coordinators["transaction"]
+        bodies = []
+        client = service.peer_client()
+        request = client.request
+
+        async def recording_bodies(node_id, api_key, version, body, **kw):
+            bodies.append((node_id, api_key, body))
+            return await request(node_id, api_key, version, body, **kw)
+
+        client.request = recording_bodies
+        ids = {}
+        for txn_id, partition in (("t-1", 0), ("t-2", 1)):
+            init = txns.init_producer_id(txn_id, 60_000)
+            ids[txn_id] = init
+            assert txns.add_partitions(txn_id, init.producer_id, init.producer_epoch, [("w", partition)]) \
+                is ErrorCode.NONE
+        await service.settle()
+        for txn_id, init in ids.items():                    # both decided in the same tick
+            assert txns.end_txn(txn_id, init.producer_id, init.producer_epoch, commit=True) is ErrorCode.NONE
+        with trio.fail_after(10):
+            while any(txns.describe(t).state != "CompleteCommit" for t in ids):
+                await trio.sleep(0.02)
+        [(node, key, body)] = bodies                       # one WriteTxnMarkers carried both
+        assert (node, key) == (2, 27)
+        assert sorted(mk.producer_id for mk in body.markers) == sorted(i.producer_id for i in ids.values())
+        for index in (0, 1):
+            assert B.partitions.get("w", index).log.log_end_offset == 1
