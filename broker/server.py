@@ -1,6 +1,7 @@
 """The broker process: components wired together, listeners, and an orderly shutdown.
 
-``Broker(config)`` owns the controller (metadata quorum of one), the storage ``LogManager``, the
+``Broker(config)`` owns the controller (this node's replica of the metadata log: a quorum of one, or a
+voter / observer of a cluster's quorum, see ``broker.cluster``), the storage ``LogManager``, the
 ``PartitionManager`` (leadership, high watermarks, appends, long-poll wake-ups), the fetch-session cache
 and the handler registry. ``await broker.serve(task_status=...)`` runs it; ``broker.request_shutdown()``
 makes ``serve`` stop accepting, finish in-flight requests, flush and checkpoint, then return.
@@ -191,22 +192,34 @@ class Broker:
         self.logs = await self.run_blocking(self._open_storage)
         self.metrics.set_recovery_duration(time.monotonic() - opening)
         try:
-            async with open_metadata(config, _metadata_dir(config), self._controller_settings(),
-                                     self.validate_config) as controller:
-                self.controller = controller
-                await self._follow_metadata()
-                async with trio.open_nursery() as nursery:
-                    async with trio.open_nursery() as connections:
-                        self._connection_nursery = connections
-                        await self._start(nursery)
-                        task_status.started(self)
-                        await self._shutdown.wait()
-                        self.health.begin_shutdown()
-                        if config.multi_node and self.lifecycle is not None:
-                            await self.lifecycle.controlled_shutdown(CONTROLLED_SHUTDOWN_SECONDS)
-                        await self._drain()
-                        connections.cancel_scope.cancel()
-                    nursery.cancel_scope.cancel()
+            async with trio.open_nursery() as ops:
+                # /readyz answers from the start: a node waiting for its quorum says so.
+                self.metrics.set_sources(**broker_sources(self))
+                if config["metrics.port"] >= 0:
+                    self.metrics_port = await ops.start(functools.partial(
+                        serve_ops_http, config["metrics.port"], health=self.health,
+                        metrics=self.metrics))
+                if config.multi_node:
+                    self.health.set("controller", False, "waiting for the metadata quorum")
+                async with open_metadata(config, _metadata_dir(config),
+                                         self._controller_settings(),
+                                         self.validate_config) as controller:
+                    self.controller = controller
+                    await self._follow_metadata()
+                    async with trio.open_nursery() as nursery:
+                        async with trio.open_nursery() as connections:
+                            self._connection_nursery = connections
+                            await self._start(nursery)
+                            task_status.started(self)
+                            await self._shutdown.wait()
+                            self.health.begin_shutdown()
+                            if config.multi_node and self.lifecycle is not None:
+                                await self.lifecycle.controlled_shutdown(
+                                    CONTROLLED_SHUTDOWN_SECONDS)
+                            await self._drain()
+                            connections.cancel_scope.cancel()
+                        nursery.cancel_scope.cancel()
+                ops.cancel_scope.cancel()
         finally:
             with trio.CancelScope(shield=True):
                 if self.partitions is not None:
@@ -238,14 +251,9 @@ class Broker:
         await self.partitions.load_image(image)
 
     async def _start(self, nursery: trio.Nursery) -> None:
-        self.metrics.set_sources(**broker_sources(self))
         self.health.set("recovery", True)
         if self.config.multi_node:
             self.health.add_check("metadata", self.controller.metadata_status)
-        if self.config["metrics.port"] >= 0:
-            self.metrics_port = await nursery.start(functools.partial(
-                serve_ops_http, self.config["metrics.port"], health=self.health,
-                metrics=self.metrics))
         bound = await self._bind_listeners()
         await self._register(nursery)   # leading its partitions again before clients get in
         self._start_serving(nursery, bound)

@@ -1,4 +1,4 @@
-"""KIP-853: find the voters through ``controller.quorum.bootstrap.servers``.
+"""KIP-853: find the voters through ``controller.quorum.bootstrap.servers``; and the cluster id.
 
 A node configured with bootstrap servers instead of ``controller.quorum.voters`` asks each of them
 DescribeQuorum v2 until the active controller answers; its answer names the voters and, in ``Nodes``,
@@ -31,20 +31,45 @@ def describe_quorum_request():
                                  partitions=[R.PartitionData(partition_index=0)])])
 
 
-async def ask_describe_quorum(address: tuple[str, int], version: int = 2, timeout_s: float = 2.0):
-    """One DescribeQuorum round trip to a controller listener (raises OSError / ValueError)."""
+async def ask(address: tuple[str, int], api_key: int, version: int, body,
+              timeout_s: float = 2.0):
+    """One request/response round trip to a controller listener (raises OSError, ValueError,
+    trio.TooSlowError or protocol.DecodeError)."""
     from broker.controller.transport import read_frame
 
     with trio.fail_after(timeout_s):
         stream = await trio.open_tcp_stream(*address)
         async with stream:
-            data = protocol.encode_request(55, version, 1, "odradek-discovery",
-                                           describe_quorum_request())
+            data = protocol.encode_request(api_key, version, 1, "odradek-discovery", body)
             await stream.send_all(_SIZE.pack(len(data)) + data)
             frame = await read_frame(stream, bytearray())
             if frame is None:
                 raise ValueError("controller closed the connection")
-            return protocol.decode_response(55, version, frame)[1]
+            return protocol.decode_response(api_key, version, frame)[1]
+
+
+async def ask_describe_quorum(address: tuple[str, int], version: int = 2, timeout_s: float = 2.0):
+    return await ask(address, 55, version, describe_quorum_request(), timeout_s)
+
+
+async def quorum_cluster_id(voters: dict[int, tuple[str, int]]) -> str:
+    """The cluster id the controllers hold (DescribeCluster on their listener), for a fresh broker
+    that was not formatted: it joins their cluster rather than deriving an id of its own."""
+    last_log = -LOG_EVERY_S
+    request = m.DescribeClusterRequest(endpoint_type=2, include_cluster_authorized_operations=False)
+    while True:
+        for address in voters.values():
+            try:
+                response = await ask(address, 60, 1, request)
+            except (OSError, ValueError, trio.TooSlowError, protocol.DecodeError):
+                continue
+            if response.cluster_id:
+                return response.cluster_id
+        if trio.current_time() - last_log >= LOG_EVERY_S:
+            last_log = trio.current_time()
+            log.warning("no controller of %s answered with the cluster id yet; retrying",
+                        ",".join(f"{v}@{h}:{p}" for v, (h, p) in sorted(voters.items())))
+        await trio.sleep(RETRY_S)
 
 
 def voters_from(response, listener_name: str) -> dict[int, tuple[str, int]] | None:

@@ -10,8 +10,9 @@ broker calls ``controller``:
   (broker only: it fetches the log from the voters and applies it to its image).
 
 Cluster id: ``cluster.id`` in ``<log dir>/meta.properties`` when the node was formatted (or ran
-before); a fresh node derives it from the voter set, so nodes started with the same
-``controller.quorum.voters`` agree, and writes it there. A node whose id differs from the quorum's is
+before); a fresh controller derives it from the voter set (so controllers started with the same
+``controller.quorum.voters`` agree), a fresh broker asks the controllers for theirs (DescribeCluster on
+the controller listener); either writes it there. A node whose id differs from the quorum's is
 refused by the voters (INCONSISTENT_CLUSTER_ID), and ``open_metadata`` raises ``ConfigError``.
 """
 
@@ -21,6 +22,7 @@ import base64
 import hashlib
 import logging
 import os
+import uuid
 from contextlib import asynccontextmanager
 
 import trio
@@ -33,7 +35,7 @@ from broker.controller.transport import TcpTransport
 
 from .client import ControllerClient
 from .controller_api import ControllerApi
-from .discovery import discover_voters
+from .discovery import discover_voters, quorum_cluster_id
 from .router import ClusterController
 
 log = logging.getLogger("odradek.cluster")
@@ -99,7 +101,10 @@ async def open_metadata(config, log_dir: str, settings, validator):
     voters = config.quorum_voters or standalone_voters(config) or await discover_voters(config)
     cluster_id = _read_cluster_id(log_dir)
     if cluster_id is None:
-        cluster_id = derived_cluster_id(voters)
+        if "controller" in config.roles:
+            cluster_id = derived_cluster_id(voters)
+        else:
+            cluster_id = await quorum_cluster_id(voters)
         _write_meta_properties(log_dir, cluster_id, node_id)
     bind = None
     if "controller" in config.roles:
@@ -109,22 +114,46 @@ async def open_metadata(config, log_dir: str, settings, validator):
     async with Controller.open(log_dir, node_id=node_id, cluster_id=cluster_id, settings=settings,
                                config_validator=validator, voters=voters, transport=transport,
                                raft_config=raft_config(config)) as local:
-        client = ControllerClient(lambda: voters, lambda: local.leader_id,
-                                  client_id=f"odradek-node-{node_id}")
-        local.add_leader_listener(lambda epoch, leader: client.leader_changed())
+        client, lifecycle = (ControllerClient(lambda: voters, lambda: local.leader_id,
+                                              client_id=f"odradek-node-{node_id}")
+                             for _ in range(2))
+        for each in (client, lifecycle):
+            local.add_leader_listener(lambda epoch, leader, each=each: each.leader_changed())
         transport.admin_handler = ControllerApi(local, config, voters).handle
+        cluster = ClusterController(local, client, lifecycle)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_refuse_foreign_cluster, transport)
+            if "controller" in config.roles:
+                nursery.start_soon(_keep_controller_registered, cluster, config, voters[node_id])
             try:
-                yield ClusterController(local, client)
+                yield cluster
             finally:
                 nursery.cancel_scope.cancel()
                 with trio.CancelScope(shield=True):
                     await client.aclose()
+                    await lifecycle.aclose()
                     if local.is_active:          # hand leadership over before going away
                         with trio.move_on_after(1.0):
                             await local.resign()
                             await trio.sleep(0.2)   # let EndQuorumEpoch reach the voters
+
+
+async def _keep_controller_registered(cluster: ClusterController, config, address) -> None:
+    """ControllerRegistration with this controller's listener, again whenever the active
+    controller's image lacks this incarnation (a fresh log, a restart)."""
+    from broker.controller.errors import ApiError
+
+    listener = config.controller_listener
+    endpoints = [(listener.name, address[0], address[1], 0)]   # 0: PLAINTEXT
+    incarnation = uuid.uuid4()
+    while True:
+        known = cluster.image.controllers.get(config.node_id)
+        if cluster.leader_id >= 0 and (known is None or known.incarnation_id != incarnation):
+            try:
+                await cluster.register_controller(config.node_id, incarnation, endpoints)
+            except ApiError as exc:
+                log.debug("controller registration failed: %s", exc)
+        await trio.sleep(1.0)
 
 
 async def _refuse_foreign_cluster(transport: TcpTransport) -> None:

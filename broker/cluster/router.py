@@ -32,9 +32,13 @@ FORWARD_TIMEOUT_MS = 30_000
 
 
 class ClusterController:
-    def __init__(self, local, client: ControllerClient):
+    def __init__(self, local, client: ControllerClient,
+                 lifecycle_client: ControllerClient | None = None):
         self.local = local
         self.client = client
+        # Registration and heartbeats on a connection of their own: a slow admin request must not
+        # hold up the heartbeat that keeps this broker unfenced.
+        self.lifecycle_client = lifecycle_client or client
 
     # -- reads: this node's replica ----------------------------------------------------------------
     @property
@@ -306,7 +310,7 @@ class ClusterController:
                  features=[R.Feature(name=name, min_supported_version=low,
                                       max_supported_version=high) for name, low, high in features],
                  rack=rack)
-        response = await self.client.call(62, 3, body, timeout_s=5.0)
+        response = await self.lifecycle_client.call(62, 3, body, timeout_s=5.0)
         if response.error_code:
             raise ApiError(response.error_code, f"Broker registration refused: "
                            f"{ErrorCode(response.error_code).name}")
@@ -314,7 +318,7 @@ class ClusterController:
 
     async def heartbeat(self, broker_id: int, broker_epoch: int, metadata_offset: int,
                         want_fence: bool = False, want_shutdown: bool = False) -> HeartbeatResult:
-        response = await self.client.call(63, 1, m.BrokerHeartbeatRequest(
+        response = await self.lifecycle_client.call(63, 1, m.BrokerHeartbeatRequest(
             broker_id=broker_id, broker_epoch=broker_epoch, current_metadata_offset=metadata_offset,
             want_fence=want_fence, want_shut_down=want_shutdown), timeout_s=5.0)
         if response.error_code:
@@ -323,7 +327,22 @@ class ClusterController:
         return HeartbeatResult(is_caught_up=response.is_caught_up, is_fenced=response.is_fenced,
                                should_shut_down=response.should_shut_down)
 
+    async def register_controller(self, controller_id: int, incarnation_id: uuid.UUID,
+                                  endpoints) -> None:
+        done = await self._local_or_none("register_controller", controller_id, incarnation_id,
+                                         endpoints)
+        if done is not None or self.local.is_active:
+            return
+        R = m.ControllerRegistrationRequest
+        response = await self.client.call(70, 0, R(
+            controller_id=controller_id, incarnation_id=incarnation_id, zk_migration_ready=False,
+            listeners=[R.Listener(name=n, host=h, port=p, security_protocol=s)
+                       for n, h, p, s in endpoints], features=[]))
+        if response.error_code:
+            raise ApiError(response.error_code, response.error_message)
+
     async def unregister_broker(self, broker_id: int) -> None:
         response = await self.client.call(64, 0, m.UnregisterBrokerRequest(broker_id=broker_id))
         if response.error_code:
             raise ApiError(response.error_code, response.error_message)
+        await self._catch_up()

@@ -223,6 +223,22 @@ class Controller(TopicOps, BrokerOps, ReassignmentOps, LeadershipOps):
                         self._image, self._settings.unclean_leader_election_enable, self.node_id))
             return results
 
+    # -- controller registration -----------------------------------------------------------------
+
+    async def register_controller(self, controller_id: int, incarnation_id: uuid.UUID,
+                                  endpoints: Sequence[tuple[str, str, int, int]]) -> None:
+        """ControllerRegistration: record where a controller listens (DescribeCluster for
+        controllers answers from it); a retry of the same incarnation writes nothing."""
+        await self._require_leader()
+        async with self._lock:
+            known = self._image.controllers.get(controller_id)
+            if known is not None and known.incarnation_id == incarnation_id:
+                return
+            await self._commit([r.RegisterControllerRecord(
+                controller_id=controller_id, incarnation_id=incarnation_id,
+                end_points=[r.RegisterControllerRecord.ControllerEndpoint(
+                    name=n, host=h, port=p, security_protocol=s) for n, h, p, s in endpoints])])
+
     # -- producer ids ----------------------------------------------------------------------------
 
     async def allocate_producer_ids(self, broker_id: int, broker_epoch: int = -1) -> ProducerIdBlock:

@@ -43,6 +43,14 @@ class BrokerImage:
 
 
 @dataclass(frozen=True)
+class ControllerImage:
+    """A controller's registration (ControllerRegistration): where its controller listener is."""
+    controller_id: int
+    incarnation_id: uuid.UUID
+    endpoints: tuple[Endpoint, ...]
+
+
+@dataclass(frozen=True)
 class PartitionImage:
     partition_id: int
     replicas: tuple[int, ...]
@@ -79,6 +87,7 @@ class MetadataImage:
     broker_configs: Mapping[str, Mapping[str, str]] = field(default_factory=_empty)   # key "" = cluster-wide default
     next_producer_id: int = 0
     features: Mapping[str, int] = field(default_factory=_empty)
+    controllers: Mapping[int, ControllerImage] = field(default_factory=_empty)
 
     def apply(self, records, offset: int | None = None) -> "MetadataImage":
         """Return the image after `records` (an atomic batch); `offset` becomes the image's offset."""
@@ -109,6 +118,12 @@ class MetadataImage:
                                               security_protocol=e.security_protocol)
                             for e in b.endpoints],
                 rack=b.rack, fenced=b.fenced, in_controlled_shutdown=b.in_controlled_shutdown))
+        for c in (c for _, c in sorted(self.controllers.items())):
+            out.append(r.RegisterControllerRecord(
+                controller_id=c.controller_id, incarnation_id=c.incarnation_id,
+                end_points=[r.RegisterControllerRecord.ControllerEndpoint(
+                    name=e.name, host=e.host, port=e.port, security_protocol=e.security_protocol)
+                    for e in c.endpoints]))
         for name, configs in sorted(self.broker_configs.items()):
             out += [r.ConfigRecord(resource_type=BROKER_RESOURCE, resource_name=name, name=k, value=v)
                     for k, v in sorted(configs.items())]
@@ -140,6 +155,7 @@ class _Builder:
         self.broker_configs = dict(base.broker_configs)
         self.features = dict(base.features)
         self.next_producer_id = base.next_producer_id
+        self.controllers = dict(base.controllers)
 
     def build(self, offset: int) -> MetadataImage:
         ro = MappingProxyType
@@ -147,7 +163,7 @@ class _Builder:
             cluster_id=self.base.cluster_id, offset=offset, brokers=ro(self.brokers), topics=ro(self.topics),
             topics_by_id=ro(self.topics_by_id), topic_configs=ro(self.topic_configs),
             broker_configs=ro(self.broker_configs), next_producer_id=self.next_producer_id,
-            features=ro(self.features))
+            features=ro(self.features), controllers=ro(self.controllers))
 
     def replay(self, record) -> None:
         handler = getattr(self, "_" + type(record).__name__, None)
@@ -273,6 +289,12 @@ class _Builder:
 
     def _NoOpRecord(self, rec) -> None:
         pass
+
+    def _RegisterControllerRecord(self, rec) -> None:
+        self.controllers[rec.controller_id] = ControllerImage(
+            controller_id=rec.controller_id, incarnation_id=rec.incarnation_id,
+            endpoints=tuple(Endpoint(e.name, e.host, e.port, e.security_protocol)
+                            for e in rec.end_points))
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ import uuid
 from protocol import DecodeError
 from protocol.generated.metadata import (
     BrokerRegistrationChangeRecord, ConfigRecord, FeatureLevelRecord, FenceBrokerRecord, NoOpRecord, PartitionChangeRecord, PartitionRecord,
-    ProducerIdsRecord, RegisterBrokerRecord, RemoveTopicRecord, TopicRecord, UnfenceBrokerRecord,
+    ProducerIdsRecord, RegisterBrokerRecord, RegisterControllerRecord, RemoveTopicRecord, TopicRecord, UnfenceBrokerRecord,
     UnregisterBrokerRecord,
 )
 from protocol.metadata_records import decode_metadata_record, encode_metadata_record
@@ -24,7 +24,7 @@ RecordDecodeError = DecodeError
 __all__ = [
     "BrokerEndpoint", "BrokerRegistrationChangeRecord", "ConfigRecord", "FeatureLevelRecord", "FenceBrokerRecord", "NoOpRecord",
     "PartitionChangeRecord", "PartitionRecord", "ProducerIdsRecord", "RecordDecodeError",
-    "RegisterBrokerRecord", "RemoveTopicRecord", "TopicRecord", "UnfenceBrokerRecord",
+    "RegisterBrokerRecord", "RegisterControllerRecord", "RemoveTopicRecord", "TopicRecord", "UnfenceBrokerRecord",
     "UnregisterBrokerRecord", "ZERO_UUID", "decode_record", "decode_records", "encode_record",
     "encode_records",
 ]

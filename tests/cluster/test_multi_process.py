@@ -86,6 +86,17 @@ def test_three_combined_nodes_are_one_cluster(tmp_path):
         for broker in cluster.brokers:
             listed = {(b.node_id, b.port) for b in cluster.metadata(broker).brokers}
             assert listed == {(n, cluster.nodes[n].port) for n in cluster.brokers}
+        # Every controller registered its listener (ControllerRegistration); an admin client
+        # bootstrapped with a controller finds them all (ApiVersions, DescribeCluster KIP-919).
+        controller_address = ("127.0.0.1", cluster.nodes[3].controller_port)
+        versions = call(controller_address, 18, 3, m.ApiVersionsRequest(
+            client_software_name="odradek-test", client_software_version="1"))
+        served = {v.api_key: (v.min_version, v.max_version) for v in versions.api_keys}
+        assert served[52] == (0, 2) and 55 in served and 60 in served and 62 in served
+        expected = {(c, cluster.nodes[c].controller_port) for c in cluster.controllers}
+        cluster.wait_until(lambda: {(b.broker_id, b.port) for b in call(
+            controller_address, 60, 1, m.DescribeClusterRequest(endpoint_type=2)).brokers}
+            == expected, 20, "every controller registered")
         # A topic created through node 2 is spread over all three and seen alike everywhere.
         topic = "spread"
         _create_topic(f"127.0.0.1:{cluster.nodes[2].port}", topic, 6)
@@ -151,6 +162,15 @@ def test_dedicated_controllers_and_observer_brokers(tmp_path):
                                        for n in (4, 5)), 10, "broker 6 gone from Metadata")
         session = int(cluster.nodes[4].settings["broker.session.timeout.ms"]) / 1000
         assert time.monotonic() - stopping_at < session
+        # Decommissioned: UnregisterBroker through a broker removes its registration for good.
+        answer = call(cluster.nodes[5].address, 64, 0, m.UnregisterBrokerRequest(broker_id=6))
+        assert answer.error_code == 0
+        cluster.wait_until(lambda: sorted(b.broker_id for b in call(
+            cluster.nodes[4].address, 60, 2, m.DescribeClusterRequest(
+                endpoint_type=1, include_fenced_brokers=True)).brokers) == [4, 5],
+            10, "broker 6 unregistered everywhere")
+        answer = call(cluster.nodes[5].address, 64, 0, m.UnregisterBrokerRequest(broker_id=6))
+        assert answer.error_code == ErrorCode.BROKER_ID_NOT_REGISTERED
 
 
 def test_killing_the_active_controller_elects_another(tmp_path):
@@ -177,9 +197,18 @@ def test_a_killed_broker_is_fenced_and_loses_its_partitions(tmp_path):
     metrics_ports = {c: free_port() for c in (1, 2, 3)}
     settings = {4: {"broker.rack": "r1"}, 5: {"broker.rack": "r2"}, 6: {"broker.rack": "r2"},
                 **{c: {"metrics.port": str(port)} for c, port in metrics_ports.items()}}
-    with running_cluster(tmp_path, nodes=3, topology="split", node_overrides=settings) as cluster:
+    cluster = Cluster(tmp_path, nodes=3, topology="split", node_overrides=settings)
+    # Broker 4 spells the voters' host differently: it still joins the controllers' cluster
+    # (a fresh broker takes the quorum's cluster id rather than deriving one).
+    cluster.nodes[4].settings["controller.quorum.voters"] = ",".join(
+        f"{c}@localhost:{cluster.nodes[c].controller_port}" for c in cluster.controllers)
+    with running_cluster(tmp_path, cluster=cluster) as cluster:
         _create_topic(cluster.bootstrap, "fragile", 6)
-        cluster.wait_until(lambda: len(_leaders(cluster, 4, "fragile")) == 6, 20, "the topic")
+        _create_topic(cluster.bootstrap, "sturdy", 3, replication=3)
+        cluster.wait_until(lambda: len(_leaders(cluster, 4, "fragile")) == 6
+                           and len(_leaders(cluster, 4, "sturdy")) == 3, 20, "the topics")
+        sturdy_before = {p.partition_index: p for p in
+                         cluster.metadata(4, ["sturdy"]).topics[0].partitions}
         victim = 6
         led = [p for p, b in _leaders(cluster, 4, "fragile").items() if b == victim]
         assert led, _leaders(cluster, 4, "fragile")
@@ -188,14 +217,23 @@ def test_a_killed_broker_is_fenced_and_loses_its_partitions(tmp_path):
         session = int(cluster.nodes[4].settings["broker.session.timeout.ms"]) / 1000
 
         def fenced_and_offline():
-            md = cluster.metadata(4, ["fragile"])
+            md = cluster.metadata(4, ["fragile", "sturdy"])
             listed = {b.node_id for b in md.brokers}
             parts = {p.partition_index: p for p in md.topics[0].partitions}
-            return victim not in listed and all(parts[p].leader_id == -1 for p in led)
+            sturdy = md.topics[1].partitions
+            # RF=1 partitions of the dead broker go offline; RF=3 ones get a new leader.
+            return (victim not in listed and all(parts[p].leader_id == -1 for p in led)
+                    and all(p.leader_id not in (victim, -1) and victim not in p.isr_nodes
+                            for p in sturdy))
         cluster.wait_until(fenced_and_offline, session + 10, "the dead broker fenced")
         elapsed = time.monotonic() - killed_at
         # The session timeout, plus the controller's check interval and the observers' fetch.
         assert elapsed < session + 2.5, f"fenced after {elapsed:.1f} s"
+        print(f"broker fenced, new leaders elected {elapsed:.2f} s after kill -9 "
+              f"(broker.session.timeout.ms {session:.0f} s)")
+        for p in cluster.metadata(4, ["sturdy"]).topics[0].partitions:
+            if sturdy_before[p.partition_index].leader_id == victim:
+                assert p.leader_epoch > sturdy_before[p.partition_index].leader_epoch
         # The admin tools show it: fenced with its rack, an observer, replicas and ISR.
         bootstrap = f"127.0.0.1:{cluster.nodes[4].port}"
         described = _admin(bootstrap, "cluster", "describe")

@@ -62,6 +62,14 @@ def test_misconfiguration_stops_at_start_up(tmp_path, settings, reason):
     assert reason in lines[0]
 
 
+def _format(node, cluster_id: str) -> None:
+    """What `kafka-storage format` leaves: meta.properties with the cluster id."""
+    metadata_dir = os.path.join(node.data_dir, "metadata")   # the metadata log's home
+    os.makedirs(metadata_dir)
+    with open(os.path.join(metadata_dir, "meta.properties"), "w") as handle:
+        handle.write(f"version=1\ncluster.id={cluster_id}\nnode.id={node.node_id}\n")
+
+
 def _readyz(port: int):
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as response:
@@ -75,6 +83,7 @@ def test_a_broker_without_a_reachable_quorum_keeps_trying_and_says_so(tmp_path):
     cluster = Cluster(tmp_path, nodes=1, topology="split", controllers=1,
                       node_overrides={2: {"metrics.port": str(metrics_port)}})
     try:
+        _format(cluster.nodes[2], "SomeClusterIdAAAAAAAAAA")   # a formatted broker:
         cluster.start(2)                 # its only controller never starts
         status, body = cluster.wait_until(
             lambda: (lambda answer: answer if answer[0] == 503 else None)(_readyz(metrics_port)),
@@ -96,10 +105,7 @@ def test_a_broker_of_another_cluster_is_refused(tmp_path):
         cluster.start(1)
         cluster.wait_started([1], 30)
         broker = cluster.nodes[2]
-        metadata_dir = os.path.join(broker.data_dir, "metadata")   # the metadata log's home
-        os.makedirs(metadata_dir)
-        with open(os.path.join(metadata_dir, "meta.properties"), "w") as handle:
-            handle.write("version=1\ncluster.id=AnotherClusterIdAAAAAA\nnode.id=2\n")
+        _format(broker, "AnotherClusterIdAAAAAA")
         cluster.start(2)
         assert broker.wait(30) == 2
         errors = [l for l in broker.log().splitlines() if l.startswith("odradek: configuration error")]
