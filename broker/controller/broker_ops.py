@@ -57,7 +57,7 @@ class BrokerOps:
         async with self._lock:
             records, result, entering = brokers.heartbeat(
                 self._image, self._sessions, broker_id, broker_epoch, metadata_offset, want_fence,
-                want_shutdown, trio.current_time(), self._quorum.end_offset, self._policy())
+                want_shutdown, trio.current_time(), self._policy())
             offset = await self._commit(records)
             if entering:
                 self._sessions.shutdown_offset[broker_id] = offset

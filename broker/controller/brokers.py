@@ -129,12 +129,12 @@ def leads_anything(image, broker_id: int) -> bool:
 
 
 def heartbeat(image, sessions: BrokerSessions, broker_id: int, broker_epoch: int, metadata_offset: int,
-              want_fence: bool, want_shutdown: bool, now: float, log_end: int,
+              want_fence: bool, want_shutdown: bool, now: float,
               policy: Policy) -> tuple[list, HeartbeatResult, bool]:
-    """(records, result, entering_shutdown) for one BrokerHeartbeat; `log_end` is the offset the next
-    batch will get. When `entering_shutdown`, the caller sets `sessions.shutdown_offset[broker_id]` to
-    the offset the records were committed at: every other active broker's metadata must reach it (and
-    so know the new leaders) before this one is told to shut down."""
+    """(records, result, entering_shutdown) for one BrokerHeartbeat. When `entering_shutdown`, the
+    caller sets `sessions.shutdown_offset[broker_id]` to the offset the records were committed at: every
+    other active broker's metadata must reach it (and so know the new leaders) before this one is told
+    to shut down."""
     broker = check_broker_epoch(image, broker_id, broker_epoch)
     sessions.touch(broker_id, now, metadata_offset)
     caught_up = metadata_offset >= broker.epoch
@@ -151,7 +151,9 @@ def heartbeat(image, sessions: BrokerSessions, broker_id: int, broker_epoch: int
     elif want_fence:
         records = fence_records(image, broker_id, policy)
     elif broker.in_controlled_shutdown:
-        started = sessions.shutdown_offset.setdefault(broker_id, log_end - 1)
+        # Unknown after a change of controller: the last record batch, which every broker's image
+        # offset reaches (control entries do not move it).
+        started = sessions.shutdown_offset.setdefault(broker_id, image.offset)
         others = [sessions.metadata_offset.get(b.broker_id, -1) for b in image.unfenced_brokers()
                   if b.broker_id != broker_id and not b.in_controlled_shutdown]
         if not leads_anything(image, broker_id) and all(o >= started for o in others):

@@ -172,7 +172,7 @@ def decide(sim, node: SimNode, src: int, msg) -> None:
         elif isinstance(msg, Heartbeat):
             records, result, entering = brokers.heartbeat(
                 image, node.sessions, msg.broker_id, msg.epoch, msg.metadata_offset, False,
-                msg.want_shutdown, sim.now, raft.end_offset, policy)
+                msg.want_shutdown, sim.now, policy)
             reply = HeartbeatReply(0, result.is_fenced, result.should_shut_down, msg.incarnation)
             if entering:
                 node.sessions.shutdown_offset[msg.broker_id] = raft.end_offset

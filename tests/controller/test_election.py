@@ -72,22 +72,22 @@ def _sessions(image, now=0.0):
 
 def test_unfencing_brings_back_offline_partitions_it_is_in_sync_for():
     image = _image({0: ([1, 2], [1], -1), 1: ([2, 1], [2], -1), 2: ([1, 2], [2], -1)}, fenced=(1, 2))
-    records, result, _ = heartbeat(image, _sessions(image), 1, 101, 150, False, False, 1.0, 160, Policy())
+    records, result, _ = heartbeat(image, _sessions(image), 1, 101, 150, False, False, 1.0, Policy())
     assert records == [r.BrokerRegistrationChangeRecord(broker_id=1, broker_epoch=101, fenced=-1),
                        _change(0, leader=1)]
     assert (result.is_caught_up, result.is_fenced, result.should_shut_down) == (True, False, False)
     # not caught up with the metadata log yet: stays fenced
-    records, result, _ = heartbeat(image, _sessions(image), 1, 101, 100, False, False, 1.0, 60, Policy())
+    records, result, _ = heartbeat(image, _sessions(image), 1, 101, 100, False, False, 1.0, Policy())
     assert records == [] and result.is_fenced and not result.is_caught_up
     with pytest.raises(ApiError) as err:
-        heartbeat(image, _sessions(image), 1, 99, 200, False, False, 1.0, 60, Policy())
+        heartbeat(image, _sessions(image), 1, 99, 200, False, False, 1.0, Policy())
     assert err.value.code == E.STALE_BROKER_EPOCH
 
 
 def test_controlled_shutdown_moves_leaders_then_lets_the_broker_go():
     image = _image({0: ([1, 2], [1, 2], 1), 1: ([2, 1], [2, 1], 2), 2: ([1], [1], 1)}, brokers=(1, 2))
     sessions = _sessions(image)
-    records, result, entering = heartbeat(image, sessions, 1, 101, 200, False, True, 1.0, 300, Policy())
+    records, result, entering = heartbeat(image, sessions, 1, 101, 200, False, True, 1.0, Policy())
     assert records == [
         r.BrokerRegistrationChangeRecord(broker_id=1, broker_epoch=101, in_controlled_shutdown=1),
         _change(0, leader=2, isr=[2]), _change(1, isr=[2]), _change(2, leader=-1)]
@@ -95,11 +95,11 @@ def test_controlled_shutdown_moves_leaders_then_lets_the_broker_go():
     image = image.apply(records, 300)
     sessions.shutdown_offset[1] = 300
     # broker 2 has not seen offset 300 yet: broker 1 must wait
-    heartbeat(image, sessions, 2, 102, 299, False, False, 1.1, 301, Policy())
-    records, result, _ = heartbeat(image, sessions, 1, 101, 300, False, True, 1.2, 301, Policy())
+    heartbeat(image, sessions, 2, 102, 299, False, False, 1.1, Policy())
+    records, result, _ = heartbeat(image, sessions, 1, 101, 300, False, True, 1.2, Policy())
     assert records == [] and not result.should_shut_down
-    heartbeat(image, sessions, 2, 102, 300, False, False, 1.3, 301, Policy())
-    records, result, _ = heartbeat(image, sessions, 1, 101, 300, False, True, 1.4, 301, Policy())
+    heartbeat(image, sessions, 2, 102, 300, False, False, 1.3, Policy())
+    records, result, _ = heartbeat(image, sessions, 1, 101, 300, False, True, 1.4, Policy())
     assert records == [r.BrokerRegistrationChangeRecord(broker_id=1, broker_epoch=101, fenced=1)]
     assert result.should_shut_down and result.is_fenced
     # a broker in controlled shutdown is never elected, nor let back into an ISR
@@ -316,7 +316,19 @@ async def test_alter_partition_on_the_wire(tmp_path):
 
 def test_a_broker_released_from_controlled_shutdown_stays_fenced_until_it_registers_again():
     image = _image({0: ([1, 2], [1], -1)}, brokers=(1, 2), fenced=(1,), shutting=(1,))
-    records, result, _ = heartbeat(image, _sessions(image), 1, 101, 500, False, False, 1.0, 600, Policy())
+    records, result, _ = heartbeat(image, _sessions(image), 1, 101, 500, False, False, 1.0, Policy())
     assert records == [] and result.is_fenced and not result.should_shut_down
-    records, result, _ = heartbeat(image, _sessions(image), 1, 101, 500, False, True, 1.0, 600, Policy())
+    records, result, _ = heartbeat(image, _sessions(image), 1, 101, 500, False, True, 1.0, Policy())
     assert records == [] and result.is_fenced and result.should_shut_down
+
+
+def test_a_new_controller_finishes_a_controlled_shutdown_its_predecessor_began():
+    """It does not know where the shutdown began: the last record batch (the image's offset) it is."""
+    image = _image({0: ([1, 2], [2], 2)}, brokers=(1, 2), shutting=(1,)).apply([], 40)
+    sessions = _sessions(image)                      # fresh: no shutdown offsets, no metadata offsets
+    records, result, _ = heartbeat(image, sessions, 1, 101, 40, False, True, 1.0, Policy())
+    assert records == [] and not result.should_shut_down          # 2 has not reported yet
+    heartbeat(image, sessions, 2, 102, 40, False, False, 1.1, Policy())
+    records, result, _ = heartbeat(image, sessions, 1, 101, 40, False, True, 1.2, Policy())
+    assert records == [r.BrokerRegistrationChangeRecord(broker_id=1, broker_epoch=101, fenced=1)]
+    assert result.should_shut_down
