@@ -206,13 +206,16 @@ async def offset_commit(ctx, header, body):
                     p.committed_leader_epoch if version >= 6 else -1, p.committed_metadata,
                     now + retention if retention >= 0 else -1))
     if code is E.NONE and items:
+        mark = service.write_mark()
         top, per = service.groups.commit_offsets(
             body.group_id, body.member_id, body.group_instance_id if version >= 7 else None,
             body.generation_id_or_member_epoch, items)
-        await service.settle()
+        unacknowledged = await service.settle(since=mark)
         for item in items:
             key = (item.topic, item.partition)
             errors[key] = top if top is not E.NONE else per.get(key, E.NONE)
+            if errors[key] is E.NONE:
+                errors[key] = unacknowledged
     topics: dict[str, list] = {}
     for topic in body.topics:
         for p in topic.partitions:
@@ -326,7 +329,9 @@ async def list_groups(ctx, header, body):
     # DESCRIBE on the cluster lists every group; otherwise only the groups one may describe.
     if not access.cluster_allowed(ctx, Op.DESCRIBE, log_if_denied=False):
         rows = [row for row in rows if _group_allowed(ctx, Op.DESCRIBE, row[0], False)]
-    return Response(error_code=E.NONE, groups=[
+    # as Kafka: the groups loaded so far, flagged while some of this broker's partitions still load
+    code = E.COORDINATOR_LOAD_IN_PROGRESS if service.loading(OFFSETS_TOPIC) else E.NONE
+    return Response(error_code=code, groups=[
         Response.ListedGroup(group_id=g, protocol_type=ptype, group_state=state if version >= 4 else "",
                              group_type="classic" if version >= 5 else "")
         for g, ptype, state in sorted(rows)])

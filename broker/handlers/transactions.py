@@ -1,5 +1,5 @@
 """Producer-id and transaction APIs: InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn,
-TxnOffsetCommit, EndTxn, DescribeProducers, DescribeTransactions, ListTransactions.
+TxnOffsetCommit, EndTxn, WriteTxnMarkers, DescribeProducers, DescribeTransactions, ListTransactions.
 
 Thin translations between wire bodies and `broker.coordinator`'s cores. Versions are those of
 transaction protocol version 1 (the broker does not advertise `transaction.version` 2, so clients
@@ -8,10 +8,18 @@ never need EndTxn v5's per-transaction epoch bumps).
 
 from __future__ import annotations
 
+import time
+
+import trio
+
 from protocol import ErrorCode, messages
 
 from broker.coordinator.group_coordinator import OffsetCommitItem
-from broker.coordinator.service import CoordinatorError, CoordinatorService
+from broker.coordinator.markers import Marker, append_markers
+from broker.coordinator.service import (
+    OFFSETS_TOPIC, TRANSACTION_TOPIC, CoordinatorError, CoordinatorService,
+)
+from broker.coordinator.verification import verify_with_coordinator
 from broker.handlers import common
 from broker.security import access
 from broker.security.acls import AclOperation, ResourceType
@@ -55,9 +63,12 @@ async def init_producer_id(ctx, header, body):
     except Exception:
         return Response(error_code=E.COORDINATOR_LOAD_IN_PROGRESS, producer_id=-1, producer_epoch=-1)
     expected_id, expected_epoch = (body.producer_id, body.producer_epoch) if version >= 3 else (-1, -1)
+    mark = service.write_mark()
     result = service.txns.init_producer_id(transactional_id, body.transaction_timeout_ms, expected_id,
                                            expected_epoch)
-    await service.settle()
+    unacknowledged = await service.settle(since=mark)
+    if result.error is E.NONE and unacknowledged is not E.NONE:
+        return Response(error_code=unacknowledged, producer_id=-1, producer_epoch=-1)
     if result.error is not E.NONE:
         return Response(error_code=_fenced(result.error, version, 4), producer_id=-1, producer_epoch=-1)
     return Response(error_code=E.NONE, producer_id=result.producer_id, producer_epoch=result.producer_epoch)
@@ -109,8 +120,10 @@ async def _add_partitions(ctx, service, version, transactional_id, producer_id, 
         # TRANSACTION_ABORTABLE is new in v5 (KIP-890); v4 callers know the case as INVALID_TXN_STATE
         return {tp: E.INVALID_TXN_STATE if err is E.TRANSACTION_ABORTABLE and version < 5 else err
                 for tp, err in per.items()}
+    mark = service.write_mark()
     code = service.txns.add_partitions(transactional_id, producer_id, producer_epoch, requested)
-    await service.settle()
+    unacknowledged = await service.settle(since=mark)
+    code = unacknowledged if code is E.NONE else code
     return {tp: _fenced(code, version, 2) for tp in requested}
 
 
@@ -129,11 +142,17 @@ async def add_offsets_to_txn(ctx, header, body):
     service = await CoordinatorService.of(ctx.broker)
     code = await service.txn_coordinator_error(body.transactional_id)
     if code is E.NONE:
-        code = await service.group_coordinator_error(body.group_id)  # its offsets partition must exist
+        # the group's offsets partition joins the transaction, wherever its group coordinator is
+        try:
+            await service.ensure_topic(OFFSETS_TOPIC)
+        except CoordinatorError as exc:
+            code = exc.code
         if code is E.NONE:
+            mark = service.write_mark()
             code = service.txns.add_offsets(body.transactional_id, body.producer_id, body.producer_epoch,
                                             body.group_id)
-            await service.settle()
+            unacknowledged = await service.settle(since=mark)
+            code = unacknowledged if code is E.NONE else code
     return messages.AddOffsetsToTxnResponse(error_code=_fenced(code, header.api_version, 2))
 
 
@@ -151,7 +170,8 @@ async def txn_offset_commit(ctx, header, body):
         readable = access.allowed_names(ctx, Op.READ, RT.TOPIC, (t.name for t in body.topics))
         code = await service.group_coordinator_error(body.group_id)
     if code is E.NONE:
-        code = _check_producer(service, body.transactional_id, body.producer_id, body.producer_epoch)
+        code = await _check_producer(service, body.transactional_id, body.producer_id, body.producer_epoch,
+                                     body.group_id)
     image = ctx.broker.image
     errors: dict[tuple[str, int], ErrorCode] = {}
     items = []
@@ -170,12 +190,15 @@ async def txn_offset_commit(ctx, header, body):
                                               p.committed_metadata))
     if items:
         member = (body.member_id, body.group_instance_id, body.generation_id) if version >= 3 else ("", None, -1)
+        mark = service.write_mark()
         top, per = service.groups.commit_offsets(body.group_id, *member, items, producer_id=body.producer_id,
                                                  producer_epoch=body.producer_epoch)
-        await service.settle()
+        unacknowledged = await service.settle(since=mark)
         for item in items:
             key = (item.topic, item.partition)
             errors[key] = top if top is not E.NONE else per.get(key, E.NONE)
+            if errors[key] is E.NONE:
+                errors[key] = unacknowledged
     topics: dict[str, list] = {}
     for topic in body.topics:
         for p in topic.partitions:
@@ -185,17 +208,35 @@ async def txn_offset_commit(ctx, header, body):
     return Response(topics=[Response.TxnOffsetCommitResponseTopic(name=n, partitions=ps) for n, ps in topics.items()])
 
 
-def _check_producer(service, transactional_id, producer_id, producer_epoch) -> ErrorCode:
+async def _check_producer(service, transactional_id, producer_id, producer_epoch, group_id) -> ErrorCode:
     """The offsets must belong to the transaction's current producer, and AddOffsetsToTxn came first.
 
-    Kafka gets this from the producer state of the offsets partition; one node sees the transaction
-    coordinator's state directly."""
-    txn = service.txns.txns.get(transactional_id)
-    if txn is None or txn.producer_id != producer_id:
-        return E.INVALID_PRODUCER_ID_MAPPING
-    if producer_epoch != txn.producer_epoch:
-        return E.PRODUCER_FENCED
-    return E.NONE
+    A transaction coordinated here is checked directly; one coordinated by another broker is asked
+    whether the group's offsets partition is in the transaction (KIP-890's AddPartitionsToTxn verify),
+    its answer translated as Kafka translates it for TxnOffsetCommit."""
+    if service.coordinator_error(TRANSACTION_TOPIC, service.txn_partition(transactional_id)) is E.NONE:
+        txn = service.txns.txns.get(transactional_id)
+        if txn is None or txn.producer_id != producer_id:
+            return E.INVALID_PRODUCER_ID_MAPPING
+        if producer_epoch != txn.producer_epoch:
+            return E.PRODUCER_FENCED
+        return E.NONE
+    offsets_partition = (OFFSETS_TOPIC, service.offsets_partition(group_id))
+    code = (await verify_with_coordinator(service, transactional_id, producer_id, producer_epoch,
+                                          [offsets_partition]))[offsets_partition]
+    return _VERIFY_TO_TXN_OFFSET_COMMIT.get(code, code)
+
+
+# Kafka's translation of a failed verification for TxnOffsetCommit (retriable ones stay retriable
+# without sending the client to look for a transaction coordinator it does not talk to here).
+_VERIFY_TO_TXN_OFFSET_COMMIT = {
+    E.NETWORK_EXCEPTION: E.COORDINATOR_LOAD_IN_PROGRESS,
+    E.NOT_COORDINATOR: E.COORDINATOR_NOT_AVAILABLE,
+    E.COORDINATOR_LOAD_IN_PROGRESS: E.COORDINATOR_NOT_AVAILABLE,
+    E.CONCURRENT_TRANSACTIONS: E.COORDINATOR_NOT_AVAILABLE,
+    E.TRANSACTION_ABORTABLE: E.INVALID_TXN_STATE,
+    E.PRODUCER_FENCED: E.INVALID_PRODUCER_EPOCH,
+}
 
 
 # ---- EndTxn (26) --------------------------------------------------------------------------------------
@@ -203,9 +244,32 @@ async def end_txn(ctx, header, body):
     service = await CoordinatorService.of(ctx.broker)
     code = await service.txn_coordinator_error(body.transactional_id)
     if code is E.NONE:
+        mark = service.write_mark()
         code = service.txns.end_txn(body.transactional_id, body.producer_id, body.producer_epoch, body.committed)
-        await service.settle()
+        unacknowledged = await service.settle(since=mark)
+        code = unacknowledged if code is E.NONE else code
     return messages.EndTxnResponse(error_code=_fenced(code, header.api_version, 2))
+
+
+# ---- WriteTxnMarkers (27) ----------------------------------------------------------------------------
+async def write_txn_markers(ctx, header, body):
+    """A transaction coordinator (on any broker) asks this partition leader to close transactions."""
+    Response = messages.WriteTxnMarkersResponse
+    markers = [Marker(m.producer_id, m.producer_epoch, m.transaction_result, m.coordinator_epoch,
+                      tuple((t.name, index) for t in m.topics for index in t.partition_indexes))
+               for m in body.markers]
+    # once a marker is in the log it must become visible even if the coordinator hangs up meanwhile
+    with trio.CancelScope(shield=True):
+        results = await append_markers(ctx.broker, markers, now_ms=int(time.time() * 1000))
+    out = []
+    for marker, requested, per in zip(body.markers, markers, results):
+        by_topic: dict[str, list] = {}
+        for topic, index in requested.partitions:
+            by_topic.setdefault(topic, []).append(Response.WritableTxnMarkerPartitionResult(
+                partition_index=index, error_code=per[(topic, index)]))
+        out.append(Response.WritableTxnMarkerResult(producer_id=marker.producer_id, topics=[
+            Response.WritableTxnMarkerTopicResult(name=name, partitions=parts) for name, parts in by_topic.items()]))
+    return Response(markers=out)
 
 
 # ---- DescribeProducers (61) ----------------------------------------------------------------------------
@@ -275,6 +339,8 @@ async def list_transactions(ctx, header, body):
     Response = messages.ListTransactionsResponse
     service = await CoordinatorService.of(ctx.broker)
     duration = body.duration_filter if header.api_version >= 1 else -1
+    if service.loading(TRANSACTION_TOPIC):
+        return Response(error_code=E.COORDINATOR_LOAD_IN_PROGRESS)   # as Kafka: nothing until all are loaded
     rows, unknown = service.txns.list(body.state_filters, body.producer_id_filters, duration)
     if access.enabled(ctx):   # only the transactional ids the principal may describe
         rows = [row for row in rows if access.allowed(ctx, Op.DESCRIBE, RT.TRANSACTIONAL_ID,
@@ -288,6 +354,7 @@ HANDLERS = {
     24: (0, 5, add_partitions_to_txn),
     25: (0, 4, add_offsets_to_txn),
     26: (0, 4, end_txn),
+    27: (0, 1, write_txn_markers),
     28: (0, 4, txn_offset_commit),
     61: (0, 0, describe_producers),
     65: (0, 0, describe_transactions),
