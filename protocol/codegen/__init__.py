@@ -15,10 +15,14 @@ DEFAULT_OUT = Path(__file__).resolve().parents[1] / "generated"
 KINDS = ("messages", "internal", "metadata")
 # Specs taken from a newer Kafka snapshot than `messages/` (messages-4.3): KIP-996 puts pre-vote on
 # the wire as Vote v2's PreVote field, which the cluster's metadata quorum speaks; KIP-1073's
-# DescribeCluster v2 lists fenced brokers too (`odradek cluster describe`).
+# DescribeCluster v2 lists fenced brokers too (`odradek cluster describe`); KIP-848's
+# ConsumerGroupHeartbeat as released (stable v1, client-generated member ids, KIP-1082) and
+# ConsumerGroupDescribe v1 (KIP-1099's MemberType), which Java 4.x and librdkafka speak.
 NEWER_SPECS = {"messages": ("messages-4.3", (
     "VoteRequest.json", "VoteResponse.json",
-    "DescribeClusterRequest.json", "DescribeClusterResponse.json"))}
+    "DescribeClusterRequest.json", "DescribeClusterResponse.json",
+    "ConsumerGroupHeartbeatRequest.json", "ConsumerGroupHeartbeatResponse.json",
+    "ConsumerGroupDescribeRequest.json", "ConsumerGroupDescribeResponse.json"))}
 
 
 def generate(specs=DEFAULT_SPECS, kinds=KINDS):
