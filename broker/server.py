@@ -218,11 +218,17 @@ class Broker:
                         serve_ops_http, config["metrics.port"], health=self.health,
                         metrics=self.metrics))
                 if config.multi_node:
+                    # Both say why until the quorum answers: the metadata check takes over once this
+                    # node has its replica of the log, the registration once it is registered.
+                    self.health.set("metadata", False,
+                                    "waiting for the metadata quorum: unreachable so far")
                     self.health.set("controller", False, "waiting for the metadata quorum")
                 async with open_metadata(config, _metadata_dir(config),
                                          self._controller_settings(),
                                          self.validate_config) as controller:
                     self.controller = controller
+                    if config.multi_node:
+                        self.health.add_check("metadata", controller.metadata_status)
                     await self._follow_metadata()
                     async with trio.open_nursery() as nursery:
                         async with trio.open_nursery() as connections:
@@ -277,8 +283,6 @@ class Broker:
         self.metrics.set_sources(**broker_sources(self))
         watch_log_dirs(self)
         self.health.set("recovery", True)
-        if self.config.multi_node:
-            self.health.add_check("metadata", self.controller.metadata_status)
         bound = await self._bind_listeners()
         await self._register(nursery)   # leading its partitions again before clients get in
         self._start_serving(nursery, bound)

@@ -88,9 +88,14 @@ def test_a_broker_without_a_reachable_quorum_keeps_trying_and_says_so(tmp_path):
         status, body = cluster.wait_until(
             lambda: (lambda answer: answer if answer[0] == 503 else None)(_readyz(metrics_port)),
             30, "/readyz to answer")
+        assert status == 503                 # from its first answer on, it says why
+        assert "unreachable" in body["checks"]["metadata"], body
+        # Once its replica of the metadata log is open it tries to register, and says that too.
+        status, body = cluster.wait_until(
+            lambda: (lambda answer: answer if "registration" in answer[1]["checks"].get(
+                "controller", "") else None)(_readyz(metrics_port)), 30, "registration on /readyz")
         assert status == 503
         assert "unreachable" in body["checks"]["metadata"], body
-        assert "registration" in body["checks"]["controller"], body
         cluster.wait_until(lambda: "retrying" in cluster.nodes[2].log(), 30, "a retry logged")
         assert cluster.nodes[2].running                      # never gives up
         cluster.nodes[2].signal(signal.SIGTERM)
