@@ -123,6 +123,7 @@ async def open_metadata(config, log_dir: str, settings, validator):
         cluster = ClusterController(local, client, lifecycle)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_refuse_foreign_cluster, transport)
+            nursery.start_soon(_report_quorum_loss, cluster)
             if "controller" in config.roles:
                 nursery.start_soon(_keep_controller_registered, cluster, config, voters[node_id])
             try:
@@ -154,6 +155,31 @@ async def _keep_controller_registered(cluster: ClusterController, config, addres
             except ApiError as exc:
                 log.debug("controller registration failed: %s", exc)
         await trio.sleep(1.0)
+
+
+QUORUM_GRACE_S = 5.0       # an election or a start-up is not worth a warning
+QUORUM_LOG_EVERY_S = 30.0
+
+
+async def _report_quorum_loss(cluster: ClusterController) -> None:
+    """Say in the log when this node cannot reach the metadata quorum (as /readyz does), again every
+    QUORUM_LOG_EVERY_S while it lasts, and when it is reached again; the Raft core keeps retrying."""
+    lost_since = last_said = None
+    while True:
+        await trio.sleep(1.0)
+        current, why = cluster.metadata_status()
+        now = trio.current_time()
+        if current:
+            if last_said is not None:
+                log.info("metadata quorum reached again after %.0f s: active controller %d",
+                         now - lost_since, cluster.leader_id)
+            lost_since = last_said = None
+            continue
+        lost_since = now if lost_since is None else lost_since
+        if now - lost_since >= QUORUM_GRACE_S and (
+                last_said is None or now - last_said >= QUORUM_LOG_EVERY_S):
+            log.warning("%s for %.0f s; retrying", why, now - lost_since)
+            last_said = now
 
 
 async def _refuse_foreign_cluster(transport: TcpTransport) -> None:

@@ -117,3 +117,27 @@ def test_a_broker_of_another_cluster_is_refused(tmp_path):
         assert len(errors) == 1 and "AnotherClusterIdAAAAAA" in errors[0], broker.log()[-2000:]
     finally:
         cluster.close()
+
+
+def test_a_controller_without_its_quorum_says_so_until_it_forms(tmp_path):
+    """One controller of three, alone: not ready (/readyz and its log say why) and still running;
+    once the other voters start, the quorum forms and it is ready."""
+    metrics_port = free_port()
+    cluster = Cluster(tmp_path, nodes=1, topology="split", controllers=3,
+                      node_overrides={1: {"metrics.port": str(metrics_port)}})
+    try:
+        cluster.start(1)
+        cluster.wait_until(lambda: "the metadata quorum is unreachable" in cluster.nodes[1].log()
+                           and "retrying" in cluster.nodes[1].log(), 30, "the loss logged")
+        status, body = _readyz(metrics_port)
+        assert status == 503 and "unreachable" in body["checks"]["quorum"], body
+        assert cluster.nodes[1].running
+        for node in (2, 3):
+            cluster.start(node)
+        cluster.wait_until(lambda: _readyz(metrics_port)[0] == 200, 30, "/readyz once formed")
+        cluster.wait_until(lambda: "metadata quorum reached again" in cluster.nodes[1].log(), 10,
+                           "the recovery logged")
+        cluster.nodes[1].signal(signal.SIGTERM)
+        assert cluster.nodes[1].wait(20) == 0
+    finally:
+        cluster.close()
