@@ -135,6 +135,11 @@ def test_java_transactions_over_three_brokers(three_brokers):
     from odradek_compat.records import Rec
 
     try:
+        # The Java admin client sees every broker with its advertised listener.
+        described = client.metadata()
+        assert sorted((b["id"], b["port"]) for b in described["brokers"]) == \
+            sorted((n, cluster.nodes[n].port) for n in cluster.brokers)
+        assert described["controller_id"] in cluster.brokers
         spread_topic(cluster, "jtx")
         batches = [([Rec(b"k%d" % i, b"%s-%d" % (tag, i), partition=i % 3) for i in range(15)], commit)
                    for tag, commit in ((b"one", True), (b"aborted", False), (b"two", True))]
