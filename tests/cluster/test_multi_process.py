@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 import uuid
 
@@ -33,6 +34,14 @@ def _metrics(port: int) -> dict[str, float]:
             series, _, value = line.rpartition(" ")
             out[series] = float(value)
     return out
+
+
+def _readyz(port: int) -> tuple[int, dict]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
 
 
 def _admin(bootstrap: str, *args: str):
@@ -202,9 +211,10 @@ def test_killing_the_active_controller_elects_another(tmp_path):
 
 
 def test_a_killed_broker_is_fenced_and_loses_its_partitions(tmp_path):
-    metrics_ports = {c: free_port() for c in (1, 2, 3)}
-    settings = {4: {"broker.rack": "r1"}, 5: {"broker.rack": "r2"}, 6: {"broker.rack": "r2"},
-                **{c: {"metrics.port": str(port)} for c, port in metrics_ports.items()}}
+    metrics_ports = {c: free_port() for c in (1, 2, 3, 4)}
+    settings = {node: {"metrics.port": str(port)} for node, port in metrics_ports.items()}
+    for broker, rack in ((4, "r1"), (5, "r2"), (6, "r2")):
+        settings.setdefault(broker, {})["broker.rack"] = rack
     cluster = Cluster(tmp_path, nodes=3, topology="split", node_overrides=settings)
     # Broker 4 spells the voters' host differently: it still joins the controllers' cluster
     # (a fresh broker takes the quorum's cluster id rather than deriving one).
@@ -271,6 +281,21 @@ def test_a_killed_broker_is_fenced_and_loses_its_partitions(tmp_path):
         cluster.restart(victim)
         cluster.wait_until(lambda: all(_leaders(cluster, 4, "fragile")[p] == victim for p in led),
                            30, "the restarted broker leading again")
+        # Without its quorum a broker says so (/readyz, its log) and keeps trying; it is ready again
+        # once the controllers are back.
+        assert _readyz(metrics_ports[4])[0] == 200
+        said_before = cluster.nodes[4].log().count("; retrying")
+        for controller in cluster.controllers:
+            cluster.kill(controller)
+        status, body = cluster.wait_until(
+            lambda: (lambda answer: answer if answer[0] == 503 else None)(
+                _readyz(metrics_ports[4])), 20, "broker 4 not ready")
+        assert "metadata" in body["checks"] and "controller" in body["checks"]["metadata"], body
+        cluster.wait_until(lambda: cluster.nodes[4].log().count("; retrying") > said_before, 20,
+                           "the loss logged")
+        for controller in cluster.controllers:
+            cluster.start(controller)
+        cluster.wait_until(lambda: _readyz(metrics_ports[4])[0] == 200, 60, "broker 4 ready again")
 
 
 @pytest.mark.timeout(600)
