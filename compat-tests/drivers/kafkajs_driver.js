@@ -10,13 +10,14 @@ const SnappyCodec = require('kafkajs-snappy')
 
 CompressionCodecs[CompressionTypes.Snappy] = SnappyCodec
 
-const bootstrap = process.argv[2]
+// host:port[,host:port...] (a cluster's bootstrap list): KafkaJS takes one address per entry
+const bootstrap = process.argv[2].split(',')
 // optional security settings as KafkaJS takes them ({"ssl": {...}, "sasl": {...}}): argv[3], JSON
 const security = process.argv[3] ? JSON.parse(process.argv[3]) : {}
 const kafka = new Kafka({
   ...security,
   clientId: 'odradek-compat-kafkajs',
-  brokers: [bootstrap],
+  brokers: bootstrap,
   logLevel: process.env.KAFKAJS_LOG ? logLevel.INFO : logLevel.NOTHING,
   connectionTimeout: 5000,
   requestTimeout: 30000,
