@@ -5,6 +5,7 @@ min.insync.replicas=2, stock clients over real sockets, every record read back c
 from __future__ import annotations
 
 import os
+import struct
 import time
 
 import pytest
@@ -113,6 +114,67 @@ def test_acks_all_records_survive_kill_9_of_the_leader(tmp_path):
         cluster.wait_until(lambda: _log_bytes(cluster.nodes[survivors[0]], "precious")
                            == _log_bytes(cluster.nodes[survivors[1]], "precious"), 30,
                            "the surviving replicas to hold the same bytes")
+        _check_leader_epoch_answers(cluster, new_leader, "precious")
+
+
+def _batch_epochs(log: bytes):
+    """(base offset, next offset, partition leader epoch) of each batch in a log's bytes."""
+    pos, out = 0, []
+    while pos + 61 <= len(log):
+        base, length, epoch = struct.unpack_from(">qii", log, pos)
+        last_delta = struct.unpack_from(">i", log, pos + 23)[0]
+        out.append((base, base + last_delta + 1, epoch))
+        pos += 12 + length
+    return out
+
+
+def _check_leader_epoch_answers(cluster, leader: int, topic: str) -> None:
+    """After a failover: the new leader fences a client with the old leader epoch
+    (FENCED_LEADER_EPOCH) and refuses one ahead of it (UNKNOWN_LEADER_EPOCH) in Fetch, ListOffsets
+    and OffsetForLeaderEpoch, and OffsetForLeaderEpoch answers each epoch's end from its log as
+    Kafka's leader-epoch cache does."""
+    epoch = next(p.leader_epoch for p in cluster.metadata(leader, [topic]).topics[0].partitions)
+    assert epoch >= 1
+    batches = _batch_epochs(_log_bytes(cluster.nodes[leader], topic))
+    log_end = batches[-1][1]
+    address = cluster.nodes[leader].address
+
+    def fetch(current):
+        R = m.FetchRequest
+        body = R(replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1024, isolation_level=0,
+                 session_id=0, session_epoch=-1, rack_id="", forgotten_topics_data=[], topics=[
+                     R.FetchTopic(topic=topic, partitions=[R.FetchPartition(
+                         partition=0, current_leader_epoch=current, fetch_offset=0, log_start_offset=-1,
+                         partition_max_bytes=1024)])])
+        return call(address, 1, 12, body, timeout=15).responses[0].partitions[0].error_code
+
+    def list_offsets(current):
+        R = m.ListOffsetsRequest
+        body = R(replica_id=-1, isolation_level=0, topics=[R.ListOffsetsTopic(name=topic, partitions=[
+            R.ListOffsetsPartition(partition_index=0, current_leader_epoch=current, timestamp=-1)])])
+        answer = call(address, 2, 7, body, timeout=15).topics[0].partitions[0]
+        return answer.error_code, answer.leader_epoch
+
+    def end_of(current, asked):
+        R = m.OffsetForLeaderEpochRequest
+        body = R(replica_id=-1, topics=[R.OffsetForLeaderTopic(topic=topic, partitions=[
+            R.OffsetForLeaderPartition(partition=0, current_leader_epoch=current, leader_epoch=asked)])])
+        answer = call(address, 23, 4, body, timeout=15).topics[0].partitions[0]
+        return answer.error_code, answer.leader_epoch, answer.end_offset
+
+    assert [fetch(e) for e in (epoch - 1, epoch, epoch + 1, -1)] == [
+        ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.NONE, ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.NONE]
+    assert list_offsets(epoch - 1)[0] == ErrorCode.FENCED_LEADER_EPOCH
+    assert list_offsets(epoch + 1)[0] == ErrorCode.UNKNOWN_LEADER_EPOCH
+    assert list_offsets(epoch) == (ErrorCode.NONE, epoch)
+    assert end_of(epoch - 1, 0)[0] == ErrorCode.FENCED_LEADER_EPOCH
+    assert end_of(epoch + 1, 0)[0] == ErrorCode.UNKNOWN_LEADER_EPOCH
+    # epoch 0 (the first leader's) ends where the next epoch in the log starts; the current
+    # epoch ends at the log end; an epoch past the current one is unknown (-1, -1)
+    first_after_zero = next(base for base, _, e in batches if e > 0)
+    assert end_of(epoch, 0) == (ErrorCode.NONE, 0, first_after_zero)
+    assert end_of(-1, epoch) == (ErrorCode.NONE, epoch, log_end)
+    assert end_of(epoch, epoch + 3) == (ErrorCode.NONE, -1, -1)
 
 
 def test_isr_shrinks_refuses_below_min_isr_and_expands_back(tmp_path):
