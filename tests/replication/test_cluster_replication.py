@@ -9,7 +9,7 @@ import struct
 import time
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from protocol import ErrorCode, messages as m
@@ -270,8 +270,10 @@ def test_consumers_read_from_a_replica_in_their_rack(tmp_path):
 @pytest.mark.slow
 def test_rolling_restart_under_load_surfaces_no_error(tmp_path):
     """Each node in turn is stopped (SIGTERM: controlled shutdown moves its leaderships away) and
-    started again while an idempotent acks=all producer streams; the producer sees no error and every
-    record is read back once, in order. Marked slow (about a minute)."""
+    started again while an idempotent acks=all producer streams and a consumer reads along; neither
+    sees an error (a dropped connection to the node being restarted is all the consumer may be told),
+    and both the live consumer and a later one read every record once, in order. Marked slow (about
+    a minute)."""
     import threading
 
     with running_cluster(tmp_path, nodes=3, overrides=FAST_FAILURE) as cluster:
@@ -294,8 +296,32 @@ def test_rolling_restart_under_load_surfaces_no_error(tmp_path):
                 time.sleep(0.003)
             producer.flush(120)
 
+        live, consumer_errors, produced_all = [], [], threading.Event()
+
+        def read_along():
+            consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "along",
+                                 "enable.auto.commit": False})
+            consumer.assign([TopicPartition("rolling", 0, 0)])
+            deadline = None
+            while not (produced_all.is_set() and len(live) >= len(acknowledged)):
+                if produced_all.is_set():
+                    deadline = deadline or time.monotonic() + 90
+                    if time.monotonic() > deadline:
+                        break
+                message = consumer.poll(0.2)
+                if message is None:
+                    continue
+                if message.error():
+                    if message.error().code() != KafkaError._TRANSPORT:
+                        consumer_errors.append(message.error())
+                    continue
+                live.append(message.value())
+            consumer.close()
+
         worker = threading.Thread(target=stream)
         worker.start()
+        reader = threading.Thread(target=read_along)
+        reader.start()
         try:
             for node in cluster.brokers:
                 time.sleep(2)
@@ -308,6 +334,11 @@ def test_rolling_restart_under_load_surfaces_no_error(tmp_path):
         finally:
             stop.set()
             worker.join(180)
+            produced_all.set()
+            reader.join(120)
         assert not errors, errors[:3]
+        assert not reader.is_alive() and not consumer_errors, consumer_errors[:3]
+        expected = [b"%08d" % i for i in range(len(acknowledged))]
+        assert live == expected
         got = _consume_all(cluster.bootstrap, "rolling", len(acknowledged), timeout=90)
-        assert [value for _, value in got] == [b"%08d" % i for i in range(len(acknowledged))]
+        assert [value for _, value in got] == expected
