@@ -214,20 +214,42 @@ def _check_leader_epoch_answers(cluster, leader: int, topic: str) -> None:
     assert end_of(epoch, epoch + 3) == (ErrorCode.NONE, -1, -1)
 
 
+def _scrape(port: int) -> dict[str, float]:
+    """The unlabelled replication series of a broker's /metrics."""
+    import urllib.request
+
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    wanted = ("kafka_server_replicamanager_underreplicatedpartitions ",
+              "kafka_server_replicamanager_isrshrinks_total ", "kafka_server_replicamanager_isrexpands_total ")
+    return {line.split(" ")[0]: float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+            if line.startswith(wanted)}
+
+
 def test_isr_shrinks_refuses_below_min_isr_and_expands_back(tmp_path):
     """A killed follower leaves the ISR (through the controller); with the topic's
     min.insync.replicas=3 acks=all is then refused (acks=1 is not); restarted, it catches up,
-    rejoins the ISR and holds the leader's bytes."""
-    with running_cluster(tmp_path, nodes=3, overrides=FAST_FAILURE) as cluster:
+    rejoins the ISR and holds the leader's bytes. The leader's metrics count the partition
+    under-replicated meanwhile, and the ISR shrink and expansion."""
+    from broker.testing_cluster import free_port
+
+    ports = {n: free_port() for n in (1, 2, 3)}
+    metrics = {n: {"metrics.port": str(ports[n])} for n in ports}
+    with running_cluster(tmp_path, nodes=3, overrides=FAST_FAILURE, node_overrides=metrics) as cluster:
         _create(cluster, "guarded", configs={"min.insync.replicas": "3"})
         leader, _ = _state(cluster, 1, "guarded")
         follower = next(b for b in cluster.brokers if b != leader)
         address = cluster.nodes[leader].address
         assert _produce_raw(address, "guarded", -1) == ErrorCode.NONE
+        before = _scrape(ports[leader])
+        assert before["kafka_server_replicamanager_underreplicatedpartitions"] == 0
 
         cluster.kill(follower)
         cluster.wait_until(lambda: follower not in _state(cluster, leader, "guarded")[1],
                            30, "the ISR to lose the killed follower")
+        shrunk = cluster.wait_until(lambda: (lambda s: s if s["kafka_server_replicamanager_isrshrinks_total"]
+                                             > before["kafka_server_replicamanager_isrshrinks_total"]
+                                             else None)(_scrape(ports[leader])), 30, "the shrink counted")
+        assert shrunk["kafka_server_replicamanager_underreplicatedpartitions"] >= 1
         assert _produce_raw(address, "guarded", -1) == ErrorCode.NOT_ENOUGH_REPLICAS
         assert _produce_raw(address, "guarded", 1) == ErrorCode.NONE      # acks=1 still goes in
         assert _produce_raw(address, "guarded", 1) == ErrorCode.NONE
@@ -235,6 +257,10 @@ def test_isr_shrinks_refuses_below_min_isr_and_expands_back(tmp_path):
         cluster.start(follower)
         cluster.wait_until(lambda: _state(cluster, leader, "guarded")[1] == [1, 2, 3],
                            60, "the restarted follower to rejoin the ISR")
+        after = cluster.wait_until(lambda: (lambda s: s if s["kafka_server_replicamanager_isrexpands_total"]
+                                            > before["kafka_server_replicamanager_isrexpands_total"]
+                                            else None)(_scrape(ports[leader])), 30, "the expansion counted")
+        assert after["kafka_server_replicamanager_underreplicatedpartitions"] == 0
         assert _produce_raw(address, "guarded", -1) == ErrorCode.NONE
         cluster.wait_until(lambda: len({_log_bytes(cluster.nodes[b], "guarded") for b in cluster.brokers}) == 1,
                            30, "every replica to hold the leader's bytes")
