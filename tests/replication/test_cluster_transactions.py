@@ -32,7 +32,7 @@ RF3 = {
 
 
 # (records, abort, produce synchronously) per transaction, as librdkafka's basic test (smaller)
-TRANSACTIONS = [(50, False, True), (1000, False, False), (100, True, True), (2000, True, False)]
+TRANSACTIONS = [(20, False, True), (500, False, False), (50, True, True), (1000, True, False)]
 
 
 @pytest.fixture(scope="module")
@@ -138,7 +138,7 @@ def test_commit_and_abort_with_sync_and_async_producing(cluster):
                 producer.poll(0)
         if abort:
             producer.abort_transaction(60)
-            assert drain(consumer, 0, timeout=3, quiet=3) == []
+            assert drain(consumer, 0, timeout=2, quiet=2) == []
         else:
             producer.commit_transaction(60)
             got = by_partition(drain(consumer, count))
@@ -273,8 +273,10 @@ def find_transaction_coordinator(cluster, transactional_id: str) -> int:
 @pytest.mark.timeout(300)
 def test_a_partition_leader_killed_mid_transaction(cluster):
     """kill -9 the leader of one of the transaction's partitions (not its coordinator) between two
-    halves of a transaction: the producer carries on to the new leader, the commit's markers land
-    there, and read_committed sees every record once, in order. The broker then rejoins the ISR."""
+    halves of a transaction: the producer carries on to the new leader (which kept its producer
+    state as a follower), the commit's markers land there, and read_committed sees every committed
+    record once, in order, and none of an earlier aborted transaction. The broker then rejoins the
+    ISR."""
     topic = "rf3-failover"
     leaders = create_rf3_topic(cluster, topic, 3)
     producer = transactional_producer(cluster, "rf3-failover", **{"message.timeout.ms": 90000,
@@ -282,6 +284,13 @@ def test_a_partition_leader_killed_mid_transaction(cluster):
     coordinator = cluster.wait_until(lambda: max(find_transaction_coordinator(cluster, "rf3-failover"), 0),
                                      30, "the transaction coordinator")
     victim_partition, victim = next((p, b) for p, b in sorted(leaders.items()) if b != coordinator)
+    # an aborted transaction first: the new leader must know it from its replica's own
+    # transaction index, built while it was a follower
+    producer.begin_transaction()
+    for i in range(90):
+        producer.produce(topic, b"aborted-%03d" % i, partition=i % 3)
+    assert producer.flush(60) == 0
+    producer.abort_transaction(60)
     producer.begin_transaction()
     values = {p: [] for p in range(3)}
     for i in range(300):
