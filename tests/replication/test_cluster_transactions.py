@@ -283,7 +283,9 @@ def test_a_partition_leader_killed_mid_transaction(cluster):
                                                                   "transaction.timeout.ms": 120000})
     coordinator = cluster.wait_until(lambda: max(find_transaction_coordinator(cluster, "rf3-failover"), 0),
                                      30, "the transaction coordinator")
-    victim_partition, victim = next((p, b) for p, b in sorted(leaders.items()) if b != coordinator)
+    others = [(p, b) for p, b in sorted(leaders.items()) if b != coordinator]
+    assert others, f"every partition led by the coordinator {coordinator}: {leaders}"
+    victim_partition, victim = others[0]
     # an aborted transaction first: the new leader must know it from its replica's own
     # transaction index, built while it was a follower
     producer.begin_transaction()
