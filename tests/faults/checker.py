@@ -1,0 +1,108 @@
+"""Checkers: from a trial's client history and what a reader found afterwards, what went wrong.
+
+`check_producer(history, read)` for workload 1 (idempotent acks=all producers):
+- lost: acknowledged (``ok``) values missing from the log;
+- duplicated: values present more than once;
+- reordered: acknowledged values of one partition whose log order differs from their produce order
+  (counted as the values out of place against the longest in-order run, so one swap counts one);
+- phantom: values in the log that no client ever sent;
+- wrong_offset: acknowledged values found at another offset than the one acknowledged;
+- unavailability windows: stretches of at least `WINDOW_S` seconds while writes were outstanding and
+  none was acknowledged.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+from collections import Counter, defaultdict
+
+WINDOW_S = 2.0
+
+
+def load(path: str) -> list[dict]:
+    events = []
+    try:
+        with open(path) as handle:
+            for line in handle:
+                line = line.strip()
+                if line:
+                    try:
+                        events.append(json.loads(line))
+                    except ValueError:          # a line cut short by a kill
+                        pass
+    except FileNotFoundError:
+        pass
+    return events
+
+
+def _sequence(value: str) -> int:
+    return int(value.rsplit("-", 1)[1])
+
+
+def unavailability(events: list[dict], window: float = WINDOW_S) -> list[tuple[float, float]]:
+    """(start, length) of each gap of at least `window` s between acknowledgements during which
+    some write was outstanding, relative to the first invocation."""
+    invokes = [e["t"] for e in events if e.get("type") == "invoke"]
+    if not invokes:
+        return []
+    start = invokes[0]
+    last_invoke = invokes[-1]
+    acks = sorted(e["t"] for e in events if e.get("type") == "ok")
+    marks = [start] + [t for t in acks if t <= last_invoke] + [last_invoke]
+    gaps = []
+    for before, after in zip(marks, marks[1:]):
+        if after - before >= window:
+            gaps.append((round(before - start, 2), round(after - before, 2)))
+    return gaps
+
+
+def longest_increasing(values: list[int]) -> int:
+    tails: list[int] = []
+    for value in values:
+        at = bisect.bisect_left(tails, value)
+        if at == len(tails):
+            tails.append(value)
+        else:
+            tails[at] = value
+    return len(tails)
+
+
+def check_producer(history: list[dict], read: list[dict]) -> dict:
+    sent = {e["v"] for e in history if e.get("type") == "invoke"}
+    acked = {e["v"]: e for e in history if e.get("type") == "ok"}
+    failed = {e["v"] for e in history if e.get("type") == "fail"}
+    records = [e for e in read if "v" in e]
+    complete = bool(read) and bool(read[-1].get("complete"))
+    counts = Counter(e["v"] for e in records)
+    where = {e["v"]: (e["p"], e["offset"]) for e in records}
+    lost = sorted(v for v in acked if v not in counts)
+    duplicated = sorted(v for v, n in counts.items() if n > 1)
+    phantom = sorted(v for v in counts if v not in sent)
+    resurrected = sorted(v for v in counts if v in failed)      # a definite failure that happened
+    wrong_offset = sorted(v for v, e in acked.items()
+                          if v in where and (e["p"], e["offset"]) != where[v])
+    reordered = 0
+    by_partition = defaultdict(list)
+    for e in records:
+        if e["v"] in acked:
+            by_partition[e["p"]].append(_sequence(e["v"]))
+    for sequences in by_partition.values():
+        reordered += len(sequences) - longest_increasing(sequences)
+    windows = unavailability(history)
+    return {
+        "acknowledged": len(acked), "sent": len(sent),
+        "unknown": sum(1 for e in history if e.get("type") == "info"),
+        "lost": len(lost), "duplicated": len(duplicated), "reordered": reordered,
+        "phantom": len(phantom) + len(resurrected), "wrong_offset": len(wrong_offset),
+        "read_complete": complete,
+        "windows": len(windows), "longest_window_s": max((w[1] for w in windows), default=0.0),
+        "examples": {"lost": lost[:5], "duplicated": duplicated[:5], "phantom": phantom[:5],
+                     "resurrected": resurrected[:5], "wrong_offset": wrong_offset[:5]},
+    }
+
+
+def ok(result: dict) -> bool:
+    return result["read_complete"] and not (result["lost"] or result["duplicated"]
+                                            or result["reordered"] or result["phantom"]
+                                            or result["wrong_offset"])
