@@ -9,6 +9,9 @@ one the client knows did not happen, ``info`` one whose outcome is unknown (it m
 ``... read --topic T --history FILE`` reads every partition from the start to its high watermark and
 writes ``{"p": partition, "offset": ..., "v": value}`` lines (and a final ``{"complete": bool}``).
 
+``... transform --input I --output O --group G --transactional-id X --history FILE`` seeds I, then
+copies it to O in transactions, see `transform`.
+
 Every loop is bounded by the given seconds plus the clients' own timeouts.
 """
 
@@ -90,6 +93,130 @@ def produce(args) -> int:
     return 0
 
 
+def _transactional_producer(args):
+    producer = Producer({
+        "bootstrap.servers": args.bootstrap, "transactional.id": args.transactional_id,
+        "transaction.timeout.ms": 20000, "message.timeout.ms": 20000, "linger.ms": 5,
+        "request.timeout.ms": 5000, "socket.timeout.ms": 5000, "reconnect.backoff.max.ms": 1000,
+        "retry.backoff.max.ms": 1000,
+    })
+    producer.init_transactions(30)
+    return producer
+
+
+def _rewind(consumer) -> None:
+    """Back to the group's committed offsets (an aborted transaction's inputs are read again)."""
+    assignment = consumer.assignment()
+    if not assignment:
+        return
+    for position in consumer.committed(assignment, timeout=10):
+        if position.offset < 0:
+            position.offset = OFFSET_BEGINNING
+        consumer.seek(position)
+
+
+def _all_committed(consumer, topic: str, ends: dict[int, int]) -> bool:
+    committed = consumer.committed([TopicPartition(topic, p) for p in ends], timeout=10)
+    return all(c.offset >= ends[c.partition] for c in committed)
+
+
+def transform(args) -> int:
+    """Seed the input topic, then consume-transform-produce it in transactions (read_committed in,
+    offsets sent to the transaction). History: ``invoke``/``ok``/``fail``/``info`` per transaction
+    with its inputs; ``fail`` means aborted before a commit was asked for (never visible)."""
+    history = History(args.history)
+    seeder = Producer({"bootstrap.servers": args.bootstrap, "enable.idempotence": True,
+                       "acks": "all", "linger.ms": 5})
+    for index in range(args.inputs):
+        partition = index % args.partitions
+        seeder.produce(args.input, value=f"{partition}-{index // args.partitions}".encode(),
+                       partition=partition)
+    if seeder.flush(60):
+        history.add(type="end", done=False, error="could not seed the input")
+        history.close()
+        return 3
+    ends = {p: (args.inputs - p + args.partitions - 1) // args.partitions
+            for p in range(args.partitions)}
+    history.add(type="seeded", count=args.inputs)
+    consumer = Consumer({
+        "bootstrap.servers": args.bootstrap, "group.id": args.group,
+        "isolation.level": "read_committed", "enable.auto.commit": False,
+        "auto.offset.reset": "earliest", "session.timeout.ms": 10000,
+        "heartbeat.interval.ms": 1000,
+    })
+    consumer.subscribe([args.input])
+    producer = None
+    deadline = time.monotonic() + args.seconds
+    attempt = 0
+    done = False
+    while time.monotonic() < deadline:
+        if producer is None:
+            try:
+                producer = _transactional_producer(args)
+            except KafkaException as error:
+                history.add(type="note", error=f"init_transactions: {error}")
+                time.sleep(1)
+                continue
+        messages = [message for message in consumer.consume(args.batch, 1.0)
+                    if not message.error()]
+        if not messages:
+            try:
+                if _all_committed(consumer, args.input, ends):
+                    done = True
+                    break
+            except KafkaException:
+                pass
+            continue
+        attempt += 1
+        inputs = [message.value().decode() for message in messages]
+        history.add(type="invoke", txn=attempt, inputs=inputs)
+        commit_asked = False
+        try:
+            producer.begin_transaction()
+            for message, value in zip(messages, inputs):
+                producer.produce(args.output, value=f"{value}@{attempt}".encode(),
+                                 partition=message.partition())
+            offsets = {}
+            for message in messages:
+                offsets[message.partition()] = message.offset() + 1
+            producer.send_offsets_to_transaction(
+                [TopicPartition(args.input, p, o) for p, o in offsets.items()],
+                consumer.consumer_group_metadata(), 30)
+            commit_asked = True
+            for retry in range(5):
+                try:
+                    producer.commit_transaction(30)
+                    break
+                except KafkaException as error:
+                    if not error.args[0].retriable() or retry == 4:
+                        raise
+            history.add(type="ok", txn=attempt)
+        except KafkaException as error:
+            kafka_error = error.args[0]
+            aborted = False
+            if kafka_error.txn_requires_abort():
+                try:
+                    producer.abort_transaction(30)
+                    aborted = True
+                except KafkaException:
+                    pass
+            if aborted or not commit_asked:
+                history.add(type="fail", txn=attempt, error=kafka_error.name())
+            else:
+                history.add(type="info", txn=attempt, error=kafka_error.name())
+            if not aborted:
+                producer = None         # a new one fences this one (its transaction aborts)
+            try:
+                _rewind(consumer)
+            except KafkaException:
+                pass
+        time.sleep(args.pause)
+    history.add(type="end", done=done, transactions=attempt)
+    history.close()
+    consumer.close()
+    return 0 if done else 3
+
+
 def read(args) -> int:
     out = History(args.history)
     consumer = Consumer({
@@ -146,8 +273,19 @@ def main(argv=None) -> int:
     r.add_argument("--topic", required=True)
     r.add_argument("--seconds", type=float, default=60)
     r.add_argument("--history", required=True)
+    t = sub.add_parser("transform")
+    t.add_argument("--input", required=True)
+    t.add_argument("--output", required=True)
+    t.add_argument("--partitions", type=int, default=3)
+    t.add_argument("--inputs", type=int, default=600)
+    t.add_argument("--batch", type=int, default=10)
+    t.add_argument("--pause", type=float, default=0.2, help="seconds between transactions")
+    t.add_argument("--group", required=True)
+    t.add_argument("--transactional-id", required=True)
+    t.add_argument("--seconds", type=float, default=120)
+    t.add_argument("--history", required=True)
     args = parser.parse_args(argv)
-    return {"produce": produce, "read": read}[args.command](args)
+    return {"produce": produce, "read": read, "transform": transform}[args.command](args)
 
 
 if __name__ == "__main__":

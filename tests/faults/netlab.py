@@ -52,7 +52,7 @@ def sweep_stale() -> None:
         if found and not _alive(int(found.group(1))):
             _run("ip", "netns", "delete", name, check=False)
     for line in _run("ip", "-o", "link", "show", "type", "bridge", check=False).stdout.splitlines():
-        found = re.search(rf"\d+: (fbr(\d+)):", line)
+        found = re.search(r"\d+: (fbr(\d+)):", line)
         if found and not _alive(int(found.group(2))):
             _run("ip", "link", "delete", found.group(1), check=False)
 

@@ -51,36 +51,48 @@ def ensure_tools() -> str | None:
 
 
 def run_trial(env: FaultEnv, nemesis: str, number: int, rng: random.Random, out_dir: str,
-              max_seconds: float = 60) -> dict:
+              max_seconds: float = 60, workload: str = "producer") -> dict:
     """One trial on a running environment; raises TimeoutError when the cluster does not recover."""
-    topic = f"faults-{number}"
     trial_dir = os.path.join(out_dir, f"trial-{number}")
     os.makedirs(trial_dir, exist_ok=True)
     history_path = os.path.join(trial_dir, "history.jsonl")
     read_path = os.path.join(trial_dir, "read.jsonl")
     stop_file = os.path.join(trial_dir, "stop")
-    env.create_topic(topic, partitions=3)
     began = time.monotonic()
-    producer = env.client(["produce", "--topic", topic, "--rate", str(PRODUCE_RATE),
-                           "--seconds", str(max_seconds), "--history", history_path,
-                           "--stop-file", stop_file], f"trial-{number}-producer.log")
+    if workload == "producer":
+        topic = read_topic = f"faults-{number}"
+        env.create_topic(topic, partitions=3)
+        client = env.client(["produce", "--topic", topic, "--rate", str(PRODUCE_RATE),
+                             "--seconds", str(max_seconds), "--history", history_path,
+                             "--stop-file", stop_file], f"trial-{number}-producer.log")
+        check = checker.check_producer
+    elif workload == "transactions":
+        topic, read_topic = f"faults-{number}-in", f"faults-{number}-out"
+        env.create_topic(topic, partitions=3)
+        env.create_topic(read_topic, partitions=3)
+        client = env.client(["transform", "--input", topic, "--output", read_topic,
+                             "--group", f"faults-{number}", "--transactional-id", f"faults-{number}",
+                             "--seconds", str(max_seconds + 60), "--history", history_path],
+                            f"trial-{number}-transform.log")
+        check = checker.check_transactions
+    else:
+        raise ValueError(f"unknown workload {workload!r}")
     env.wait_until(lambda: any(e.get("type") == "ok" for e in checker.load(history_path)),
-                   30, "the producer's first acknowledgement")
+                   60, "the client's first acknowledgement")
     struck = time.monotonic() - began
     description = NEMESES[nemesis](env, topic, rng)
     healed = time.monotonic() - began
     time.sleep(AFTER_HEAL_S)
     open(stop_file, "w").close()
-    env.wait_client(producer, max_seconds + 60)
-    recovery_s = env.recover([topic], timeout=120)
-    reader = env.client(["read", "--topic", topic, "--seconds", "90", "--history", read_path],
+    recovery_s = env.recover([topic, read_topic], timeout=120)
+    env.wait_client(client, max_seconds + 90)
+    reader = env.client(["read", "--topic", read_topic, "--seconds", "90", "--history", read_path],
                         f"trial-{number}-reader.log")
     env.wait_client(reader, 120)
-    history, read = checker.load(history_path), checker.load(read_path)
-    result = checker.check_producer(history, read)
-    result.update(trial=number, nemesis=nemesis, fault=description, struck_s=round(struck, 1),
-                  healed_s=round(healed, 1), recovery_s=round(recovery_s, 1),
-                  ok=checker.ok(result))
+    result = check(checker.load(history_path), checker.load(read_path))
+    result.update(trial=number, workload=workload, nemesis=nemesis, fault=description,
+                  struck_s=round(struck, 1), healed_s=round(healed, 1),
+                  recovery_s=round(recovery_s, 1), ok=checker.ok(result))
     if result["ok"]:
         shutil.rmtree(trial_dir, ignore_errors=True)
     else:
@@ -101,7 +113,10 @@ def _keep_logs(env: FaultEnv, trial_dir: str) -> None:
 def summarize(results: list[dict]) -> dict[str, dict]:
     table: dict[str, dict] = {}
     for result in results:
-        row = table.setdefault(result["nemesis"], dict.fromkeys(COLUMNS, 0))
+        key = result["nemesis"]
+        if result.get("workload", "producer") != "producer":
+            key = f"{result['workload']}:{key}"
+        row = table.setdefault(key, dict.fromkeys(COLUMNS, 0))
         row["trials"] += 1
         if result.get("unrecovered"):
             row["unrecovered"] += 1
@@ -133,6 +148,8 @@ def main(argv=None) -> int:
     parser.add_argument("--nemesis", default=",".join(NEMESES),
                         help="comma-separated, from: " + ", ".join(NEMESES))
     parser.add_argument("--out", default="faults-out", help="results directory (faults-out)")
+    parser.add_argument("--workload", default="producer",
+                        help="comma-separated, from: producer, transactions (producer)")
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--hours", type=float, default=None, help="stop after this long")
     args = parser.parse_args(argv)
@@ -140,6 +157,9 @@ def main(argv=None) -> int:
     unknown = [n for n in names if n not in NEMESES]
     if unknown:
         parser.error(f"unknown nemesis {', '.join(unknown)}")
+    workloads = [w.strip() for w in args.workload.split(",") if w.strip()]
+    if set(workloads) - {"producer", "transactions"}:
+        parser.error(f"unknown workload in {args.workload}")
     problem = ensure_tools()
     if problem:
         print(f"faults: cannot run: {problem}", file=sys.stderr)
@@ -155,7 +175,7 @@ def main(argv=None) -> int:
     root = tempfile.mkdtemp(prefix="odradek-faults-")
     try:
         with open(os.path.join(args.out, "results.jsonl"), "a") as sink:
-            for name in names:
+            for workload, name in [(w, n) for w in workloads for n in names]:
                 for _ in range(args.trials):
                     if deadline and time.monotonic() > deadline:
                         break
@@ -165,9 +185,10 @@ def main(argv=None) -> int:
                         os.makedirs(env_root)
                         env = FaultEnv(env_root).__enter__()
                     try:
-                        result = run_trial(env, name, number, rng, args.out)
+                        result = run_trial(env, name, number, rng, args.out, workload=workload)
                     except TimeoutError as error:
-                        result = {"trial": number, "nemesis": name, "unrecovered": True,
+                        result = {"trial": number, "nemesis": name, "workload": workload,
+                                  "unrecovered": True,
                                   "ok": False, "error": str(error)}
                         _keep_logs(env, os.path.join(args.out, f"trial-{number}"))
                         env.close()
@@ -175,7 +196,7 @@ def main(argv=None) -> int:
                     results.append(result)
                     sink.write(json.dumps(result) + "\n")
                     sink.flush()
-                    print(f"trial {number} {name}: {'ok' if result['ok'] else 'FAILED'} "
+                    print(f"trial {number} {workload}/{name}: {'ok' if result['ok'] else 'FAILED'} "
                           f"{result.get('fault', result.get('error', ''))[:200]} "
                           f"acked={result.get('acknowledged', 0)}", flush=True)
                 print(format_table(summarize(results)), flush=True)
