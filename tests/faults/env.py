@@ -207,18 +207,13 @@ class FaultEnv:
         """Take every free byte of the node's data disk (its tmpfs) with one file."""
         path = os.path.join(self.cluster.nodes[node_id].data_dir, ".faults-filler")
         self.fillers[node_id] = path
-        with open(path, "wb") as handle:
-            chunk = b"\0" * (1 << 20)
-            try:
-                while True:
-                    handle.write(chunk)
-            except OSError:
-                pass
-            try:                                    # the last partial megabyte too
-                while True:
-                    handle.write(b"\0" * 4096)
-            except OSError:
-                pass
+        with open(path, "wb", buffering=0) as handle:     # unbuffered: close must not flush
+            for size in (1 << 20, 4096, 1):                  # megabytes, then the last crumbs
+                try:
+                    while handle.write(b"\0" * size):
+                        pass
+                except OSError:
+                    pass
 
     def free_disk(self, node_id: int) -> None:
         path = self.fillers.pop(node_id, None)
