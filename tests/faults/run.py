@@ -8,9 +8,11 @@ in the client namespace; the nemesis strikes once the producer has its first ack
 producer stops a few seconds after the nemesis healed what it could; the environment recovers
 (every node up, every partition's ISR full); a reader reads every partition to its high watermark; the
 checker compares. Trials share one cluster until it fails to recover, when a new one is built (and
-the trial counts as `unrecovered`). Results go to `OUT/results.jsonl` as they come (a failing trial
+the trial counts as `unrecovered`). `--workload transactions`: consume-transform-produce in
+transactions instead (see client.transform). Results go to `OUT/results.jsonl` as they come (a failing trial
 also keeps its history, read and node logs in `OUT/trial-N/`); the summary table is printed after each
-nemesis and at the end. It stops by itself after the trials or `--hours`.
+round (one trial of every nemesis and workload) and at the end. It stops by itself after the
+trials or `--hours`.
 """
 
 from __future__ import annotations
@@ -175,23 +177,25 @@ def main(argv=None) -> int:
     root = tempfile.mkdtemp(prefix="odradek-faults-")
     try:
         with open(os.path.join(args.out, "results.jsonl"), "a") as sink:
-            for workload, name in [(w, n) for w in workloads for n in names]:
-                for _ in range(args.trials):
+            # round robin, so that a run cut short by --hours has covered every nemesis alike
+            for _ in range(args.trials):
+                for workload, name in [(w, n) for w in workloads for n in names]:
                     if deadline and time.monotonic() > deadline:
                         break
                     number += 1
-                    if env is None:
-                        env_root = os.path.join(root, f"env-{number}")
-                        os.makedirs(env_root)
-                        env = FaultEnv(env_root).__enter__()
                     try:
+                        if env is None:
+                            env_root = os.path.join(root, f"env-{number}")
+                            os.makedirs(env_root)
+                            env = FaultEnv(env_root).__enter__()
                         result = run_trial(env, name, number, rng, args.out, workload=workload)
-                    except TimeoutError as error:
+                    except Exception as error:      # noqa: BLE001 - recorded, then a fresh cluster
                         result = {"trial": number, "nemesis": name, "workload": workload,
-                                  "unrecovered": True,
-                                  "ok": False, "error": str(error)}
-                        _keep_logs(env, os.path.join(args.out, f"trial-{number}"))
-                        env.close()
+                                  "unrecovered": True, "ok": False,
+                                  "error": f"{type(error).__name__}: {error}"}
+                        if env is not None:
+                            _keep_logs(env, os.path.join(args.out, f"trial-{number}"))
+                            env.close()
                         env = None
                     results.append(result)
                     sink.write(json.dumps(result) + "\n")
@@ -200,6 +204,8 @@ def main(argv=None) -> int:
                           f"{result.get('fault', result.get('error', ''))[:200]} "
                           f"acked={result.get('acknowledged', 0)}", flush=True)
                 print(format_table(summarize(results)), flush=True)
+                if deadline and time.monotonic() > deadline:
+                    break
     finally:
         if env is not None:
             env.close()
