@@ -157,3 +157,56 @@ def check_transactions(history: list[dict], read: list[dict]) -> dict:
         "examples": {"lost": lost[:5], "duplicated": duplicated[:5], "phantom": phantom[:5],
                      "aborted_visible": aborted_visible[:5]},
     }
+
+
+def check_group(history: list[dict], read: list[dict] | None = None) -> dict:
+    """Workload 3 (a consumer group under membership churn, synchronous commits).
+    Backwards (reported as `reordered`): a partition's committed offset, as the watcher observed it
+    over time, went down; or a commit succeeded with a lower offset than a commit that had already
+    succeeded before it was asked for. Skipped (reported as `lost`): records below the final
+    committed offset that no member ever consumed."""
+    observed = [e for e in history if e.get("type") == "observed"]
+    backwards = []
+    highest: dict[str, int] = {}
+    for e in observed:
+        for p, offset in e["offsets"].items():
+            if offset >= 0 and offset < highest.get(p, -1):
+                backwards.append(("observed", p, highest[p], offset, e["t"]))
+            highest[p] = max(highest.get(p, -1), offset)
+    invoked_at: dict[str, float] = {}
+    completed = []        # (completion time, invocation time, partition, offset)
+    for e in history:
+        if e.get("type") == "invoke" and "member" in e:
+            invoked_at[e["member"]] = e["t"]
+        elif e.get("type") == "ok" and "member" in e:
+            for p, offset in e["offsets"].items():
+                completed.append((e["t"], invoked_at.get(e["member"], e["t"]), p, offset))
+    best_before: dict[str, list[tuple[float, int]]] = defaultdict(list)
+    for done_at, _, p, offset in sorted(completed):
+        best_before[p].append((done_at, max(offset, best_before[p][-1][1] if best_before[p] else -1)))
+    for done_at, asked_at, p, offset in completed:
+        earlier = [best for when, best in best_before[p] if when < asked_at]
+        if earlier and offset < earlier[-1]:
+            backwards.append(("commit", p, earlier[-1], offset, asked_at))
+    consumed = defaultdict(set)
+    for e in history:
+        if e.get("type") == "consumed":
+            consumed[str(e["p"])].add(e["offset"])
+    final = {p: o for p, o in highest.items()}
+    skipped = sorted((p, o) for p, end in final.items() for o in range(max(end, 0))
+                     if o not in consumed[p])
+    end = next((e for e in history if e.get("type") == "end"), {})
+    commits = sum(1 for e in history if e.get("type") == "ok" and "member" in e)
+    windows = unavailability([{"t": e["t"], "type": e["type"]} for e in history
+                              if e.get("type") in ("invoke", "ok") and "member" in e])
+    reconsumed = sum(1 for e in history if e.get("type") == "consumed") - \
+        sum(len(v) for v in consumed.values())
+    return {
+        "acknowledged": commits, "sent": next((e["count"] for e in history
+                                               if e.get("type") == "seeded"), 0),
+        "unknown": sum(1 for e in history if e.get("type") == "info" and "member" in e),
+        "lost": len(skipped), "duplicated": 0, "reordered": len(backwards), "phantom": 0,
+        "wrong_offset": 0, "read_complete": bool(end.get("done")), "reconsumed": reconsumed,
+        "windows": len(windows), "longest_window_s": max((w[1] for w in windows), default=0.0),
+        "examples": {"skipped": skipped[:5], "backwards": backwards[:5]},
+    }

@@ -10,7 +10,8 @@ one the client knows did not happen, ``info`` one whose outcome is unknown (it m
 writes ``{"p": partition, "offset": ..., "v": value}`` lines (and a final ``{"complete": bool}``).
 
 ``... transform --input I --output O --group G --transactional-id X --history FILE`` seeds I, then
-copies it to O in transactions, see `transform`.
+copies it to O in transactions, see `transform`. ``... group --input I --group G --history FILE``
+seeds I, then consumes it with a group whose members come and go, see `group`.
 
 Every loop is bounded by the given seconds plus the clients' own timeouts.
 """
@@ -125,19 +126,10 @@ def transform(args) -> int:
     offsets sent to the transaction). History: ``invoke``/``ok``/``fail``/``info`` per transaction
     with its inputs; ``fail`` means aborted before a commit was asked for (never visible)."""
     history = History(args.history)
-    seeder = Producer({"bootstrap.servers": args.bootstrap, "enable.idempotence": True,
-                       "acks": "all", "linger.ms": 5})
-    for index in range(args.inputs):
-        partition = index % args.partitions
-        seeder.produce(args.input, value=f"{partition}-{index // args.partitions}".encode(),
-                       partition=partition)
-    if seeder.flush(60):
-        history.add(type="end", done=False, error="could not seed the input")
+    ends = _seed(args, history)
+    if ends is None:
         history.close()
         return 3
-    ends = {p: (args.inputs - p + args.partitions - 1) // args.partitions
-            for p in range(args.partitions)}
-    history.add(type="seeded", count=args.inputs)
     consumer = Consumer({
         "bootstrap.servers": args.bootstrap, "group.id": args.group,
         "isolation.level": "read_committed", "enable.auto.commit": False,
@@ -217,8 +209,119 @@ def transform(args) -> int:
     return 0 if done else 3
 
 
+def _seed(args, history: History) -> dict[int, int] | None:
+    """Write `args.inputs` records round robin over the input's partitions; their end offsets."""
+    seeder = Producer({"bootstrap.servers": args.bootstrap, "enable.idempotence": True,
+                       "acks": "all", "linger.ms": 5})
+    for index in range(args.inputs):
+        partition = index % args.partitions
+        seeder.produce(args.input, value=f"{partition}-{index // args.partitions}".encode(),
+                       partition=partition)
+    if seeder.flush(60):
+        history.add(type="end", done=False, error="could not seed the input")
+        return None
+    history.add(type="seeded", count=args.inputs)
+    return {p: (args.inputs - p + args.partitions - 1) // args.partitions
+            for p in range(args.partitions)}
+
+
+def group(args) -> int:
+    """Consumer group under membership churn: `args.members` consumers share the input; every
+    `args.churn` seconds one leaves (closes) and a new one joins. Each processes a few records at a
+    time and commits them synchronously. History: ``consumed`` (p, offset) per record, ``commit``
+    invoke/ok/fail with offsets, and ``observed`` committed offsets read by a watcher that is no
+    member, every half second."""
+    import threading
+
+    history = History(args.history)
+    lock = threading.Lock()
+
+    def add(**event):
+        with lock:
+            history.add(**event)
+    ends = _seed(args, history)
+    if ends is None:
+        history.close()
+        return 3
+    stop = threading.Event()
+
+    def member(name: str, leave: threading.Event):
+        consumer = Consumer({
+            "bootstrap.servers": args.bootstrap, "group.id": args.group,
+            "enable.auto.commit": False, "auto.offset.reset": "earliest",
+            "session.timeout.ms": 10000, "heartbeat.interval.ms": 1000,
+            "max.poll.interval.ms": 60000, "client.id": name,
+        })
+        consumer.subscribe([args.input])
+        try:
+            while not leave.is_set() and not stop.is_set():
+                messages = [m for m in consumer.consume(5, 0.5) if not m.error()]
+                if not messages:
+                    continue
+                offsets = {}
+                for message in messages:
+                    add(type="consumed", member=name, p=message.partition(), offset=message.offset())
+                    offsets[message.partition()] = message.offset() + 1
+                commit = [TopicPartition(args.input, p, o) for p, o in offsets.items()]
+                add(type="invoke", member=name, offsets={str(p): o for p, o in offsets.items()})
+                try:
+                    consumer.commit(offsets=commit, asynchronous=False)
+                    add(type="ok", member=name, offsets={str(p): o for p, o in offsets.items()})
+                except KafkaException as error:
+                    add(type="info", member=name, error=error.args[0].name())
+                time.sleep(args.pause)
+        finally:
+            consumer.close()
+
+    watcher = Consumer({"bootstrap.servers": args.bootstrap, "group.id": args.group,
+                        "enable.auto.commit": False})
+    partitions = [TopicPartition(args.input, p) for p in ends]
+    members: list[tuple[threading.Thread, threading.Event]] = []
+    serial = 0
+
+    def join():
+        nonlocal serial
+        serial += 1
+        leave = threading.Event()
+        thread = threading.Thread(target=member, args=(f"m{serial}", leave), daemon=True)
+        thread.start()
+        members.append((thread, leave))
+    for _ in range(args.members):
+        join()
+    deadline = time.monotonic() + args.seconds
+    next_churn = time.monotonic() + args.churn
+    done = False
+    while time.monotonic() < deadline:
+        try:
+            committed = watcher.committed(partitions, timeout=5)
+            add(type="observed", offsets={str(c.partition): c.offset for c in committed})
+            if all(c.offset >= ends[c.partition] for c in committed):
+                done = True
+                break
+        except KafkaException:
+            pass
+        if time.monotonic() >= next_churn:
+            thread, leave = members.pop(0)
+            leave.set()
+            join()
+            next_churn = time.monotonic() + args.churn
+        time.sleep(0.5)
+    stop.set()
+    for thread, _ in members:
+        thread.join(30)
+    watcher.close()
+    add(type="end", done=done, ends={str(p): e for p, e in ends.items()})
+    history.close()
+    return 0 if done else 3
+
+
 def read(args) -> int:
-    out = History(args.history)
+    return read_topic(args.bootstrap, args.topic, args.history, args.seconds)
+
+
+def read_topic(bootstrap: str, topic: str, history_path: str, seconds: float) -> int:
+    args = argparse.Namespace(bootstrap=bootstrap, topic=topic, seconds=seconds)
+    out = History(history_path)
     consumer = Consumer({
         "bootstrap.servers": args.bootstrap, "group.id": "faults-reader",
         "enable.auto.commit": False, "isolation.level": "read_committed",
@@ -284,8 +387,31 @@ def main(argv=None) -> int:
     t.add_argument("--transactional-id", required=True)
     t.add_argument("--seconds", type=float, default=120)
     t.add_argument("--history", required=True)
+    g = sub.add_parser("group")
+    g.add_argument("--input", required=True)
+    g.add_argument("--partitions", type=int, default=3)
+    g.add_argument("--inputs", type=int, default=900)
+    g.add_argument("--members", type=int, default=3)
+    g.add_argument("--churn", type=float, default=3.0, help="seconds between membership changes")
+    g.add_argument("--pause", type=float, default=0.05)
+    g.add_argument("--group", required=True)
+    g.add_argument("--seconds", type=float, default=120)
+    g.add_argument("--history", required=True)
+    for command in (p, t):
+        command.add_argument("--read-topic", help="once done and --read-when exists, read this "
+                             "topic as `read` does (saves starting a reader process)")
+        command.add_argument("--read-when")
+        command.add_argument("--read-history")
     args = parser.parse_args(argv)
-    return {"produce": produce, "read": read, "transform": transform}[args.command](args)
+    status = {"produce": produce, "read": read, "transform": transform,
+              "group": group}[args.command](args)
+    if getattr(args, "read_topic", None):
+        deadline = time.monotonic() + 300
+        while not os.path.exists(args.read_when) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        read_status = read_topic(args.bootstrap, args.read_topic, args.read_history, 90)
+        status = status or read_status
+    return status
 
 
 if __name__ == "__main__":

@@ -9,7 +9,8 @@ producer stops a few seconds after the nemesis healed what it could; the environ
 (every node up, every partition's ISR full); a reader reads every partition to its high watermark; the
 checker compares. Trials share one cluster until it fails to recover, when a new one is built (and
 the trial counts as `unrecovered`). `--workload transactions`: consume-transform-produce in
-transactions instead (see client.transform). Results go to `OUT/results.jsonl` as they come (a failing trial
+transactions instead (see client.transform); `--workload group`: a consumer group under
+membership churn (see client.group). Results go to `OUT/results.jsonl` as they come (a failing trial
 also keeps its history, read and node logs in `OUT/trial-N/`); the summary table is printed after each
 round (one trial of every nemesis and workload) and at the end. It stops by itself after the
 trials or `--hours`.
@@ -60,13 +61,16 @@ def run_trial(env: FaultEnv, nemesis: str, number: int, rng: random.Random, out_
     history_path = os.path.join(trial_dir, "history.jsonl")
     read_path = os.path.join(trial_dir, "read.jsonl")
     stop_file = os.path.join(trial_dir, "stop")
+    read_file = os.path.join(trial_dir, "read")
     began = time.monotonic()
     if workload == "producer":
         topic = read_topic = f"faults-{number}"
         env.create_topic(topic, partitions=3)
         client = env.client(["produce", "--topic", topic, "--rate", str(PRODUCE_RATE),
                              "--seconds", str(max_seconds), "--history", history_path,
-                             "--stop-file", stop_file], f"trial-{number}-producer.log")
+                             "--stop-file", stop_file, "--read-topic", topic,
+                             "--read-when", read_file, "--read-history", read_path],
+                            f"trial-{number}-producer.log")
         check = checker.check_producer
     elif workload == "transactions":
         topic, read_topic = f"faults-{number}-in", f"faults-{number}-out"
@@ -74,9 +78,19 @@ def run_trial(env: FaultEnv, nemesis: str, number: int, rng: random.Random, out_
         env.create_topic(read_topic, partitions=3)
         client = env.client(["transform", "--input", topic, "--output", read_topic,
                              "--group", f"faults-{number}", "--transactional-id", f"faults-{number}",
-                             "--seconds", str(max_seconds + 60), "--history", history_path],
+                             "--seconds", str(max_seconds + 60), "--history", history_path,
+                             "--read-topic", read_topic, "--read-when", read_file,
+                             "--read-history", read_path],
                             f"trial-{number}-transform.log")
         check = checker.check_transactions
+    elif workload == "group":
+        topic = read_topic = f"faults-{number}-group"
+        env.create_topic(topic, partitions=3)
+        client = env.client(["group", "--input", topic, "--group", f"faults-{number}",
+                             "--seconds", str(max_seconds + 60), "--history", history_path],
+                            f"trial-{number}-group.log")
+        check = checker.check_group
+        read_file = None
     else:
         raise ValueError(f"unknown workload {workload!r}")
     env.wait_until(lambda: any(e.get("type") == "ok" for e in checker.load(history_path)),
@@ -87,10 +101,9 @@ def run_trial(env: FaultEnv, nemesis: str, number: int, rng: random.Random, out_
     time.sleep(AFTER_HEAL_S)
     open(stop_file, "w").close()
     recovery_s = env.recover([topic, read_topic], timeout=120)
-    env.wait_client(client, max_seconds + 90)
-    reader = env.client(["read", "--topic", read_topic, "--seconds", "90", "--history", read_path],
-                        f"trial-{number}-reader.log")
-    env.wait_client(reader, 120)
+    if read_file:
+        open(read_file, "w").close()    # the client reads once its own work is done
+    env.wait_client(client, max_seconds + 210)
     result = check(checker.load(history_path), checker.load(read_path))
     result.update(trial=number, workload=workload, nemesis=nemesis, fault=description,
                   struck_s=round(struck, 1), healed_s=round(healed, 1),
@@ -151,7 +164,7 @@ def main(argv=None) -> int:
                         help="comma-separated, from: " + ", ".join(NEMESES))
     parser.add_argument("--out", default="faults-out", help="results directory (faults-out)")
     parser.add_argument("--workload", default="producer",
-                        help="comma-separated, from: producer, transactions (producer)")
+                        help="comma-separated, from: producer, transactions, group (producer)")
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--hours", type=float, default=None, help="stop after this long")
     args = parser.parse_args(argv)
@@ -160,7 +173,7 @@ def main(argv=None) -> int:
     if unknown:
         parser.error(f"unknown nemesis {', '.join(unknown)}")
     workloads = [w.strip() for w in args.workload.split(",") if w.strip()]
-    if set(workloads) - {"producer", "transactions"}:
+    if set(workloads) - {"producer", "transactions", "group"}:
         parser.error(f"unknown workload in {args.workload}")
     problem = ensure_tools()
     if problem:

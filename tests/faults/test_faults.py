@@ -83,6 +83,24 @@ def test_transaction_checker_finds_aborted_records_and_duplicated_inputs():
     assert lost["lost"] == 1 and not checker.ok(lost)
 
 
+def test_group_checker_finds_offsets_going_backwards_and_skipped_records():
+    consumed = [{"t": 0.1, "type": "consumed", "member": "m1", "p": 0, "offset": o} for o in range(4)]
+    commits = [{"t": 0.2, "type": "invoke", "member": "m1", "offsets": {"0": 4}},
+               {"t": 0.3, "type": "ok", "member": "m1", "offsets": {"0": 4}}]
+    clean = consumed + commits + [{"t": 0.4, "type": "observed", "offsets": {"0": 4}},
+                                  {"t": 0.5, "type": "end", "done": True}]
+    assert checker.ok(checker.check_group(clean))
+    regressed = clean + [{"t": 0.6, "type": "observed", "offsets": {"0": 2}}]
+    assert checker.check_group(regressed)["reordered"] == 1
+    stale = clean + [{"t": 0.6, "type": "invoke", "member": "m2", "offsets": {"0": 3}},
+                     {"t": 0.7, "type": "ok", "member": "m2", "offsets": {"0": 3}}]
+    assert checker.check_group(stale)["reordered"] == 1
+    skipped = consumed[:2] + commits + [{"t": 0.4, "type": "observed", "offsets": {"0": 4}},
+                                        {"t": 0.5, "type": "end", "done": True}]
+    result = checker.check_group(skipped)
+    assert result["lost"] == 2 and not checker.ok(result)
+
+
 # -- the CI slice ------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def fault_env(tmp_path_factory):
