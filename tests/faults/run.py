@@ -35,7 +35,7 @@ from tests.faults.nemesis import NEMESES
 PRODUCE_RATE = 60           # records a second, over 3 partitions
 AFTER_HEAL_S = 3.0          # the producer keeps going this long after the nemesis healed
 COLUMNS = ("trials", "acknowledged", "lost", "duplicated", "reordered", "phantom", "unknown",
-           "windows", "longest_window_s", "unrecovered", "failed")
+           "dup_unacked", "windows", "longest_window_s", "unrecovered", "failed")
 
 REQUIRED_TOOLS = {"ip": "iproute2", "nft": "nftables"}
 
@@ -140,6 +140,7 @@ def summarize(results: list[dict]) -> dict[str, dict]:
         for column in ("acknowledged", "lost", "duplicated", "reordered", "phantom", "unknown",
                        "windows"):
             row[column] += result[column]
+        row["dup_unacked"] += result.get("duplicated_unacknowledged", 0)
         row["longest_window_s"] = max(row["longest_window_s"], result["longest_window_s"])
         row["failed"] += 0 if result["ok"] else 1
     return table

@@ -59,6 +59,8 @@ def test_checker_accepts_unknown_outcomes_either_way_but_not_an_incomplete_read(
     history = _history(("invoke", "0-0"), ("invoke", "0-1"), ("ok", "0-0", 0), ("info", "0-1"))
     assert checker.ok(checker.check_producer(history, _read(("0-0", 0))))
     assert checker.ok(checker.check_producer(history, _read(("0-0", 0), ("0-1", 1))))
+    twice = checker.check_producer(history, _read(("0-0", 0), ("0-1", 1), ("0-1", 2)))
+    assert checker.ok(twice) and twice["duplicated_unacknowledged"] == 1
     assert not checker.ok(checker.check_producer(history, _read(("0-0", 0), complete=False)))
 
 
