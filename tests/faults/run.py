@@ -220,6 +220,8 @@ def main(argv=None) -> int:
                 print(format_table(summarize(results)), flush=True)
                 if deadline and time.monotonic() > deadline:
                     break
+    except KeyboardInterrupt:           # Ctrl-C or SIGTERM: keep and show what was measured
+        print("faults: interrupted", flush=True)
     finally:
         if env is not None:
             env.close()
