@@ -14,6 +14,11 @@ import time
 from tests.faults.env import SESSION_TIMEOUT_S, FaultEnv
 
 
+def _span(env: FaultEnv, rng: random.Random, low: float, high: float) -> float:
+    """How long to hold a fault: random in [low, high]; the low end in a quick (CI) environment."""
+    return low if env.quick else rng.uniform(low, high)
+
+
 def _leader(env: FaultEnv, topic: str, rng: random.Random) -> int:
     state = env.partitions(topic)
     leaders = [leader for leader, _ in state.values() if leader >= 0]
@@ -37,35 +42,35 @@ def _kill_and_restart(env: FaultEnv, nodes: list[int], down_s: float) -> None:
 
 def kill_random(env, topic, rng):
     victim = rng.choice(list(env.cluster.nodes))
-    down = rng.uniform(1, 6)
+    down = _span(env, rng, 1, 6)
     _kill_and_restart(env, [victim], down)
     return f"kill -9 node {victim}, restart after {down:.1f}s"
 
 
 def kill_leader(env, topic, rng):
     victim = _leader(env, topic, rng)
-    down = rng.uniform(1, 6)
+    down = _span(env, rng, 1, 6)
     _kill_and_restart(env, [victim], down)
     return f"kill -9 partition leader {victim}, restart after {down:.1f}s"
 
 
 def kill_controller(env, topic, rng):
     victim = _controller(env, rng)
-    down = rng.uniform(1, 6)
+    down = _span(env, rng, 1, 6)
     _kill_and_restart(env, [victim], down)
     return f"kill -9 active controller {victim}, restart after {down:.1f}s"
 
 
 def kill_majority(env, topic, rng):
     victims = rng.sample(list(env.cluster.nodes), 2)
-    down = rng.uniform(1, 4)
+    down = _span(env, rng, 1, 4)
     _kill_and_restart(env, victims, down)
     return f"kill -9 nodes {sorted(victims)} together, restart after {down:.1f}s"
 
 
 def _pause(env, victim, what, rng):
     """Longer than the session timeout: the node is fenced while it sleeps, then wakes up."""
-    held = SESSION_TIMEOUT_S + rng.uniform(3, 6)
+    held = SESSION_TIMEOUT_S + _span(env, rng, 1.5, 6)
     env.pause(victim)
     time.sleep(held)
     env.resume(victim)
@@ -87,7 +92,7 @@ def _nodes(env):
 def partition_leader(env, topic, rng):
     """The leader of a partition loses the other nodes (the clients still reach it)."""
     victim = _leader(env, topic, rng)
-    held = rng.uniform(8, 12)
+    held = _span(env, rng, 8, 12)
     others = [n for n in _nodes(env) if n != f"n{victim}"]
     env.lab.partition([f"n{victim}"], others)
     time.sleep(held)
@@ -102,7 +107,7 @@ def partition_halves(env, topic, rng):
     minority, majority = nodes[:1], nodes[1:]
     side = rng.choice(["minority", "majority"])
     (minority if side == "minority" else majority).append("client")
-    held = rng.uniform(8, 12)
+    held = _span(env, rng, 8, 12)
     env.lab.partition(minority, majority)
     time.sleep(held)
     env.lab.heal()
@@ -112,7 +117,7 @@ def partition_halves(env, topic, rng):
 def partition_one_way(env, topic, rng):
     """The leader's packets to the other nodes are dropped; theirs still reach it."""
     victim = _leader(env, topic, rng)
-    held = rng.uniform(8, 12)
+    held = _span(env, rng, 8, 12)
     for other in _nodes(env):
         if other != f"n{victim}":
             env.lab.cut(f"n{victim}", other)
@@ -123,7 +128,7 @@ def partition_one_way(env, topic, rng):
 
 def packet_loss(env, topic, rng):
     percent = rng.choice([10, 20, 30])
-    held = rng.uniform(8, 12)
+    held = _span(env, rng, 8, 12)
     for name in _nodes(env):
         env.lab.lossy(name, percent)
     time.sleep(held)
@@ -133,11 +138,13 @@ def packet_loss(env, topic, rng):
 
 def disk_full(env, topic, rng):
     victim = _leader(env, topic, rng)
-    held = rng.uniform(4, 8)
+    held = _span(env, rng, 3, 8)
     env.fill_disk(victim)
     time.sleep(held)
     env.free_disk(victim)
-    return f"fill partition leader {victim}'s disk for {held:.1f}s"
+    node = env.cluster.nodes[victim]
+    outcome = "stayed up" if node.running else f"exited with {node.process.returncode}"
+    return f"fill partition leader {victim}'s disk for {held:.1f}s ({outcome})"
 
 
 # in priority order; the CI slice takes the first of each family

@@ -98,7 +98,7 @@ def run_trial(env: FaultEnv, nemesis: str, number: int, rng: random.Random, out_
     struck = time.monotonic() - began
     description = NEMESES[nemesis](env, topic, rng)
     healed = time.monotonic() - began
-    time.sleep(AFTER_HEAL_S)
+    time.sleep(AFTER_HEAL_S / 2 if env.quick else AFTER_HEAL_S)
     open(stop_file, "w").close()
     recovery_s = env.recover([topic, read_topic], timeout=120)
     if read_file:

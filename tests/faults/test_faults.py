@@ -109,7 +109,7 @@ def fault_env(tmp_path_factory):
     problem = ensure_tools()
     if problem:
         pytest.skip(f"fault injection needs root and network namespaces: {problem}")
-    with FaultEnv(tmp_path_factory.mktemp("faults")) as env:
+    with FaultEnv(tmp_path_factory.mktemp("faults"), quick=True) as env:
         yield env
 
 
