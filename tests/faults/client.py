@@ -88,7 +88,7 @@ def produce(args) -> int:
         count += 1
         next_send += interval
         producer.poll(max(0.0, next_send - time.monotonic()))
-    left = producer.flush(args.message_timeout_ms / 1000 + 10)
+    left = producer.flush(min(args.message_timeout_ms / 1000 + 10, 150))
     history.add(type="end", unflushed=left, fatal=fatal)
     history.close()
     return 0
@@ -369,7 +369,10 @@ def main(argv=None) -> int:
     p.add_argument("--partitions", type=int, default=3)
     p.add_argument("--seconds", type=float, default=15)
     p.add_argument("--rate", type=float, default=100)
-    p.add_argument("--message-timeout-ms", type=int, default=30000)
+    # long enough that no record times out in a trial: librdkafka bumps the producer epoch when
+    # some do and re-sends the rest, which may already be in the log, as new records (a known
+    # limit of the idempotent producer, confluentinc/librdkafka#4953), duplicating them
+    p.add_argument("--message-timeout-ms", type=int, default=120000)
     p.add_argument("--history", required=True)
     p.add_argument("--stop-file", help="stop producing once this file exists")
     r = sub.add_parser("read")
