@@ -78,7 +78,8 @@ def check_producer(history: list[dict], read: list[dict]) -> dict:
     complete = bool(read) and bool(read[-1].get("complete"))
     counts = Counter(e["v"] for e in records)
     where = {e["v"]: (e["p"], e["offset"]) for e in records}
-    lost = sorted(v for v in acked if v not in counts)
+    # without a complete read nothing can be called lost: the trial counts as unrecovered instead
+    lost = sorted(v for v in acked if v not in counts) if complete else []
     duplicated = sorted(v for v, n in counts.items() if n > 1 and v in acked)
     # Written more than once although never acknowledged: librdkafka re-sends unacknowledged
     # records under a new producer epoch when some time out (each epoch is a fresh idempotence
@@ -145,7 +146,7 @@ def check_transactions(history: list[dict], read: list[dict]) -> dict:
         counts[value] += 1
         by_partition[e["p"]].append(_sequence(value))
     acknowledged = set().union(*(inputs_of[t] for t in committed)) if committed else set()
-    lost = sorted(v for v in acknowledged if not counts[v])
+    lost = sorted(v for v in acknowledged if not counts[v]) if complete else []
     duplicated = sorted(v for v, n in counts.items() if n > 1)
     # inputs of no committed transaction and not in the output, although every offset was committed
     unprocessed = seeded - len(set(counts) | acknowledged) if end.get("done") else 0

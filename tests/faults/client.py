@@ -328,8 +328,15 @@ def read_topic(bootstrap: str, topic: str, history_path: str, seconds: float) ->
         "enable.partition.eof": True,
     })
     deadline = time.monotonic() + args.seconds
-    metadata = consumer.list_topics(args.topic, timeout=30)
-    partitions = sorted(metadata.topics[args.topic].partitions)
+    partitions = []
+    while not partitions:
+        try:
+            metadata = consumer.list_topics(args.topic, timeout=10)
+            partitions = sorted(metadata.topics[args.topic].partitions)
+        except KafkaException:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
     ends = {}
     for partition in partitions:
         while partition not in ends:

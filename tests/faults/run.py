@@ -133,7 +133,7 @@ def summarize(results: list[dict]) -> dict[str, dict]:
             key = f"{result['workload']}:{key}"
         row = table.setdefault(key, dict.fromkeys(COLUMNS, 0))
         row["trials"] += 1
-        if result.get("unrecovered"):
+        if result.get("unrecovered") or not result.get("read_complete", True):
             row["unrecovered"] += 1
             row["failed"] += 1
             continue
