@@ -80,8 +80,8 @@ def test_voters_come_from_the_leaders_describe_quorum_nodes():
 def test_a_controller_serves_a_forwarded_create_topics_without_a_broker():
     """A broker forwards CreateTopics (its clients' and its own, e.g. __consumer_offsets) to the
     active controller's listener, where the handler runs with no broker: the controller mutation
-    quota (charged by the forwarding broker) must not need one (it raised AttributeError, found by
-    the fault suite: groups could not form while the active controller was another node)."""
+    quota (charged by the forwarding broker) must not need one (it raised AttributeError: groups
+    could not form while the active controller was another node)."""
     import trio
 
     from broker.cluster.controller_api import ControllerApi
