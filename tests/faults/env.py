@@ -15,6 +15,7 @@ when the block exits, on failure too; every wait is bounded.
 
 from __future__ import annotations
 
+import glob
 import os
 import signal
 import subprocess
@@ -45,6 +46,8 @@ CLUSTER_SETTINGS = {
     "auto.create.topics.enable": "false",
 }
 SESSION_TIMEOUT_S = 6.0
+LIBFAKETIME_GLOBS = ("/usr/lib/*/faketime/libfaketimeMT.so.1", "/usr/lib/faketime/libfaketimeMT.so.1",
+                     "/usr/local/lib/faketime/libfaketimeMT.so.1")
 DISK_MB = 256
 
 
@@ -62,6 +65,7 @@ class FaultEnv:
         self.clients: list[subprocess.Popen] = []
         self.paused: set[int] = set()
         self.fillers: dict[int, str] = {}
+        self.skewed: dict[int, list[str]] = {}     # node -> its launcher before the skew
 
     # -- set-up and tear-down ----------------------------------------------------------------------
     def __enter__(self) -> "FaultEnv":
@@ -223,6 +227,26 @@ class FaultEnv:
         if path and os.path.exists(path):
             os.unlink(path)
 
+    def skew_clock(self, node_id: int, seconds: float) -> None:
+        """kill -9 the node and start it again with its wall clock `seconds` off (libfaketime: a
+        constant offset, so intervals stay right; a running process cannot be re-clocked)."""
+        library = libfaketime()
+        if library is None:
+            raise RuntimeError("libfaketime is not installed")
+        node = self.cluster.nodes[node_id]
+        self.skewed.setdefault(node_id, list(node.launcher))
+        self.cluster.kill(node_id)
+        node.launcher = self.skewed[node_id] + ["env", f"LD_PRELOAD={library}",
+                                                f"FAKETIME={seconds:+.0f}s"]
+        self.cluster.start(node_id)
+
+    def unskew_clock(self, node_id: int) -> None:
+        launcher = self.skewed.pop(node_id, None)
+        if launcher is not None:
+            self.cluster.kill(node_id)
+            self.cluster.nodes[node_id].launcher = launcher
+            self.cluster.start(node_id)
+
     def recover(self, topics=(), timeout: float = 120) -> float:
         """Undo every fault (heal the network, resume paused nodes, free disks, start dead nodes),
         then wait until every broker is registered and every partition of `topics` has a leader and
@@ -234,6 +258,8 @@ class FaultEnv:
             self.resume(node_id)
         for node_id in list(self.fillers):
             self.free_disk(node_id)
+        for node_id in list(self.skewed):
+            self.unskew_clock(node_id)
         for node_id, node in self.cluster.nodes.items():
             if not node.running:
                 self.cluster.start(node_id)
@@ -272,3 +298,11 @@ class FaultEnv:
 
     def log_tails(self, lines: int = 20) -> str:
         return self.cluster._log_tails(lines)
+
+
+def libfaketime() -> str | None:
+    for pattern in LIBFAKETIME_GLOBS:
+        found = sorted(glob.glob(pattern))
+        if found:
+            return found[0]
+    return None

@@ -147,6 +147,18 @@ def disk_full(env, topic, rng):
     return f"fill partition leader {victim}'s disk for {held:.1f}s ({outcome})"
 
 
+def clock_skew(env, topic, rng):
+    """A partition leader restarts (kill -9) with its wall clock minutes off, runs so for a while,
+    then restarts with the right time."""
+    victim = _leader(env, topic, rng)
+    skew = rng.choice([-1, 1]) * _span(env, rng, 60, 900)
+    held = _span(env, rng, 8, 12)
+    env.skew_clock(victim, skew)
+    time.sleep(held)
+    env.unskew_clock(victim)
+    return f"restart partition leader {victim} with its clock {skew:+.0f}s off for {held:.1f}s"
+
+
 # in priority order; the CI slice takes the first of each family
 NEMESES = {
     "kill-leader": kill_leader,
@@ -160,4 +172,5 @@ NEMESES = {
     "partition-one-way": partition_one_way,
     "packet-loss": packet_loss,
     "disk-full": disk_full,
+    "clock-skew": clock_skew,
 }

@@ -38,15 +38,17 @@ COLUMNS = ("trials", "acknowledged", "lost", "duplicated", "reordered", "phantom
            "dup_unacked", "windows", "longest_window_s", "unrecovered", "failed")
 
 REQUIRED_TOOLS = {"ip": "iproute2", "nft": "nftables"}
+OPTIONAL_TOOLS = {"faketime": "faketime"}          # libfaketime, for the clock-skew nemesis
 
 
 def ensure_tools() -> str | None:
     """Install the system tools the suite needs (root, apt); None when all are there, else why not."""
-    missing = [package for tool, package in REQUIRED_TOOLS.items() if not shutil.which(tool)]
-    if missing and os.geteuid() == 0 and shutil.which("apt-get"):
-        subprocess.run(["apt-get", "install", "-y", "-q", *missing], capture_output=True,
+    wanted = {**REQUIRED_TOOLS, **OPTIONAL_TOOLS}
+    absent = [package for tool, package in wanted.items() if not shutil.which(tool)]
+    if absent and os.geteuid() == 0 and shutil.which("apt-get"):
+        subprocess.run(["apt-get", "install", "-y", "-q", *absent], capture_output=True,
                        timeout=600)
-        missing = [package for tool, package in REQUIRED_TOOLS.items() if not shutil.which(tool)]
+    missing = [package for tool, package in REQUIRED_TOOLS.items() if not shutil.which(tool)]
     if missing:
         return f"missing {', '.join(missing)}"
     from tests.faults.netlab import available
