@@ -84,13 +84,18 @@ def _read_exactly(sock: socket.socket, size: int) -> bytes:
 
 
 class ClusterNode:
-    def __init__(self, node_id: int, roles: str, root: str, settings: Mapping[str, str]):
+    def __init__(self, node_id: int, roles: str, root: str, settings: Mapping[str, str],
+                 host: str = "127.0.0.1", launcher: list[str] | None = None):
         self.node_id = node_id
+        self.host = host                        # the address every listener binds and advertises
+        self.launcher = list(launcher or [])    # a prefix for the command (e.g. `ip netns exec ns`)
         self.roles = roles
         self.data_dir = os.path.join(root, f"node-{node_id}")
         self.log_path = os.path.join(root, f"node-{node_id}.log")
-        self.port = free_port() if "broker" in roles else None
-        self.controller_port = free_port() if "controller" in roles else None
+        # a host of its own has every port to itself; on loopback each node takes free ones
+        own_host = host != "127.0.0.1"
+        self.port = (9092 if own_host else free_port()) if "broker" in roles else None
+        self.controller_port = (9093 if own_host else free_port()) if "controller" in roles else None
         self.settings = dict(settings)
         self.process: subprocess.Popen | None = None
         self._log_offset = 0
@@ -105,7 +110,7 @@ class ClusterNode:
 
     @property
     def address(self) -> tuple[str, int]:
-        return ("127.0.0.1", self.port)
+        return (self.host, self.port)
 
     @property
     def running(self) -> bool:
@@ -114,13 +119,13 @@ class ClusterNode:
     def command(self) -> list[str]:
         listeners = []
         if self.is_broker:
-            listeners.append(f"PLAINTEXT://127.0.0.1:{self.port}")
+            listeners.append(f"PLAINTEXT://{self.host}:{self.port}")
         if self.is_controller:
-            listeners.append(f"CONTROLLER://127.0.0.1:{self.controller_port}")
+            listeners.append(f"CONTROLLER://{self.host}:{self.controller_port}")
         settings = {"node.id": str(self.node_id), "process.roles": self.roles,
                     "listeners": ",".join(listeners), "log.dirs": self.data_dir,
                     "controller.listener.names": "CONTROLLER", **self.settings}
-        command = [sys.executable, "-m", "broker.cli", "serve"]
+        command = self.launcher + [sys.executable, "-m", "broker.cli", "serve"]
         for key, value in settings.items():
             command += ["--override", f"{key}={value}"]
         return command
@@ -158,7 +163,10 @@ class ClusterNode:
 class Cluster:
     def __init__(self, root, nodes: int = 3, topology: str = "combined", controllers: int = 3,
                  overrides: Mapping[str, str] | None = None,
-                 node_overrides: Mapping[int, Mapping[str, str]] | None = None):
+                 node_overrides: Mapping[int, Mapping[str, str]] | None = None,
+                 placement: Callable[[int], tuple[str, list[str]]] | None = None):
+        """`placement(node_id)`: (address, launcher prefix) when a node runs on a host of its own
+        (the fault suite puts each in a network namespace); loopback by default."""
         if topology not in ("combined", "split"):
             raise ValueError(f"topology must be combined or split, not {topology!r}")
         root = os.fspath(root)
@@ -171,8 +179,9 @@ class Cluster:
         self.nodes: dict[int, ClusterNode] = {}
         for node_id, roles in layout:
             own = {**settings, **(node_overrides or {}).get(node_id, {})}
-            self.nodes[node_id] = ClusterNode(node_id, roles, root, own)
-        voters = ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}"
+            host, launcher = placement(node_id) if placement else ("127.0.0.1", [])
+            self.nodes[node_id] = ClusterNode(node_id, roles, root, own, host, launcher)
+        voters = ",".join(f"{n.node_id}@{n.host}:{n.controller_port}"
                           for n in self.nodes.values() if n.is_controller)
         for node in self.nodes.values():
             node.settings.setdefault("controller.quorum.voters", voters)
@@ -189,7 +198,7 @@ class Cluster:
     @property
     def bootstrap(self) -> str:
         running = [n for n in self.nodes.values() if n.is_broker and n.running]
-        return ",".join(f"127.0.0.1:{n.port}" for n in running or
+        return ",".join(f"{n.host}:{n.port}" for n in running or
                         [n for n in self.nodes.values() if n.is_broker])
 
     def metadata(self, node_id: int, topics=None):
@@ -212,7 +221,7 @@ class Cluster:
             if not node.running:
                 continue
             try:
-                last = call(("127.0.0.1", node.controller_port), 55, 2, describe_quorum_request())
+                last = call((node.host, node.controller_port), 55, 2, describe_quorum_request())
             except OSError:
                 continue
             if not last.topics[0].partitions[0].error_code:

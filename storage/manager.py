@@ -56,6 +56,9 @@ class LogManager:
         self.offline_dirs: dict[str, str] = {}  # log dir -> the I/O error that took it offline
         self.offline_dir_events = 0   # dirs that went offline since start (a metric)
         self.offline_partitions: set[tuple[str, int]] = set()
+        # Called (with offline_dirs) once the last online dir fails: a cluster node halts then, as
+        # Kafka's broker does, so that its partitions' leadership moves to a replica that can write.
+        self.on_every_dir_offline: Callable[[dict[str, str]], None] | None = None
         # Logs the cleaner failed on (Kafka's KIP-346 uncleanable partitions): skipped
         # until a restart, a config change or the log's deletion.
         self._uncleanable: set[tuple[str, int]] = set()
@@ -107,6 +110,8 @@ class LogManager:
         self.offline_dir_events += 1
         logger.error("log dir %s is offline after an I/O error on %s: %s", log_dir, where,
                      self.offline_dirs[log_dir])
+        if self.on_every_dir_offline is not None and set(self.log_dirs) <= set(self.offline_dirs):
+            self.on_every_dir_offline(dict(self.offline_dirs))
 
     def _log_failed(self, log, exc: BaseException) -> None:
         """A log's I/O error (disk full, failing disk): its dir is reported offline. Only that

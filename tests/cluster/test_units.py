@@ -75,3 +75,38 @@ def test_voters_come_from_the_leaders_describe_quorum_nodes():
     part.error_code = 0
     answer.nodes = nodes[:1]                                      # a voter without its address
     assert voters_from(answer, "CONTROLLER") is None
+
+
+def test_a_controller_serves_a_forwarded_create_topics_without_a_broker():
+    """A broker forwards CreateTopics (its clients' and its own, e.g. __consumer_offsets) to the
+    active controller's listener, where the handler runs with no broker: the controller mutation
+    quota (charged by the forwarding broker) must not need one (it raised AttributeError: groups
+    could not form while the active controller was another node)."""
+    import trio
+
+    from broker.cluster.controller_api import ControllerApi
+    from broker.controller.controller import CreateTopicResult
+    import protocol
+
+    class Controller:
+        image = None
+
+        async def create_topics(self, specs, validate_only=False):
+            return [CreateTopicResult(name=s.name, error_code=0, topic_id=None,
+                                      num_partitions=s.num_partitions,
+                                      replication_factor=s.replication_factor, configs={})
+                    for s in specs]
+
+    config = BrokerConfig({"process.roles": "controller", "node.id": "1",
+                           "controller.quorum.voters": "1@127.0.0.1:9093",
+                           "controller.listener.names": "CONTROLLER",
+                           "listeners": "CONTROLLER://127.0.0.1:9093"})
+    api = ControllerApi(Controller(), config)
+    R = m.CreateTopicsRequest
+    body = R(timeout_ms=1000, validate_only=False, topics=[R.CreatableTopic(
+        name="__consumer_offsets", num_partitions=3, replication_factor=3, assignments=[],
+        configs=[])])
+    header, body = protocol.decode_request(protocol.encode_request(19, 7, 1, "broker-2", body))
+    answer = trio.run(api.handle, header, body)
+    assert [(t.name, t.error_code, t.num_partitions) for t in answer.topics] == \
+        [("__consumer_offsets", 0, 3)]

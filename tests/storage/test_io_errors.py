@@ -158,3 +158,17 @@ def test_a_log_dir_failing_at_start_up_goes_offline_alone(tmp_path, monkeypatch)
     with pytest.raises(KafkaStorageError):
         again.get_or_create_log(*offline)
     assert again.get_or_create_log("new", 0).directory.startswith(os.path.abspath(good))
+
+
+def test_the_manager_reports_once_every_log_dir_is_offline(tmp_path):
+    """The hook a cluster node halts on: called when the last online dir fails, not before."""
+    mgr = LogManager([str(tmp_path / "a"), str(tmp_path / "b")])
+    calls = []
+    mgr.on_every_dir_offline = calls.append
+    first, second = mgr.get_or_create_log("t", 0), mgr.get_or_create_log("t", 1)
+    assert mgr._dir_of[("t", 0)] != mgr._dir_of[("t", 1)]
+    first._go_offline(OSError(28, "No space left on device"))
+    assert calls == [] and len(mgr.offline_dirs) == 1
+    second._go_offline(OSError(5, "Input/output error"))
+    assert len(calls) == 1 and set(calls[0]) == set(mgr.log_dirs)
+    mgr.close()

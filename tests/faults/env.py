@@ -1,0 +1,308 @@
+"""The environment of a fault trial: a real Odradek cluster whose nodes each live in a network
+namespace of their own, with a small tmpfs as their data disk, and a client namespace.
+
+::
+
+    with FaultEnv(tmp_path) as env:          # 3 combined nodes, RF 3, min.insync.replicas=2
+        env.create_topic("t", partitions=3)
+        env.client(["produce", ...])          # a subprocess in the client namespace
+        env.cluster.kill(env.leader("t", 0))
+        env.recover()                         # every node running, heals, ISR full again
+
+Everything it makes (namespaces, veths, the bridge, nft rules, tmpfs mounts, processes) is removed
+when the block exits, on failure too; every wait is bounded.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import protocol
+from broker.testing_cluster import REPO_ROOT, Cluster, call
+from protocol import messages as m
+
+from tests.faults.netlab import NetLab
+
+# acks=all, RF 3, min.insync.replicas=2 everywhere, internal topics included; failure detection
+# fast enough for short trials (a broker silent for 6 s is fenced, a follower 6 s behind leaves ISR).
+CLUSTER_SETTINGS = {
+    "default.replication.factor": "3",
+    "min.insync.replicas": "2",
+    "offsets.topic.replication.factor": "3",
+    "offsets.topic.num.partitions": "3",
+    "transaction.state.log.replication.factor": "3",
+    "transaction.state.log.num.partitions": "3",
+    "transaction.state.log.min.isr": "2",
+    "broker.heartbeat.interval.ms": "1000",
+    "broker.session.timeout.ms": "6000",
+    "replica.lag.time.max.ms": "6000",
+    "replica.fetch.backoff.ms": "200",
+    "unclean.leader.election.enable": "false",
+    "auto.create.topics.enable": "false",
+}
+SESSION_TIMEOUT_S = 6.0
+LIBFAKETIME_GLOBS = ("/usr/lib/*/faketime/libfaketimeMT.so.1", "/usr/lib/faketime/libfaketimeMT.so.1",
+                     "/usr/local/lib/faketime/libfaketimeMT.so.1")
+DISK_MB = 256
+
+
+class FaultEnv:
+    def __init__(self, root, nodes: int = 3, disk_mb: int = DISK_MB, overrides=None,
+                 quick: bool = False):
+        self.root = os.fspath(root)
+        self.quick = quick          # nemeses hold their faults for the shortest span (CI)
+        self.node_count = nodes
+        self.disk_mb = disk_mb
+        self.overrides = {**CLUSTER_SETTINGS, **(overrides or {})}
+        self.lab = NetLab()
+        self.cluster: Cluster | None = None
+        self.mounts: list[str] = []
+        self.clients: list[subprocess.Popen] = []
+        self.paused: set[int] = set()
+        self.fillers: dict[int, str] = {}
+        self.skewed: dict[int, list[str]] = {}     # node -> its launcher before the skew
+
+    # -- set-up and tear-down ----------------------------------------------------------------------
+    def __enter__(self) -> "FaultEnv":
+        self.lab.__enter__()
+        try:
+            for node_id in range(1, self.node_count + 1):
+                self.lab.add_host(f"n{node_id}")
+                self._mount(os.path.join(self.root, f"node-{node_id}"))
+            self.lab.add_host("client")
+
+            def placement(node_id):
+                host = self.lab.hosts[f"n{node_id}"]
+                return host.address, host.exec_prefix()
+            self.cluster = Cluster(self.root, self.node_count, overrides=self.overrides,
+                                   placement=placement)
+            for node_id in self.cluster.nodes:
+                self.cluster.start(node_id)
+            self.cluster.wait_started(list(self.cluster.nodes), 120)
+            self.cluster.wait_formed(120)
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        for process in self.clients:
+            if process.poll() is None:
+                process.kill()
+                try:
+                    process.wait(10)
+                except subprocess.TimeoutExpired:
+                    pass
+        if self.cluster is not None:
+            self.cluster.close()        # SIGKILL reaches stopped processes too
+        for mount in reversed(self.mounts):
+            subprocess.run(["umount", "-l", mount], capture_output=True, timeout=30)
+        self.mounts.clear()
+        self.lab.close()
+
+    def _mount(self, path: str) -> None:
+        os.makedirs(path, exist_ok=True)
+        done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={self.disk_mb}m", "tmpfs", path],
+                              capture_output=True, text=True, timeout=30)
+        if done.returncode != 0:
+            raise RuntimeError(f"mount tmpfs on {path}: {done.stderr.strip()}")
+        self.mounts.append(path)
+
+    # -- clients -----------------------------------------------------------------------------------
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(f"{n.host}:{n.port}" for n in self.cluster.nodes.values())
+
+    def client(self, args: list[str], log_name: str) -> subprocess.Popen:
+        """Start `python -m tests.faults.client ARGS` in the client namespace."""
+        env = dict(os.environ)
+        env["PYTHONPATH"] = REPO_ROOT + os.pathsep + env.get("PYTHONPATH", "")
+        log = open(os.path.join(self.root, log_name), "ab")
+        command = self.lab.hosts["client"].exec_prefix() + [
+            sys.executable, "-m", "tests.faults.client", "--bootstrap", self.bootstrap, *args]
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT,
+                                   env=env)
+        log.close()
+        self.clients.append(process)
+        return process
+
+    def wait_client(self, process: subprocess.Popen, timeout: float) -> int:
+        try:
+            return process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(10)
+            return -9
+
+    # -- views -------------------------------------------------------------------------------------
+    def metadata(self, topics=None):
+        """Metadata from the first running, unpaused broker that answers."""
+        for node_id, node in self.cluster.nodes.items():
+            if node.running and node_id not in self.paused:
+                try:
+                    return self.cluster.metadata(node_id, topics)
+                except (OSError, ConnectionError):
+                    continue
+        return None
+
+    def partitions(self, topic: str) -> dict[int, tuple[int, list[int]]]:
+        """partition -> (leader, isr) as the cluster's metadata says ({} when nobody answers)."""
+        response = self.metadata([topic])
+        if response is None or not response.topics or response.topics[0].error_code:
+            return {}
+        return {p.partition_index: (p.leader_id, sorted(p.isr_nodes))
+                for p in response.topics[0].partitions}
+
+    def leader(self, topic: str, partition: int = 0) -> int:
+        return self.partitions(topic).get(partition, (-1, []))[0]
+
+    def active_controller(self) -> int:
+        try:
+            return self.cluster.active_controller()
+        except (OSError, ConnectionError):
+            return -1
+
+    # -- admin -------------------------------------------------------------------------------------
+    def create_topic(self, topic: str, partitions: int = 3, configs=None, timeout: float = 60) -> None:
+        R = m.CreateTopicsRequest
+        settings = {"min.insync.replicas": "2", **(configs or {})}
+        body = R(topics=[R.CreatableTopic(
+            name=topic, num_partitions=partitions, replication_factor=3, assignments=[],
+            configs=[R.CreatableTopicConfig(name=k, value=v)
+                     for k, v in settings.items()])], timeout_ms=30000, validate_only=False)
+        deadline = time.monotonic() + timeout
+        while True:
+            controller = self.active_controller()
+            node = self.cluster.nodes.get(controller)
+            try:
+                if node is not None:
+                    answer = call(node.address, 19, 5, body, timeout=35).topics[0]
+                    if answer.error_code in (0, 36):        # created / already exists
+                        break
+            except (OSError, ConnectionError):
+                pass
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"could not create {topic}")
+            time.sleep(0.5)
+        self.wait_until(lambda: self._settled(topic, partitions), deadline - time.monotonic(),
+                        f"{topic}'s partitions with a leader and a full ISR")
+
+    def _settled(self, topic: str, partitions: int, need_full_isr: bool = True) -> bool:
+        state = self.partitions(topic)
+        return len(state) == partitions and all(
+            leader >= 0 and (len(isr) == self.node_count or not need_full_isr)
+            for leader, isr in state.values())
+
+    # -- faults the environment itself knows how to undo -------------------------------------------
+    def pause(self, node_id: int) -> None:
+        self.cluster.nodes[node_id].signal(signal.SIGSTOP)
+        self.paused.add(node_id)
+
+    def resume(self, node_id: int) -> None:
+        self.cluster.nodes[node_id].signal(signal.SIGCONT)
+        self.paused.discard(node_id)
+
+    def fill_disk(self, node_id: int) -> None:
+        """Take every free byte of the node's data disk (its tmpfs) with one file."""
+        path = os.path.join(self.cluster.nodes[node_id].data_dir, ".faults-filler")
+        self.fillers[node_id] = path
+        with open(path, "wb", buffering=0) as handle:     # unbuffered: close must not flush
+            for size in (1 << 20, 4096, 1):                  # megabytes, then the last crumbs
+                try:
+                    while handle.write(b"\0" * size):
+                        pass
+                except OSError:
+                    pass
+
+    def free_disk(self, node_id: int) -> None:
+        path = self.fillers.pop(node_id, None)
+        if path and os.path.exists(path):
+            os.unlink(path)
+
+    def skew_clock(self, node_id: int, seconds: float) -> None:
+        """kill -9 the node and start it again with its wall clock `seconds` off (libfaketime: a
+        constant offset, so intervals stay right; a running process cannot be re-clocked)."""
+        library = libfaketime()
+        if library is None:
+            raise RuntimeError("libfaketime is not installed")
+        node = self.cluster.nodes[node_id]
+        self.skewed.setdefault(node_id, list(node.launcher))
+        self.cluster.kill(node_id)
+        node.launcher = self.skewed[node_id] + ["env", f"LD_PRELOAD={library}",
+                                                f"FAKETIME={seconds:+.0f}s"]
+        self.cluster.start(node_id)
+
+    def unskew_clock(self, node_id: int) -> None:
+        launcher = self.skewed.pop(node_id, None)
+        if launcher is not None:
+            self.cluster.kill(node_id)
+            self.cluster.nodes[node_id].launcher = launcher
+            self.cluster.start(node_id)
+
+    def recover(self, topics=(), timeout: float = 120) -> float:
+        """Undo every fault (heal the network, resume paused nodes, free disks, start dead nodes),
+        then wait until every broker is registered and every partition of `topics` has a leader and
+        its full ISR. Returns the seconds it took; raises TimeoutError when the cluster does not
+        recover."""
+        began = time.monotonic()
+        self.lab.heal()
+        for node_id in list(self.paused):
+            self.resume(node_id)
+        for node_id in list(self.fillers):
+            self.free_disk(node_id)
+        for node_id in list(self.skewed):
+            self.unskew_clock(node_id)
+        for node_id, node in self.cluster.nodes.items():
+            if not node.running:
+                self.cluster.start(node_id)
+        deadline = began + timeout
+        self.wait_until(lambda: all(n.started() for n in self.cluster.nodes.values()),
+                        deadline - time.monotonic(), "every node to start")
+        self.wait_until(self._formed, deadline - time.monotonic(), "every broker to register")
+        for topic in topics:
+            # a quick (CI) environment only needs leaders to read from; the next trial's topic
+            # waits for every broker anyway
+            self.wait_until(lambda: self._settled(topic, len(self.partitions(topic)) or 1,
+                                                  need_full_isr=not self.quick),
+                            deadline - time.monotonic(), f"{topic} to get its full ISR back")
+        return time.monotonic() - began
+
+    def _formed(self) -> bool:
+        ids = set(self.cluster.nodes)
+        for node_id in ids:
+            listed = {b.node_id for b in self.cluster.metadata(node_id).brokers}
+            if listed != ids:
+                return False
+        return True
+
+    def wait_until(self, predicate, timeout: float, what: str):
+        deadline = time.monotonic() + max(timeout, 0)
+        while True:
+            try:
+                value = predicate()
+            except (OSError, ConnectionError, ValueError, protocol.DecodeError):
+                value = None
+            if value:
+                return value
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"timed out waiting for {what}")
+            time.sleep(0.2)
+
+    def log_tails(self, lines: int = 20) -> str:
+        return self.cluster._log_tails(lines)
+
+
+def libfaketime() -> str | None:
+    for pattern in LIBFAKETIME_GLOBS:
+        found = sorted(glob.glob(pattern))
+        if found:
+            return found[0]
+    return None

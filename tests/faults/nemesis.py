@@ -1,0 +1,176 @@
+"""Nemeses: the faults a trial injects while its workload runs.
+
+Each is a function ``(env, topic, rng) -> str`` that injects its fault, holds it, undoes what it can
+while the workload still runs (a killed node restarts, a paused one resumes, a partition heals) and
+returns a description of what it did. `FaultEnv.recover()` then undoes anything left.
+"""
+
+from __future__ import annotations
+
+import random
+import signal
+import time
+
+from tests.faults.env import SESSION_TIMEOUT_S, FaultEnv
+
+
+def _span(env: FaultEnv, rng: random.Random, low: float, high: float) -> float:
+    """How long to hold a fault: random in [low, high]; the low end in a quick (CI) environment."""
+    return low if env.quick else rng.uniform(low, high)
+
+
+def _leader(env: FaultEnv, topic: str, rng: random.Random) -> int:
+    state = env.partitions(topic)
+    leaders = [leader for leader, _ in state.values() if leader >= 0]
+    return rng.choice(leaders) if leaders else rng.choice(list(env.cluster.nodes))
+
+
+def _controller(env: FaultEnv, rng: random.Random) -> int:
+    controller = env.active_controller()
+    return controller if controller in env.cluster.nodes else rng.choice(list(env.cluster.nodes))
+
+
+def _kill_and_restart(env: FaultEnv, nodes: list[int], down_s: float) -> None:
+    for node_id in nodes:
+        env.cluster.nodes[node_id].signal(signal.SIGKILL)
+    for node_id in nodes:
+        env.cluster.nodes[node_id].wait(10)
+    time.sleep(down_s)
+    for node_id in nodes:
+        env.cluster.start(node_id)
+
+
+def kill_random(env, topic, rng):
+    victim = rng.choice(list(env.cluster.nodes))
+    down = _span(env, rng, 1, 6)
+    _kill_and_restart(env, [victim], down)
+    return f"kill -9 node {victim}, restart after {down:.1f}s"
+
+
+def kill_leader(env, topic, rng):
+    victim = _leader(env, topic, rng)
+    down = _span(env, rng, 1, 6)
+    _kill_and_restart(env, [victim], down)
+    return f"kill -9 partition leader {victim}, restart after {down:.1f}s"
+
+
+def kill_controller(env, topic, rng):
+    victim = _controller(env, rng)
+    down = _span(env, rng, 1, 6)
+    _kill_and_restart(env, [victim], down)
+    return f"kill -9 active controller {victim}, restart after {down:.1f}s"
+
+
+def kill_majority(env, topic, rng):
+    victims = rng.sample(list(env.cluster.nodes), 2)
+    down = _span(env, rng, 1, 4)
+    _kill_and_restart(env, victims, down)
+    return f"kill -9 nodes {sorted(victims)} together, restart after {down:.1f}s"
+
+
+def _pause(env, victim, what, rng):
+    """Longer than the session timeout: the node is fenced while it sleeps, then wakes up."""
+    held = SESSION_TIMEOUT_S + _span(env, rng, 1.5, 6)
+    env.pause(victim)
+    time.sleep(held)
+    env.resume(victim)
+    return f"SIGSTOP {what} {victim} for {held:.1f}s (session timeout {SESSION_TIMEOUT_S:.0f}s)"
+
+
+def pause_leader(env, topic, rng):
+    return _pause(env, _leader(env, topic, rng), "partition leader", rng)
+
+
+def pause_controller(env, topic, rng):
+    return _pause(env, _controller(env, rng), "active controller", rng)
+
+
+def _nodes(env):
+    return [f"n{i}" for i in env.cluster.nodes]
+
+
+def partition_leader(env, topic, rng):
+    """The leader of a partition loses the other nodes (the clients still reach it)."""
+    victim = _leader(env, topic, rng)
+    held = _span(env, rng, 8, 12)
+    others = [n for n in _nodes(env) if n != f"n{victim}"]
+    env.lab.partition([f"n{victim}"], others)
+    time.sleep(held)
+    env.lab.heal()
+    return f"isolate partition leader {victim} from the other nodes for {held:.1f}s"
+
+
+def partition_halves(env, topic, rng):
+    """A random minority/majority split; the clients land on one side at random."""
+    nodes = _nodes(env)
+    rng.shuffle(nodes)
+    minority, majority = nodes[:1], nodes[1:]
+    side = rng.choice(["minority", "majority"])
+    (minority if side == "minority" else majority).append("client")
+    held = _span(env, rng, 8, 12)
+    env.lab.partition(minority, majority)
+    time.sleep(held)
+    env.lab.heal()
+    return f"partition {sorted(minority)} | {sorted(majority)} for {held:.1f}s"
+
+
+def partition_one_way(env, topic, rng):
+    """The leader's packets to the other nodes are dropped; theirs still reach it."""
+    victim = _leader(env, topic, rng)
+    held = _span(env, rng, 8, 12)
+    for other in _nodes(env):
+        if other != f"n{victim}":
+            env.lab.cut(f"n{victim}", other)
+    time.sleep(held)
+    env.lab.heal()
+    return f"drop what leader {victim} sends to the other nodes for {held:.1f}s"
+
+
+def packet_loss(env, topic, rng):
+    percent = rng.choice([10, 20, 30])
+    held = _span(env, rng, 8, 12)
+    for name in _nodes(env):
+        env.lab.lossy(name, percent)
+    time.sleep(held)
+    env.lab.heal()
+    return f"{percent}% packet loss on every node for {held:.1f}s"
+
+
+def disk_full(env, topic, rng):
+    victim = _leader(env, topic, rng)
+    held = _span(env, rng, 3, 8)
+    env.fill_disk(victim)
+    time.sleep(held)
+    env.free_disk(victim)
+    node = env.cluster.nodes[victim]
+    outcome = "stayed up" if node.running else f"exited with {node.process.returncode}"
+    return f"fill partition leader {victim}'s disk for {held:.1f}s ({outcome})"
+
+
+def clock_skew(env, topic, rng):
+    """A partition leader restarts (kill -9) with its wall clock minutes off, runs so for a while,
+    then restarts with the right time."""
+    victim = _leader(env, topic, rng)
+    skew = rng.choice([-1, 1]) * _span(env, rng, 60, 900)
+    held = _span(env, rng, 8, 12)
+    env.skew_clock(victim, skew)
+    time.sleep(held)
+    env.unskew_clock(victim)
+    return f"restart partition leader {victim} with its clock {skew:+.0f}s off for {held:.1f}s"
+
+
+# in priority order; the CI slice takes the first of each family
+NEMESES = {
+    "kill-leader": kill_leader,
+    "kill-controller": kill_controller,
+    "kill-random": kill_random,
+    "kill-majority": kill_majority,
+    "pause-leader": pause_leader,
+    "pause-controller": pause_controller,
+    "partition-leader": partition_leader,
+    "partition-halves": partition_halves,
+    "partition-one-way": partition_one_way,
+    "packet-loss": packet_loss,
+    "disk-full": disk_full,
+    "clock-skew": clock_skew,
+}

@@ -1,0 +1,236 @@
+"""Run fault trials and print what they found.
+
+    python -m tests.faults.run --trials 50                  # every nemesis, 50 trials each
+    python -m tests.faults.run --nemesis kill-leader,pause-leader --trials 5 --out faults-out
+
+A trial: a fresh topic (3 partitions, RF 3, min.insync.replicas=2); an idempotent acks=all producer
+in the client namespace; the nemesis strikes once the producer has its first acknowledgement; the
+producer stops a few seconds after the nemesis healed what it could; the environment recovers
+(every node up, every partition's ISR full); a reader reads every partition to its high watermark; the
+checker compares. Trials share one cluster until it fails to recover, when a new one is built (and
+the trial counts as `unrecovered`). `--workload transactions`: consume-transform-produce in
+transactions instead (see client.transform); `--workload group`: a consumer group under
+membership churn (see client.group). Results go to `OUT/results.jsonl` as they come (a failing trial
+also keeps its history, read and node logs in `OUT/trial-N/`); the summary table is printed after each
+round (one trial of every nemesis and workload) and at the end. It stops by itself after the
+trials or `--hours`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+from tests.faults import checker
+from tests.faults.env import FaultEnv
+from tests.faults.nemesis import NEMESES
+
+PRODUCE_RATE = 60           # records a second, over 3 partitions
+AFTER_HEAL_S = 3.0          # the producer keeps going this long after the nemesis healed
+COLUMNS = ("trials", "acknowledged", "lost", "duplicated", "reordered", "phantom", "unknown",
+           "dup_unacked", "windows", "longest_window_s", "unrecovered", "failed")
+
+REQUIRED_TOOLS = {"ip": "iproute2", "nft": "nftables"}
+OPTIONAL_TOOLS = {"faketime": "faketime"}          # libfaketime, for the clock-skew nemesis
+
+
+def ensure_tools() -> str | None:
+    """Install the system tools the suite needs (root, apt); None when all are there, else why not."""
+    wanted = {**REQUIRED_TOOLS, **OPTIONAL_TOOLS}
+    absent = [package for tool, package in wanted.items() if not shutil.which(tool)]
+    if absent and os.geteuid() == 0 and shutil.which("apt-get"):
+        subprocess.run(["apt-get", "install", "-y", "-q", *absent], capture_output=True,
+                       timeout=600)
+    missing = [package for tool, package in REQUIRED_TOOLS.items() if not shutil.which(tool)]
+    if missing:
+        return f"missing {', '.join(missing)}"
+    from tests.faults.netlab import available
+    return available()
+
+
+def run_trial(env: FaultEnv, nemesis: str, number: int, rng: random.Random, out_dir: str,
+              max_seconds: float = 60, workload: str = "producer") -> dict:
+    """One trial on a running environment; raises TimeoutError when the cluster does not recover."""
+    trial_dir = os.path.join(out_dir, f"trial-{number}")
+    os.makedirs(trial_dir, exist_ok=True)
+    history_path = os.path.join(trial_dir, "history.jsonl")
+    read_path = os.path.join(trial_dir, "read.jsonl")
+    stop_file = os.path.join(trial_dir, "stop")
+    read_file = os.path.join(trial_dir, "read")
+    began = time.monotonic()
+    if workload == "producer":
+        topic = read_topic = f"faults-{number}"
+        env.create_topic(topic, partitions=3)
+        client = env.client(["produce", "--topic", topic, "--rate", str(PRODUCE_RATE),
+                             "--seconds", str(max_seconds), "--history", history_path,
+                             "--stop-file", stop_file, "--read-topic", topic,
+                             "--read-when", read_file, "--read-history", read_path],
+                            f"trial-{number}-producer.log")
+        check = checker.check_producer
+    elif workload == "transactions":
+        topic, read_topic = f"faults-{number}-in", f"faults-{number}-out"
+        env.create_topic(topic, partitions=3)
+        env.create_topic(read_topic, partitions=3)
+        client = env.client(["transform", "--input", topic, "--output", read_topic,
+                             "--group", f"faults-{number}", "--transactional-id", f"faults-{number}",
+                             "--seconds", str(max_seconds + 60), "--history", history_path,
+                             "--read-topic", read_topic, "--read-when", read_file,
+                             "--read-history", read_path],
+                            f"trial-{number}-transform.log")
+        check = checker.check_transactions
+    elif workload == "group":
+        topic = read_topic = f"faults-{number}-group"
+        env.create_topic(topic, partitions=3)
+        client = env.client(["group", "--input", topic, "--group", f"faults-{number}",
+                             "--seconds", str(max_seconds + 60), "--history", history_path],
+                            f"trial-{number}-group.log")
+        check = checker.check_group
+        read_file = None
+    else:
+        raise ValueError(f"unknown workload {workload!r}")
+    env.wait_until(lambda: any(e.get("type") == "ok" for e in checker.load(history_path)),
+                   60, "the client's first acknowledgement")
+    struck = time.monotonic() - began
+    description = NEMESES[nemesis](env, topic, rng)
+    healed = time.monotonic() - began
+    time.sleep(AFTER_HEAL_S / 2 if env.quick else AFTER_HEAL_S)
+    open(stop_file, "w").close()
+    recovery_s = env.recover([topic, read_topic], timeout=120)
+    if read_file:
+        open(read_file, "w").close()    # the client reads once its own work is done
+    env.wait_client(client, max_seconds + 210)
+    result = check(checker.load(history_path), checker.load(read_path))
+    result.update(trial=number, workload=workload, nemesis=nemesis, fault=description,
+                  struck_s=round(struck, 1), healed_s=round(healed, 1),
+                  recovery_s=round(recovery_s, 1), ok=checker.ok(result))
+    if result["ok"]:
+        shutil.rmtree(trial_dir, ignore_errors=True)
+    else:
+        _keep_logs(env, trial_dir)
+    return result
+
+
+def _keep_logs(env: FaultEnv, trial_dir: str) -> None:
+    os.makedirs(trial_dir, exist_ok=True)
+    for node in env.cluster.nodes.values():
+        if os.path.exists(node.log_path):
+            shutil.copy(node.log_path, trial_dir)
+    for name in os.listdir(env.root):
+        if name.endswith(".log") and name.startswith("trial-"):
+            shutil.copy(os.path.join(env.root, name), trial_dir)
+
+
+def summarize(results: list[dict]) -> dict[str, dict]:
+    table: dict[str, dict] = {}
+    for result in results:
+        key = result["nemesis"]
+        if result.get("workload", "producer") != "producer":
+            key = f"{result['workload']}:{key}"
+        row = table.setdefault(key, dict.fromkeys(COLUMNS, 0))
+        row["trials"] += 1
+        if result.get("unrecovered") or not result.get("read_complete", True):
+            row["unrecovered"] += 1
+            row["failed"] += 1
+            continue
+        for column in ("acknowledged", "lost", "duplicated", "reordered", "phantom", "unknown",
+                       "windows"):
+            row[column] += result[column]
+        row["dup_unacked"] += result.get("duplicated_unacknowledged", 0)
+        row["longest_window_s"] = max(row["longest_window_s"], result["longest_window_s"])
+        row["failed"] += 0 if result["ok"] else 1
+    return table
+
+
+def format_table(table: dict[str, dict]) -> str:
+    widths = [max(len("nemesis"), *(len(n) for n in table))] + [len(c) for c in COLUMNS]
+    lines = ["  ".join(["nemesis".ljust(widths[0])] +
+                       [c.rjust(w) for c, w in zip(COLUMNS, widths[1:])])]
+    for name, row in table.items():
+        cells = [f"{row[c]:.1f}" if c == "longest_window_s" else str(row[c]) for c in COLUMNS]
+        lines.append("  ".join([name.ljust(widths[0])] +
+                               [cell.rjust(w) for cell, w in zip(cells, widths[1:])]))
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.faults.run", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--trials", type=int, default=50, help="trials per nemesis (50)")
+    parser.add_argument("--nemesis", default=",".join(NEMESES),
+                        help="comma-separated, from: " + ", ".join(NEMESES))
+    parser.add_argument("--out", default="faults-out", help="results directory (faults-out)")
+    parser.add_argument("--workload", default="producer",
+                        help="comma-separated, from: producer, transactions, group (producer)")
+    parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--hours", type=float, default=None, help="stop after this long")
+    args = parser.parse_args(argv)
+    names = [n.strip() for n in args.nemesis.split(",") if n.strip()]
+    unknown = [n for n in names if n not in NEMESES]
+    if unknown:
+        parser.error(f"unknown nemesis {', '.join(unknown)}")
+    workloads = [w.strip() for w in args.workload.split(",") if w.strip()]
+    if set(workloads) - {"producer", "transactions", "group"}:
+        parser.error(f"unknown workload in {args.workload}")
+    problem = ensure_tools()
+    if problem:
+        print(f"faults: cannot run: {problem}", file=sys.stderr)
+        return 2
+    seed = args.seed if args.seed is not None else random.randrange(1 << 30)
+    rng = random.Random(seed)
+    os.makedirs(args.out, exist_ok=True)
+    print(f"faults: seed {seed}, {args.trials} trials of {', '.join(names)}; results in {args.out}")
+    deadline = time.monotonic() + args.hours * 3600 if args.hours else None
+    results: list[dict] = []
+    number = 0
+    env = None
+    root = tempfile.mkdtemp(prefix="odradek-faults-")
+    try:
+        with open(os.path.join(args.out, "results.jsonl"), "a") as sink:
+            # round robin, so that a run cut short by --hours has covered every nemesis alike
+            for _ in range(args.trials):
+                for workload, name in [(w, n) for w in workloads for n in names]:
+                    if deadline and time.monotonic() > deadline:
+                        break
+                    number += 1
+                    try:
+                        if env is None:
+                            env_root = os.path.join(root, f"env-{number}")
+                            os.makedirs(env_root)
+                            env = FaultEnv(env_root).__enter__()
+                        result = run_trial(env, name, number, rng, args.out, workload=workload)
+                    except Exception as error:      # noqa: BLE001 - recorded, then a fresh cluster
+                        result = {"trial": number, "nemesis": name, "workload": workload,
+                                  "unrecovered": True, "ok": False,
+                                  "error": f"{type(error).__name__}: {error}"}
+                        if env is not None:
+                            _keep_logs(env, os.path.join(args.out, f"trial-{number}"))
+                            env.close()
+                        env = None
+                    results.append(result)
+                    sink.write(json.dumps(result) + "\n")
+                    sink.flush()
+                    print(f"trial {number} {workload}/{name}: {'ok' if result['ok'] else 'FAILED'} "
+                          f"{result.get('fault', result.get('error', ''))[:200]} "
+                          f"acked={result.get('acknowledged', 0)}", flush=True)
+                print(format_table(summarize(results)), flush=True)
+                if deadline and time.monotonic() > deadline:
+                    break
+    except KeyboardInterrupt:           # Ctrl-C or SIGTERM: keep and show what was measured
+        print("faults: interrupted", flush=True)
+    finally:
+        if env is not None:
+            env.close()
+        shutil.rmtree(root, ignore_errors=True)
+    print(format_table(summarize(results)))
+    return 0 if all(r["ok"] for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,128 @@
+"""The fault suite's CI slice: one trial of the main nemeses on a real 3-node cluster in network
+namespaces (the full run is `python -m tests.faults.run`, see README), and the checker's own tests
+(it must see lost, duplicated, reordered and phantom records when they are there)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from tests.faults import checker
+from tests.faults.env import FaultEnv
+from tests.faults.nemesis import NEMESES
+from tests.faults.run import ensure_tools, run_trial
+
+CI_NEMESES = ["kill-leader", "pause-leader", "partition-leader", "disk-full"]
+
+
+# -- the checker -------------------------------------------------------------------------------------
+def _history(*events):
+    out, t = [], 0.0
+    for kind, value, *rest in events:
+        t += 0.1
+        event = {"t": t, "type": kind, "p": int(value.split("-")[0]), "v": value}
+        if rest:
+            event["offset"] = rest[0]
+        out.append(event)
+    return out
+
+
+def _read(*records, complete=True):
+    return [{"p": int(v.split("-")[0]), "offset": o, "v": v} for v, o in records] + \
+        [{"complete": complete}]
+
+
+def test_checker_passes_a_clean_history():
+    history = _history(("invoke", "0-0"), ("invoke", "0-1"), ("ok", "0-0", 0), ("ok", "0-1", 1))
+    result = checker.check_producer(history, _read(("0-0", 0), ("0-1", 1)))
+    assert checker.ok(result) and result["acknowledged"] == 2
+
+
+def test_checker_finds_lost_duplicated_reordered_and_phantom_records():
+    history = _history(("invoke", "0-0"), ("invoke", "0-1"), ("invoke", "0-2"), ("invoke", "1-0"),
+                       ("ok", "0-0", 0), ("ok", "0-1", 1), ("ok", "0-2", 2), ("ok", "1-0", 0))
+    lost = checker.check_producer(history, _read(("0-0", 0), ("0-1", 1), ("0-2", 2)))
+    assert lost["lost"] == 1 and lost["examples"]["lost"] == ["1-0"] and not checker.ok(lost)
+    duplicated = checker.check_producer(history, _read(("0-0", 0), ("0-1", 1), ("0-1", 2),
+                                                       ("0-2", 3), ("1-0", 0)))
+    assert duplicated["duplicated"] == 1 and not checker.ok(duplicated)
+    reordered = checker.check_producer(history, _read(("0-0", 0), ("0-2", 1), ("0-1", 2),
+                                                      ("1-0", 0)))
+    assert reordered["reordered"] == 1 and not checker.ok(reordered)
+    phantom = checker.check_producer(history, _read(("0-0", 0), ("0-1", 1), ("0-2", 2),
+                                                    ("0-9", 3), ("1-0", 0)))
+    assert phantom["phantom"] == 1 and not checker.ok(phantom)
+
+
+def test_checker_accepts_unknown_outcomes_either_way_but_not_an_incomplete_read():
+    history = _history(("invoke", "0-0"), ("invoke", "0-1"), ("ok", "0-0", 0), ("info", "0-1"))
+    assert checker.ok(checker.check_producer(history, _read(("0-0", 0))))
+    assert checker.ok(checker.check_producer(history, _read(("0-0", 0), ("0-1", 1))))
+    twice = checker.check_producer(history, _read(("0-0", 0), ("0-1", 1), ("0-1", 2)))
+    assert checker.ok(twice) and twice["duplicated_unacknowledged"] == 1
+    assert not checker.ok(checker.check_producer(history, _read(("0-0", 0), complete=False)))
+
+
+def test_unavailability_windows_are_gaps_between_acknowledgements():
+    events = [{"t": 0.0, "type": "invoke"}, {"t": 0.5, "type": "ok"}, {"t": 4.0, "type": "ok"},
+              {"t": 4.5, "type": "invoke"}]
+    assert checker.unavailability(events) == [(0.5, 3.5)]
+
+
+def test_transaction_checker_finds_aborted_records_and_duplicated_inputs():
+    history = [{"t": 0.1, "type": "seeded", "count": 3},
+               {"t": 0.2, "type": "invoke", "txn": 1, "inputs": ["0-0", "0-1"]},
+               {"t": 0.3, "type": "fail", "txn": 1},
+               {"t": 0.4, "type": "invoke", "txn": 2, "inputs": ["0-0", "0-1", "0-2"]},
+               {"t": 0.5, "type": "ok", "txn": 2}, {"t": 0.6, "type": "end", "done": True}]
+    clean = _read(("0-0@2", 0), ("0-1@2", 1), ("0-2@2", 2))
+    assert checker.ok(checker.check_transactions(history, clean))
+    aborted = _read(("0-0@1", 0), ("0-0@2", 1), ("0-1@2", 2), ("0-2@2", 3))
+    result = checker.check_transactions(history, aborted)
+    assert result["phantom"] == 1 and result["duplicated"] == 1 and not checker.ok(result)
+    lost = checker.check_transactions(history, _read(("0-0@2", 0), ("0-2@2", 2)))
+    assert lost["lost"] == 1 and not checker.ok(lost)
+
+
+def test_group_checker_finds_offsets_going_backwards_and_skipped_records():
+    consumed = [{"t": 0.1, "type": "consumed", "member": "m1", "p": 0, "offset": o} for o in range(4)]
+    commits = [{"t": 0.2, "type": "invoke", "member": "m1", "offsets": {"0": 4}},
+               {"t": 0.3, "type": "ok", "member": "m1", "offsets": {"0": 4}}]
+    clean = consumed + commits + [{"t": 0.4, "type": "observed", "offsets": {"0": 4}},
+                                  {"t": 0.5, "type": "end", "done": True}]
+    assert checker.ok(checker.check_group(clean))
+    regressed = clean + [{"t": 0.6, "type": "observed", "offsets": {"0": 2}}]
+    assert checker.check_group(regressed)["reordered"] == 1
+    stale = clean + [{"t": 0.6, "type": "invoke", "member": "m2", "offsets": {"0": 3}},
+                     {"t": 0.7, "type": "ok", "member": "m2", "offsets": {"0": 3}}]
+    assert checker.check_group(stale)["reordered"] == 1
+    skipped = consumed[:2] + commits + [{"t": 0.4, "type": "observed", "offsets": {"0": 4}},
+                                        {"t": 0.5, "type": "end", "done": True}]
+    result = checker.check_group(skipped)
+    assert result["lost"] == 2 and not checker.ok(result)
+
+
+# -- the CI slice ------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def fault_env(tmp_path_factory):
+    problem = ensure_tools()
+    if problem:
+        pytest.skip(f"fault injection needs root and network namespaces: {problem}")
+    with FaultEnv(tmp_path_factory.mktemp("faults"), quick=True) as env:
+        yield env
+
+
+@pytest.mark.parametrize("nemesis", CI_NEMESES)
+def test_acknowledged_writes_survive(fault_env, nemesis, tmp_path):
+    """An idempotent acks=all producer under the nemesis: every acknowledged record is read back
+    exactly once, in produce order, with nothing that was never sent."""
+    assert nemesis in NEMESES
+    number = CI_NEMESES.index(nemesis) + 1
+    try:
+        result = run_trial(fault_env, nemesis, number, random.Random(number), str(tmp_path),
+                           max_seconds=45)
+    except TimeoutError as error:
+        pytest.fail(f"{nemesis}: the cluster did not recover: {error}\n{fault_env.log_tails()}")
+    assert result["acknowledged"] > 0, result
+    assert checker.ok(result), result
