@@ -178,6 +178,7 @@ def scale_case(suite: Suite) -> Case:
                ("e2e p99 ms, + full Metadata every 100 ms", False), ("full Metadata ms under that load", False)]
     name = (f"scale: {total:,} partitions ({topics_count} topics × {per_topic}); latency at {rate:,} records/s "
             f"on another topic")
-    # No warm-up pass for Kafka here: it would hold twice the partitions (and open files). The sub-steps
-    # warm themselves: unmeasured Metadata requests, a second produce pass, latency's own warm-up.
+    # Kafka gets the suite's JVM warm-up but no pass of this case: it would hold twice the partitions (and
+    # open files). The sub-steps warm themselves: unmeasured Metadata requests, a second produce pass,
+    # the latency run's own warm-up.
     return Case(name, run, metrics, targets=("odradek", "kafka"), repeats=1, warmup=False)
