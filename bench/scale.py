@@ -15,11 +15,12 @@ from __future__ import annotations
 import socket
 import statistics
 import struct
+import threading
 import time
 import uuid
 
 from bench import workloads
-from bench.idle import read_frame
+from bench.idle import api_versions_request, read_frame
 from bench.suite import Case, Suite, percentile
 from bench.targets import Target
 
@@ -91,6 +92,46 @@ def produce_every_partition(bootstrap: str, topics: list[str], partitions: int, 
     return {"seconds": seconds, "errors": 0, "first_error": None}
 
 
+class StallProbe:
+    """A thread sending ApiVersions every `interval` s on its own connection while a step runs; the
+    longest round trip is how long the broker left a trivial request waiting (on Odradek: the longest
+    time something held the event loop, give or take one interval)."""
+
+    def __init__(self, bootstrap: str, interval: float = 0.01):
+        host, port = bootstrap.rsplit(":", 1)
+        self.address, self.interval = (host, int(port)), interval
+        self.longest_ms = 0.0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.error: str | None = None
+
+    def __enter__(self) -> "StallProbe":
+        self._sock = socket.create_connection(self.address, timeout=120)
+        self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._thread = threading.Thread(target=self._run, name="stall-probe", daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        correlation_id = 0
+        try:
+            while not self._stop.is_set():
+                began = time.monotonic()
+                self._sock.sendall(api_versions_request(correlation_id))
+                read_frame(self._sock)
+                self.longest_ms = max(self.longest_ms, (time.monotonic() - began) * 1e3)
+                correlation_id += 1
+                self._stop.wait(self.interval)
+        except OSError as error:
+            self.error = str(error)
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(150)
+        self._sock.close()
+
+
 def scale_case(suite: Suite) -> Case:
     s = suite.settings
     topics_count, per_topic = s.scale_topics, s.scale_partitions_per_topic
@@ -122,35 +163,41 @@ def scale_case(suite: Suite) -> Case:
         names = [f"{prefix}-{i}" for i in range(topics_count)]
         values: dict[str, float] = {}
         began = time.monotonic()
-        futures = admin.create_topics([NewTopic(name, per_topic, 1) for name in names], operation_timeout=300,
-                                      request_timeout=600)
-        for future in futures.values():
-            future.result(timeout=600)
-        values["CreateTopics s"] = time.monotonic() - began
-        deadline = time.monotonic() + 600
-        while True:  # usable means every partition has a leader in the broker's metadata
-            listed = admin.list_topics(timeout=120).topics
-            ready = sum(1 for name in names if name in listed and listed[name].error is None
-                        and len(listed[name].partitions) == per_topic
-                        and all(p.leader >= 0 for p in listed[name].partitions.values()))
-            if ready == topics_count:
-                break
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"only {ready}/{topics_count} topics have leaders after 600 s")
-            time.sleep(0.5)
-        values["all leaders s"] = time.monotonic() - began
+        with StallProbe(target.bootstrap) as probe:
+            futures = admin.create_topics([NewTopic(name, per_topic, 1) for name in names],
+                                          operation_timeout=300, request_timeout=600)
+            for future in futures.values():
+                future.result(timeout=600)
+            values["CreateTopics s"] = time.monotonic() - began
+            deadline = time.monotonic() + 600
+            while True:  # usable means every partition has a leader in the broker's metadata
+                listed = admin.list_topics(timeout=120).topics
+                ready = sum(1 for name in names if name in listed and listed[name].error is None
+                            and len(listed[name].partitions) == per_topic
+                            and all(p.leader >= 0 for p in listed[name].partitions.values()))
+                if ready == topics_count:
+                    break
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"only {ready}/{topics_count} topics have leaders after 600 s")
+                time.sleep(0.5)
+            values["all leaders s"] = time.monotonic() - began
+        values["longest ApiVersions wait ms, creating"] = probe.longest_ms
         values["RSS MiB"] = (target.rss_bytes() or 0) / (1 << 20)
         values["open files"] = float(target.open_files() or 0)
 
-        [meta] = suite._gather([(metadata_latencies, (
-            target.bootstrap, METADATA_WARMUP_REQUESTS + METADATA_MEASURED_REQUESTS, 0.0, 0.0))], timeout=600)
+        with StallProbe(target.bootstrap) as probe:
+            [meta] = suite._gather([(metadata_latencies, (
+                target.bootstrap, METADATA_WARMUP_REQUESTS + METADATA_MEASURED_REQUESTS, 0.0, 0.0))], timeout=600)
+        values["longest ApiVersions wait ms, full Metadata"] = probe.longest_ms
         measured = meta["latencies_ms"][METADATA_WARMUP_REQUESTS:]
         values["full Metadata ms"] = statistics.median(measured)
         values["full Metadata max ms"] = max(measured)
         values["full Metadata MiB"] = meta["bytes"] / (1 << 20)
 
-        [produced] = suite._gather([(produce_every_partition, (target.bootstrap, names, per_topic, 2))],
-                                   timeout=900)
+        with StallProbe(target.bootstrap) as probe:
+            [produced] = suite._gather([(produce_every_partition, (target.bootstrap, names, per_topic, 2))],
+                                       timeout=900)
+        values["longest ApiVersions wait ms, producing"] = probe.longest_ms
         if produced["errors"]:
             raise RuntimeError(f"produce to every partition: {produced['first_error']}")
         values["1 record to every partition, 1st pass s"] = produced["seconds"][0]
@@ -171,9 +218,12 @@ def scale_case(suite: Suite) -> Case:
             suite.log(f"  ({target.name}: could not delete the scale topics: {error})")
         return values
 
-    metrics = [("CreateTopics s", False), ("all leaders s", False), ("RSS MiB", False), ("open files", False),
+    metrics = [("CreateTopics s", False), ("all leaders s", False), ("longest ApiVersions wait ms, creating", False),
+               ("RSS MiB", False), ("open files", False),
                ("full Metadata ms", False), ("full Metadata max ms", False), ("full Metadata MiB", False),
+               ("longest ApiVersions wait ms, full Metadata", False),
                ("1 record to every partition, 1st pass s", False), ("1 record to every partition, 2nd pass s", False),
+               ("longest ApiVersions wait ms, producing", False),
                ("RSS MiB after producing", False), ("e2e p99 ms, quiet topic", False),
                ("e2e p99 ms, + full Metadata every 100 ms", False), ("full Metadata ms under that load", False)]
     name = (f"scale: {total:,} partitions ({topics_count} topics × {per_topic}); latency at {rate:,} records/s "
