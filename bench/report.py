@@ -215,7 +215,7 @@ Servers:
 
 {table}
 
-Issue 9's targets, as measured in this run (single runs on a loaded machine swing; re-run before
+Issue 9's and issue 21's targets, as measured in this run (single runs on a loaded machine swing; re-run before
 trusting a verdict near its threshold):
 
 {run.get('checks_table', 'n/a')}

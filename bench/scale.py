@@ -203,6 +203,7 @@ def scale_case(suite: Suite) -> Case:
         values["1 record to every partition, 1st pass s"] = produced["seconds"][0]
         values["1 record to every partition, 2nd pass s"] = produced["seconds"][1]
         values["RSS MiB after producing"] = (target.rss_bytes() or 0) / (1 << 20)
+        values["open files after producing"] = float(target.open_files() or 0)
 
         with suite._topic(target, "scale-latency", 1) as topic:
             quiet, _ = latency_run(target, topic, with_poller=False)
@@ -224,7 +225,7 @@ def scale_case(suite: Suite) -> Case:
                ("longest ApiVersions wait ms, full Metadata", False),
                ("1 record to every partition, 1st pass s", False), ("1 record to every partition, 2nd pass s", False),
                ("longest ApiVersions wait ms, producing", False),
-               ("RSS MiB after producing", False), ("e2e p99 ms, quiet topic", False),
+               ("RSS MiB after producing", False), ("open files after producing", False), ("e2e p99 ms, quiet topic", False),
                ("e2e p99 ms, + full Metadata every 100 ms", False), ("full Metadata ms under that load", False)]
     name = (f"scale: {total:,} partitions ({topics_count} topics × {per_topic}); latency at {rate:,} records/s "
             f"on another topic")
