@@ -27,7 +27,11 @@ next request starts while it waits. Responses always go out in request order.
 ``ctx`` (``broker.connection.RequestContext``) — everything a handler, e.g. a coordinator, needs:
 
 - ``ctx.header`` (api_key, api_version, correlation_id, client_id), ``ctx.connection``
-  (``.listener_name``, ``.peer``), ``ctx.release_order()``;
+  (``.listener_name``, ``.peer``), ``ctx.release_order()``; ``ctx.principal`` (the connection's
+  ``broker.security.principal.KafkaPrincipal``, ANONYMOUS until authentication calls
+  ``connection.set_principal``) and ``ctx.client_host`` (the client's IP), which ACLs match;
+  authorization checks go through ``broker.security.access`` (``ctx.broker.authorizer`` is None
+  when ``authorizer.class.name`` is empty: everything allowed);
 - any ``Broker`` attribute, forwarded: ``ctx.config`` (``BrokerConfig``: ``ctx.config["key"]``),
   ``ctx.node_id``, ``ctx.broker_epoch``, ``ctx.image`` (current immutable metadata image),
   ``ctx.controller`` (async controller API: create_topics, allocate_producer_ids, ...),

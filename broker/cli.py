@@ -46,8 +46,11 @@ def _serve(args) -> int:
             log_dirs=broker.config.log_dirs, overrides=_overrides(args.override),
             metrics_port=broker.metrics_port)
 
+    node_class = Broker
+    if "broker" not in config.roles:             # process.roles=controller: a dedicated controller
+        from broker.cluster.controller_node import ControllerNode as node_class
     try:
-        trio.run(Broker.run_until_signalled, config, announce)
+        trio.run(node_class.run_until_signalled, config, announce)
     except BaseException as exc:   # trio wraps start-up failures in exception groups
         failure = _leaf(exc, (ConfigError, OSError))
         if failure is None:

@@ -29,6 +29,8 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 import protocol
+from broker.security.authenticator import RequestRefused, SaslAuthenticator
+from broker.security.principal import ANONYMOUS
 
 if TYPE_CHECKING:
     from broker.server import Broker
@@ -92,28 +94,51 @@ class CloseConnection(Exception):
 class _Slot:
     """One request's place in the response order."""
 
-    __slots__ = ("done", "parts", "started")
+    __slots__ = ("done", "parts", "started", "close_after")
 
     def __init__(self):
         self.done = trio.Event()      # response (or its absence) is known
         self.started = trio.Event()   # the next request may start
         self.parts: list[Any] | None = None
+        self.close_after = False      # close the connection once this response is out
 
 
 class RequestContext:
     """What a handler sees: the broker's components plus this request's connection."""
 
-    __slots__ = ("broker", "connection", "header", "_slot")
+    __slots__ = ("broker", "connection", "header", "_slot", "size", "quota_task", "throttle_ms",
+                 "throttle_manager", "request_quota_charged")
 
-    def __init__(self, broker: "Broker", connection: "Connection", header, slot: _Slot):
+    def __init__(self, broker: "Broker", connection: "Connection", header, slot: _Slot,
+                 size: int = 0):
         self.broker = broker
         self.connection = connection
         self.header = header
         self._slot = slot
+        self.size = size                    # the request's bytes (the produce quota counts them)
+        # client quotas (broker.quotas): the throttle a handler's quota decided, and by whom
+        self.quota_task = None
+        self.throttle_ms = 0
+        self.throttle_manager = None
+        self.request_quota_charged = False
 
     def release_order(self):
         """Let the connection's next request start although this one is still running."""
         self._slot.started.set()
+
+    def close_after_response(self):
+        """Send this request's response, then close the connection (failed authentication)."""
+        self._slot.close_after = True
+
+    @property
+    def principal(self):
+        """Who sent the request (``broker.security.principal.KafkaPrincipal``)."""
+        return self.connection.principal
+
+    @property
+    def client_host(self) -> str:
+        """The client's IP address, as ACL host patterns match it."""
+        return self.connection.client_host
 
     def __getattr__(self, name):
         # ctx.config, ctx.logs, ctx.controller, ... resolve to the broker's components.
@@ -121,16 +146,27 @@ class RequestContext:
 
 
 class Connection:
-    def __init__(self, broker: "Broker", stream: trio.SocketStream, listener_name: str):
+    def __init__(self, broker: "Broker", stream: trio.SocketStream, listener_name: str,
+                 security=None):
         self.broker = broker
         self.stream = stream
         self.listener_name = listener_name
+        # authentication (broker.security): who this is, and the SASL exchange when the listener
+        # has one; TLS connections are a subclass (broker.security.tls_connection)
+        self.principal = ANONYMOUS
+        self.authenticator = None
+        if security is not None and security.uses_sasl:
+            self.authenticator = SaslAuthenticator(security, self, broker)
         try:
             peer = stream.socket.getpeername()
             self.peer = f"{peer[0]}:{peer[1]}"
+            self.client_host = peer[0]
         except OSError:
             self.peer = "?"
+            self.client_host = ""
         self.max_frame = broker.config["socket.request.max.bytes"]
+        if self.authenticator is not None:   # Kafka's bound on frames before authentication
+            self.max_frame = min(self.max_frame, security.max_receive_size)
         self.idle_ms = broker.config["connections.max.idle.ms"]
         self.last_activity = time.monotonic()
         self._fileno = stream.socket.fileno()
@@ -143,6 +179,13 @@ class Connection:
         self._pending = 0    # requests read whose response is not written yet
         self._broken = False  # the socket failed: responses are dropped, requests still finish
         self.closed = False
+        self._muted_until = 0.0   # trio clock: a quota throttle (KIP-219) stops reading till then
+
+    def set_principal(self, principal) -> None:
+        """Authentication decided who this connection is (TLS certificate or SASL)."""
+        self.principal = principal
+        if self.authenticator is not None:   # authenticated: frames up to the normal bound
+            self.max_frame = self.broker.config["socket.request.max.bytes"]
 
     # ------------------------------------------------------------------------------ lifecycle
     async def serve(self):
@@ -167,6 +210,15 @@ class Connection:
             self.closed = True
             with trio.CancelScope(shield=True):
                 await trio.aclose_forcefully(self.stream)
+
+    def mute(self, throttle_ms: int):
+        """Read no further request from this client for `throttle_ms` (a quota throttle). The
+        throttled response itself still goes out at once; requests already read still run."""
+        self._muted_until = max(self._muted_until, trio.current_time() + throttle_ms / 1000)
+
+    async def _wait_unmuted(self):
+        while self._muted_until > trio.current_time():
+            await trio.sleep_until(self._muted_until)
 
     def stop_reading(self):
         """Take no new requests; in-flight ones finish and their responses are sent (shutdown)."""
@@ -217,7 +269,7 @@ class Connection:
             if have == len(frame):   # room for one more step, never the whole declared size
                 frame += _ZEROS[:min(size - have, FRAME_STEP)]
             with memoryview(frame) as whole, whole[have:] as free:
-                received = await self.stream.socket.recv_into(free)
+                received = await self._recv_into(free)
             if not received:
                 return None
             have += received
@@ -249,6 +301,9 @@ class Connection:
             self._end += received
             self.last_activity = time.monotonic()
             return True
+
+    async def _recv_into(self, buffer) -> int:
+        return await self.stream.socket.recv_into(buffer)
 
     def _replace_chunk(self, size: int) -> bytearray:
         chunk = bytearray(size)
@@ -284,6 +339,8 @@ class Connection:
                 # run to completion (a produce that arrived is appended), only unanswered.
                 log.debug("connection %s: read failed: %s", self.peer, exc)
                 return
+            if self._muted_until:
+                await self._wait_unmuted()
             nursery.start_soon(self._handle, frame, size, slot, previous, time.monotonic())
 
     # ----------------------------------------------------------------------------- processing
@@ -292,8 +349,12 @@ class Connection:
         try:
             if previous is not None:
                 await previous.wait()
-            slot.parts = await self._process(frame, slot, received)
-        except CloseConnection as exc:
+            if self._muted_until:
+                # Requests read before a quota throttle wait it out too: as in Kafka, where a
+                # throttled channel processes nothing more until the throttle time has passed.
+                await self._wait_unmuted()
+            slot.parts = await self._process(frame, size, slot, received)
+        except (CloseConnection, RequestRefused) as exc:
             log.info("closing connection %s: %s", self.peer, exc)
             slot.parts = _CLOSE
         except Exception:
@@ -304,11 +365,16 @@ class Connection:
             slot.started.set()
             slot.done.set()
 
-    async def _process(self, frame, slot: _Slot, received: float):
+    async def _process(self, frame, size: int, slot: _Slot, received: float):
+        authenticator = self.authenticator
+        if authenticator is not None and authenticator.expects_raw_token:
+            return [authenticator.raw_token(frame)]   # legacy SASL: bare tokens both ways
         try:
             header, body_offset = protocol.decode_request_header(frame)
         except protocol.DecodeError as exc:
             raise CloseConnection(f"undecodable request header: {exc}") from None
+        if authenticator is not None:
+            authenticator.check_request(header.api_key)   # raises RequestRefused
         registry = self.broker.handlers
         entry = registry.get(header.api_key)
         if entry is None:
@@ -326,14 +392,18 @@ class Connection:
         except protocol.DecodeError as exc:
             raise CloseConnection(f"undecodable request (api {header.api_key} "
                                   f"v{header.api_version}): {exc}") from None
-        ctx = RequestContext(self.broker, self, header, slot)
+        ctx = RequestContext(self.broker, self, header, slot, size)
         started = time.monotonic()
         metrics = self.broker.metrics
+        quotas = self.broker.quotas
         metrics.request_received()
+        quotas.begin_request(ctx)
         try:
             response = await handler(ctx, header, body)
         finally:
             metrics.request_done()
+            task_seconds = quotas.end_request(ctx)
+        quotas.finish_request(ctx, header, response, task_seconds)
         self.broker.observe_request(header, time.monotonic() - started, response,
                                     started - received)
         if response is None:   # acks=0 produce: the client expects no response at all
@@ -373,6 +443,9 @@ class Connection:
                     break
                 if slot.parts is not None:
                     responses.append(slot.parts)
+                if slot.close_after:
+                    close = True
+                    break
             if responses and not self._broken:
                 try:
                     await self._send_responses(responses)

@@ -52,8 +52,9 @@ class Health:
         """Set a readiness condition (adding it if new)."""
         self._flags[name] = (bool(ok), detail or ("ok" if ok else "pending"))
 
-    def add_check(self, name: str, check: Callable[[], bool]) -> None:
-        """A readiness condition evaluated at probe time; an exception counts as not ready."""
+    def add_check(self, name: str, check: Callable[[], bool | tuple[bool, str]]) -> None:
+        """A readiness condition evaluated at probe time (a bool, or (ok, detail) to say why);
+        an exception counts as not ready."""
         self._flags.pop(name, None)
         self._checks[name] = check
 
@@ -65,11 +66,15 @@ class Health:
         ready = all(ok for ok, _ in self._flags.values())
         for name, check in self._checks.items():
             try:
-                ok = bool(check())
+                outcome = check()
             except Exception as exc:  # a broken check must not break the probe
                 ok, status[name] = False, f"error: {exc!r}"
             else:
-                status[name] = "ok" if ok else "pending"
+                if isinstance(outcome, tuple):
+                    ok, status[name] = bool(outcome[0]), outcome[1]
+                else:
+                    ok = bool(outcome)
+                    status[name] = "ok" if ok else "pending"
             ready = ready and ok
         if self.shutting_down:
             ready, status["shutdown"] = False, "shutting down"

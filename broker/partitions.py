@@ -12,8 +12,10 @@ leader epochs. Handlers reach partitions through it:
 - ``await wait_for_data(seen, timeout)``: long polling without polling (and without missing an
   append that lands between the caller's read and its wait).
 
-On one node the ISR is this broker alone, so the high watermark follows the log end offset (or the
-flushed offset when acknowledged records must be durable).
+Replication (``broker.replication``): ``self.replication`` makes this broker leader or follower of each
+partition from the image; as leader the high watermark is the smallest log end offset over the ISR
+(with one replica, the log end offset, or the flushed offset when acknowledged records must be
+durable); acks=all produces wait there for it.
 """
 
 from __future__ import annotations
@@ -50,6 +52,10 @@ class Partition:
     isr: tuple = ()
     min_insync_replicas: int = 1
     waiters: set = field(default_factory=set)
+    replica_waiters: set = field(default_factory=set)   # followers' long polls: new data, not HW
+    replica_state: object = None      # broker.replication.leader.LeaderState while leading
+    replica_io: bool = False          # a follower append/truncation is running in a worker thread
+    deferred_epoch_start: bool = False  # became leader meanwhile: start the epoch once it is done
 
     @property
     def high_watermark(self) -> int:
@@ -63,11 +69,20 @@ class Partition:
         waiters, self.waiters = self.waiters, set()
         for event in waiters:
             event.set()
+        self.wake_replicas()
+
+    def wake_replicas(self) -> None:
+        """New records a follower may fetch (consumers wait for the high watermark to move)."""
+        waiters, self.replica_waiters = self.replica_waiters, set()
+        for event in waiters:
+            event.set()
 
 
 # Appends up to this many record bytes run on the event loop: a page-cache write that small costs
 # less than the trip to a worker thread (PROFILE.md finding 2). Bigger ones would stall the loop.
 INLINE_APPEND_BYTES = 64 * 1024
+# The byte of a batch header holding the compression codec (attributes & 7).
+_ATTRIBUTES_LOW_BYTE = 22
 # A flush.messages below this could make an append fsync, which must never run on the loop.
 _FLUSH_MESSAGES_NEVER = 1 << 62
 
@@ -75,11 +90,13 @@ _FLUSH_MESSAGES_NEVER = 1 << 62
 def _appends_inline(items) -> bool:
     """Whether these (partition, records) appends are cheap enough to run on the event loop."""
     total = 0
-    for partition, records in items:
+    for partition, records, *_ in items:
         total += len(records)
         config = partition.log.config
         if config.flush_messages < _FLUSH_MESSAGES_NEVER or config.compression_type != "producer":
             return False   # may fsync or recompress: CPU or disk time the loop must not spend
+        if len(records) > _ATTRIBUTES_LOW_BYTE and records[_ATTRIBUTES_LOW_BYTE] & 0x07:
+            return False   # compressed: validation decompresses it (the codecs release the GIL)
     return total <= INLINE_APPEND_BYTES
 
 
@@ -91,6 +108,8 @@ class PartitionManager:
         self.durable_acks = broker.config["log.flush.before.acknowledge"]
         self._partitions: dict[tuple[str, int], Partition] = {}
         self._closed = False
+        from broker.replication.manager import ReplicaManager
+        self.replication = ReplicaManager(broker, self)
 
     # -------------------------------------------------------------------------------- lookups
     def get(self, topic: str, index: int) -> Partition | None:
@@ -105,8 +124,22 @@ class PartitionManager:
             if topic_image is None or index not in topic_image.partitions:
                 raise PartitionError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
             raise PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-        if partition.leader != self.node_id:
+        if partition.leader != self.node_id or partition.replica_state is None:
             raise PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        if current_leader_epoch >= 0:
+            if current_leader_epoch < partition.leader_epoch:
+                raise PartitionError(ErrorCode.FENCED_LEADER_EPOCH)
+            if current_leader_epoch > partition.leader_epoch:
+                raise PartitionError(ErrorCode.UNKNOWN_LEADER_EPOCH)
+        return partition
+
+    def readable(self, topic: str, index: int, current_leader_epoch: int = -1) -> Partition:
+        """For a consumer that may read from followers (KIP-392, Fetch v11+): the partition if any
+        replica of it is here (a follower serves up to its own high watermark), with the same
+        leader epoch checks as ``leader``."""
+        partition = self._partitions.get((topic, index))
+        if partition is None or partition.replica_state is not None or partition.leader < 0:
+            return self.leader(topic, index, current_leader_epoch)
         if current_leader_epoch >= 0:
             if current_leader_epoch < partition.leader_epoch:
                 raise PartitionError(ErrorCode.FENCED_LEADER_EPOCH)
@@ -145,8 +178,7 @@ class PartitionManager:
                           leader_epoch=partition.leader_epoch, isr=tuple(partition.isr))
         self._partitions[(topic.name, partition.partition_id)] = state
         state.min_insync_replicas = self._min_insync_replicas(topic.name)
-        # One replica: everything in the log is committed (after a restart, all of it is on disk).
-        opened_log.set_high_watermark(opened_log.log_end_offset)
+        self.replication.on_partition(state, partition)
         return state
 
     def _delete_orphans(self, image) -> None:
@@ -177,6 +209,7 @@ class PartitionManager:
             for index in list(topic.partitions):
                 state = self._partitions.pop((topic.name, index), None)
                 if state is not None:
+                    self.replication.on_partition_removed(state)
                     state.wake()
                 try:
                     self.logs.delete_log(topic.name, index)
@@ -186,6 +219,8 @@ class PartitionManager:
             key = (topic.name, partition.partition_id)
             state = self._partitions.get(key)
             if self.node_id not in partition.replicas:
+                if state is not None and state.topic_id == topic.topic_id:
+                    self._drop_replica(state)   # reassigned away from this broker
                 continue
             if state is None or state.topic_id != topic.topic_id:
                 opened = self._open_log(topic, partition, new)
@@ -194,6 +229,7 @@ class PartitionManager:
                 state.leader = partition.leader
                 state.leader_epoch = partition.leader_epoch
                 state.isr = tuple(partition.isr)
+                self.replication.on_partition(state, partition)
                 state.wake()
         if change.old.broker_configs != new.broker_configs:
             self.broker.config.set_dynamic(new.broker_configs.get("", {}),
@@ -207,6 +243,17 @@ class PartitionManager:
             for state in self._partitions.values():
                 if state.topic == name:
                     state.min_insync_replicas = self._min_insync_replicas(name)
+
+    def _drop_replica(self, state: Partition) -> None:
+        """This broker is no longer a replica (a completed reassignment): stop and delete the log."""
+        log.info("%s-%d: no longer a replica here: deleting its log", state.topic, state.index)
+        self._partitions.pop((state.topic, state.index), None)
+        self.replication.on_partition_removed(state)
+        state.wake()
+        try:
+            self.logs.delete_log(state.topic, state.index)
+        except StorageError:
+            log.exception("deleting log %s-%d failed", state.topic, state.index)
 
     # -------------------------------------------------------------------------------- writing
     async def append(self, partition: Partition, records, *, origin=None):
@@ -227,10 +274,11 @@ class PartitionManager:
 
         def append_all():
             outcomes = []
-            for partition, records in items:
+            for partition, records, *guard in items:   # (partition, records[, verification guard])
                 try:
                     outcomes.append(partition.log.append(
-                        records, leader_epoch=partition.leader_epoch, origin=origin))
+                        records, leader_epoch=partition.leader_epoch, origin=origin,
+                        verification_guard=guard[0] if guard else None))
                 except StorageError as exc:
                     outcomes.append(exc)
             return outcomes
@@ -251,43 +299,36 @@ class PartitionManager:
                     partition.log.wait_flushed(result.last_offset + 1)
 
             await self.broker.run_blocking(wait_all)
-            for partition, _ in appended:
-                self._advance(partition, min(partition.log.recovery_point,
-                                             partition.log.log_end_offset))
-        else:
-            for partition, _ in appended:
-                self._advance(partition, partition.log.log_end_offset)
+        for partition, _ in appended:
+            self.replication.on_local_append(partition)
 
-    def _advance(self, partition: Partition, offset: int) -> None:
-        if offset > partition.log.high_watermark:
-            partition.log.set_high_watermark(offset)
-            partition.wake()
-
-    async def delete_records(self, topic: str, index: int, offset: int) -> tuple[int, int]:
-        """DeleteRecords: (new low watermark, error code)."""
+    async def delete_records(self, topic: str, index: int, offset: int) -> tuple[int, int, object]:
+        """DeleteRecords on the leader's log: (its new log start offset, error code, partition)."""
         try:
             partition = self.leader(topic, index)
         except PartitionError as exc:
-            return -1, exc.code
+            return -1, exc.code, None
         high_watermark = partition.log.high_watermark
         if offset == -1:
             offset = high_watermark
         if offset < 0 or offset > high_watermark:
-            return -1, ErrorCode.OFFSET_OUT_OF_RANGE
+            return -1, ErrorCode.OFFSET_OUT_OF_RANGE, None
         try:
             await self.broker.run_blocking(partition.log.delete_records, offset)
         except StorageError as exc:
-            return -1, exc.error_code
+            return -1, exc.error_code, None
         partition.wake()
-        return partition.log.log_start_offset, ErrorCode.NONE
+        return partition.log.log_start_offset, ErrorCode.NONE, partition
 
     # -------------------------------------------------------------------------------- waiting
-    async def wait_for_data(self, seen: list[tuple[Partition, int, int]], timeout: float) -> None:
+    async def wait_for_data(self, seen: list[tuple[Partition, int, int]], timeout: float,
+                            replica: bool = False) -> None:
         """Sleep until one of the partitions gets new data (or changes leader), or `timeout`.
 
         `seen` holds (partition, high watermark, leader epoch) as the caller's read saw them: a
         change that landed between that read and this call (the read may have left the event
-        loop) ends the wait at once instead of going unnoticed until the next append.
+        loop) ends the wait at once instead of going unnoticed until the next append. For a
+        follower's fetch (`replica`) the position is the log end offset instead.
         """
         if timeout <= 0 or not seen:
             if timeout > 0:
@@ -296,10 +337,11 @@ class PartitionManager:
         event = trio.Event()
         partitions = [partition for partition, _, _ in seen]
         for partition in partitions:
-            partition.waiters.add(event)
+            (partition.replica_waiters if replica else partition.waiters).add(event)
         # Registered first, then checked: nothing can slip between the two (no await).
-        for partition, high_watermark, leader_epoch in seen:
-            if (partition.log.high_watermark != high_watermark
+        for partition, position, leader_epoch in seen:
+            now = partition.log.log_end_offset if replica else partition.log.high_watermark
+            if (now != position
                     or partition.leader_epoch != leader_epoch
                     or self._partitions.get((partition.topic, partition.index)) is not partition):
                 event.set()
@@ -308,7 +350,7 @@ class PartitionManager:
                 await event.wait()
         finally:
             for partition in partitions:
-                partition.waiters.discard(event)
+                (partition.replica_waiters if replica else partition.waiters).discard(event)
 
     def wake_all_fetchers(self) -> None:
         for partition in self._partitions.values():
@@ -316,6 +358,8 @@ class PartitionManager:
 
     # ---------------------------------------------------------------------------- background
     def start_background(self, nursery: trio.Nursery) -> None:
+        self.broker.replication_nursery = nursery
+        self.replication.start(nursery)
         nursery.start_soon(self._maintenance_loop)
 
     async def _maintenance_loop(self) -> None:

@@ -1,6 +1,7 @@
 """The broker process: components wired together, listeners, and an orderly shutdown.
 
-``Broker(config)`` owns the controller (metadata quorum of one), the storage ``LogManager``, the
+``Broker(config)`` owns the controller (this node's replica of the metadata log: a quorum of one, or a
+voter / observer of a cluster's quorum, see ``broker.cluster``), the storage ``LogManager``, the
 ``PartitionManager`` (leadership, high watermarks, appends, long-poll wake-ups), the fetch-session cache
 and the handler registry. ``await broker.serve(task_status=...)`` runs it; ``broker.request_shutdown()``
 makes ``serve`` stop accepting, finish in-flight requests, flush and checkpoint, then return.
@@ -15,13 +16,14 @@ import logging
 import os
 import signal
 import time
-import uuid
 from typing import Callable
 
 import trio
 
 import protocol
 from broker.config import BrokerConfig, Listener, validate_topic_configs
+from broker.config.ip_overrides import limits_by_address
+from broker.log_dirs import watch_log_dirs
 from broker.connection import RequestMemory
 from broker.fetch_session import FetchSessionCache
 from broker.handlers import load_registry
@@ -29,11 +31,17 @@ from broker.health import Health, serve_ops_http
 from broker.logs import RequestLogger
 from broker.metrics import BrokerMetrics, broker_sources
 from broker.partitions import PartitionManager
+from broker.quotas import BrokerQuotas
+from broker.quotas.metrics import QuotaCollector
+from broker.security.authorizer import AuthorizerMetricsCollector, StandardAuthorizer
+from broker.security.audit import AuthenticationAudit
+from broker.security.listener import ListenerSecurity
 
 log = logging.getLogger("odradek.server")
 
 SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 SHUTDOWN_GRACE_SECONDS = 10.0
+CONTROLLED_SHUTDOWN_SECONDS = 10.0    # at most this long waiting for the controller's release
 TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
 # accept(2) errors that mean "overloaded, try again shortly" rather than a broken listener
 _ACCEPT_CAPACITY_ERRNOS = {errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS}
@@ -49,11 +57,23 @@ class Broker:
         self.logs = None
         self.partitions: PartitionManager | None = None
         self.broker_epoch = -1
+        self.lifecycle = None           # registration and heartbeats (broker.cluster.liveness)
         self.metrics_port: int | None = None
         self.metrics = BrokerMetrics(config.node_id)
         self.health = Health(metrics=self.metrics)
+        # authorizer.class.name: None means no authorization (everything allowed), as Kafka.
+        self.authorizer = StandardAuthorizer.from_config(config)
+        if self.authorizer is not None:
+            self.metrics.registry.register(AuthorizerMetricsCollector(self.authorizer))
         self.request_log = RequestLogger()
         self.request_memory = RequestMemory(config["queued.max.request.bytes"])
+        self.quotas = BrokerQuotas(config)
+        self.metrics.registry.register(QuotaCollector(self.quotas))
+        # authentication per listener (TLS contexts, SASL mechanisms); ConfigError stops start-up
+        self.listener_security = {l.name: ListenerSecurity.for_listener(config, l)
+                                  for l in config.client_listeners}
+        self.auth_audit = AuthenticationAudit()
+        self.metrics.registry.register(self.auth_audit)
         self._bound: list[tuple[Listener, int]] = []   # (listener, bound port)
         self._shutdown = trio.Event()
         self._draining = False
@@ -156,7 +176,7 @@ class Broker:
         if resource_type == TOPIC_RESOURCE:
             validate_topic_configs(configs)
         elif resource_type == BROKER_RESOURCE:
-            self.config.validate_dynamic(configs)
+            self.config.validate_dynamic(configs, name)
 
     # --------------------------------------------------------------------------------- running
     @classmethod
@@ -164,42 +184,60 @@ class Broker:
         broker = cls(config)
         with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
             async with trio.open_nursery() as nursery:
-                await nursery.start(broker.serve)
-                if announce is not None:
-                    announce(broker)
+                started = False
 
                 async def wait_for_signal():
                     async for signum in signals:
                         log.info("received %s, shutting down", signal.Signals(signum).name)
                         broker.request_shutdown()
+                        if not started:      # still waiting for the quorum: nothing to drain
+                            nursery.cancel_scope.cancel()
                         return
+                async def serve_then_stop(task_status=trio.TASK_STATUS_IGNORED):
+                    await broker.serve(task_status=task_status)   # drains before it returns
+                    nursery.cancel_scope.cancel()                 # the signal watcher
                 nursery.start_soon(wait_for_signal)
-                await broker._shutdown.wait()
-                nursery.cancel_scope.cancel()  # the signal watcher; serve() already returned
+                await nursery.start(serve_then_stop)
+                started = True
+                if announce is not None:
+                    announce(broker)
 
     async def serve(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
-        from broker.controller.controller import Controller
+        from broker.cluster.metadata import open_metadata
 
         config = self.config
         opening = time.monotonic()
         self.logs = await self.run_blocking(self._open_storage)
         self.metrics.set_recovery_duration(time.monotonic() - opening)
         try:
-            async with Controller.open(_metadata_dir(config), node_id=self.node_id,
-                                       settings=self._controller_settings(),
-                                       config_validator=self.validate_config) as controller:
-                self.controller = controller
-                await self._follow_metadata()
-                async with trio.open_nursery() as nursery:
-                    async with trio.open_nursery() as connections:
-                        self._connection_nursery = connections
-                        await self._start(nursery)
-                        task_status.started(self)
-                        await self._shutdown.wait()
-                        self.health.begin_shutdown()
-                        await self._drain()
-                        connections.cancel_scope.cancel()
-                    nursery.cancel_scope.cancel()
+            async with trio.open_nursery() as ops:
+                # /readyz answers from the start: a node waiting for its quorum says so.
+                self.metrics.set_sources(**broker_sources(self))
+                if config["metrics.port"] >= 0:
+                    self.metrics_port = await ops.start(functools.partial(
+                        serve_ops_http, config["metrics.port"], health=self.health,
+                        metrics=self.metrics))
+                if config.multi_node:
+                    self.health.set("controller", False, "waiting for the metadata quorum")
+                async with open_metadata(config, _metadata_dir(config),
+                                         self._controller_settings(),
+                                         self.validate_config) as controller:
+                    self.controller = controller
+                    await self._follow_metadata()
+                    async with trio.open_nursery() as nursery:
+                        async with trio.open_nursery() as connections:
+                            self._connection_nursery = connections
+                            await self._start(nursery)
+                            task_status.started(self)
+                            await self._shutdown.wait()
+                            self.health.begin_shutdown()
+                            if config.multi_node and self.lifecycle is not None:
+                                await self.lifecycle.controlled_shutdown(
+                                    CONTROLLED_SHUTDOWN_SECONDS)
+                            await self._drain()
+                            connections.cancel_scope.cancel()
+                        nursery.cancel_scope.cancel()
+                ops.cancel_scope.cancel()
         finally:
             with trio.CancelScope(shield=True):
                 if self.partitions is not None:
@@ -216,14 +254,9 @@ class Broker:
         return LogManager(self.config.log_dirs, self.config.topic_defaults())
 
     def _controller_settings(self):
-        from broker.controller.controller import ControllerSettings
+        from broker.cluster.metadata import controller_settings
 
-        config = self.config
-        return ControllerSettings(
-            num_partitions=config["num.partitions"],
-            default_replication_factor=config["default.replication.factor"],
-            delete_topic_enable=config["delete.topic.enable"],
-            broker_session_timeout_ms=config["broker.session.timeout.ms"])
+        return controller_settings(self.config)
 
     async def _follow_metadata(self) -> None:
         """Dynamic configs from the metadata log, then the partition logs the image places here."""
@@ -231,20 +264,23 @@ class Broker:
         self.config.set_dynamic(image.broker_configs.get("", {}),
                                 image.broker_configs.get(str(self.node_id), {}))
         self.logs.set_defaults(self.config.topic_defaults())
+        if self.authorizer is not None:   # the ACLs are in the image before any request
+            self.authorizer.load(image.acls)
+            self.controller.add_listener(self.authorizer.on_image_change)
         self.partitions = PartitionManager(self)
         self.controller.add_listener(self.partitions.on_image_change)
+        self.quotas.load(image.client_quotas)
+        self.controller.add_listener(self.quotas.on_image_change)
         await self.partitions.load_image(image)
 
     async def _start(self, nursery: trio.Nursery) -> None:
         self.metrics.set_sources(**broker_sources(self))
+        watch_log_dirs(self)
         self.health.set("recovery", True)
-        if self.config["metrics.port"] >= 0:
-            self.metrics_port = await nursery.start(functools.partial(
-                serve_ops_http, self.config["metrics.port"], health=self.health,
-                metrics=self.metrics))
+        if self.config.multi_node:
+            self.health.add_check("metadata", self.controller.metadata_status)
         bound = await self._bind_listeners()
         await self._register(nursery)   # leading its partitions again before clients get in
-        self.health.set("controller", True)
         self._start_serving(nursery, bound)
         self.health.set("listeners", True)
         for hook in self.startup_hooks:
@@ -297,9 +333,20 @@ class Broker:
                     log.error("accept on %s failed: %s; retrying", listener, exc.strerror)
                     await trio.sleep(0.1)
                     continue
+                # KIP-612: over the connection creation rate the acceptor waits; a connection
+                # from an IP over its own rate is closed after its throttle time.
+                delay_ms = self.quotas.connections.accept_delay_ms(listener.name,
+                                                                   len(self._bound))
+                if delay_ms:
+                    await trio.sleep(delay_ms / 1000)
                 address = _peer_address(stream)
-                if self._connections_per_ip.get(address, 0) >= \
-                        self.config["max.connections.per.ip"]:
+                ip_throttle_ms = self.quotas.connections.ip_throttle_ms(address)
+                if ip_throttle_ms:
+                    log.info("closing connection from %s in %d ms: connection_creation_rate "
+                             "exceeded", address, ip_throttle_ms)
+                    self._connection_nursery.start_soon(_close_after, stream, ip_throttle_ms)
+                    continue
+                if self._connections_per_ip.get(address, 0) >= self._ip_connection_limit(address):
                     log.info("closing connection from %s: max.connections.per.ip reached",
                              address)
                     await trio.aclose_forcefully(stream)
@@ -309,14 +356,24 @@ class Broker:
                 self._connection_nursery.start_soon(self._handle_connection, listener, stream,
                                                     address)
 
+    def _ip_connection_limit(self, address: str) -> int:
+        """max.connections.per.ip, or this address's entry in max.connections.per.ip.overrides."""
+        overrides = limits_by_address(self.config["max.connections.per.ip.overrides"])
+        return overrides.get(address, self.config["max.connections.per.ip"])
+
     async def _handle_connection(self, listener: Listener, stream: trio.SocketStream,
                                  address: str) -> None:
         from broker.connection import Connection
+        from broker.security.tls_connection import TlsConnection
 
         try:
             if self._draining:
                 return
-            connection = Connection(self, stream, listener.name)
+            security = self.listener_security.get(listener.name)
+            if security is not None and security.uses_tls:
+                connection = TlsConnection(self, stream, listener.name, security)
+            else:
+                connection = Connection(self, stream, listener.name, security)
             if not self._connections:
                 self._connections_idle = trio.Event()
             self._connections.add(connection)
@@ -339,21 +396,11 @@ class Broker:
             self._slot_freed = trio.Event()
 
     async def _register(self, nursery: trio.Nursery) -> None:
-        endpoints = [(l.name, l.host, l.port, SECURITY_PROTOCOL_IDS[l.security_protocol])
-                     for l in self.advertised_listeners()]
-        self.broker_epoch = await self.controller.register_broker(
-            self.node_id, uuid.uuid4(), endpoints, rack=self.config["broker.rack"])
-        await self.controller.heartbeat(self.node_id, self.broker_epoch, self.image.offset)
-        nursery.start_soon(self._heartbeat_loop)
+        from broker.cluster.liveness import BrokerLifecycle
 
-    async def _heartbeat_loop(self) -> None:
-        interval = self.config["broker.heartbeat.interval.ms"] / 1000
-        while True:
-            await trio.sleep(interval)
-            try:
-                await self.controller.heartbeat(self.node_id, self.broker_epoch, self.image.offset)
-            except Exception:
-                log.exception("broker heartbeat failed")
+        self.lifecycle = BrokerLifecycle(self)
+        await self.lifecycle.register()
+        nursery.start_soon(self.lifecycle.heartbeat_loop)
 
     async def _drain(self) -> None:
         """Stop accepting, let in-flight requests finish (long polls return early), then return."""
@@ -377,6 +424,14 @@ def _default_startup_hooks() -> list[Callable]:
             return []
         raise
     return [CoordinatorService.startup_hook]
+
+
+async def _close_after(stream: trio.SocketStream, delay_ms: int) -> None:
+    try:
+        await trio.sleep(delay_ms / 1000)
+    finally:
+        with trio.CancelScope(shield=True):
+            await trio.aclose_forcefully(stream)
 
 
 def _peer_address(stream: trio.SocketStream) -> str:

@@ -1,7 +1,7 @@
 """Fixtures of the compatibility matrix: the broker under test, one adapter per client, fresh names.
 
 Run: `.venv/bin/python -m pytest compat-tests` (after `bash compat-tests/setup.sh`). By default an
-`odradek serve` subprocess is started for the session; COMPAT_BOOTSTRAP=host:port targets a running broker
+`odradek serve` subprocess is started for the session (COMPAT_CLUSTER=3: a 3-node cluster); COMPAT_BOOTSTRAP=host:port targets a running broker
 and COMPAT_BROKER_CMD='... {port} ... {data_dir}' starts another broker command (see odradek_compat/brokers.py).
 The known-failure xfails (odradek_compat/known_failures.py) apply only to Odradek; COMPAT_IGNORE_KNOWN=1
 drops them to see every raw outcome.
@@ -56,11 +56,20 @@ def pytest_runtest_call(item):
 
 
 @pytest.fixture(scope="session")
-def broker():
-    """The session's shared broker: {"bootstrap": "host:port", "process": BrokerProcess | None}."""
+def broker(tmp_path_factory):
+    """The session's shared broker: {"bootstrap": "host:port", "process": BrokerProcess | None}.
+    COMPAT_CLUSTER=N runs the scenarios against an N-node cluster (combined broker+controller nodes,
+    broker.testing_cluster) instead of one broker."""
     external = brokers.external_bootstrap()
     if external:
         yield {"bootstrap": external, "process": None}
+        return
+    nodes = int(os.environ.get("COMPAT_CLUSTER") or 0)
+    if nodes:
+        from broker.testing_cluster import running_cluster
+
+        with running_cluster(tmp_path_factory.mktemp("cluster"), nodes=nodes) as cluster:
+            yield {"bootstrap": cluster.bootstrap, "process": None}
         return
     process = brokers.BrokerProcess("session")
     process.start()

@@ -136,3 +136,26 @@ def test_message_size_limit(client, helper, names):
          ok=rejected.error is not None and bool(TOO_LARGE.search(rejected.error)))
     got = client.consume(topic)
     step("only the accepted record is stored", [near.content()], contents(got))
+
+
+# aiokafka has no name for INVALID_RECORD (87) and reports it as UnknownError (also against Kafka).
+INVALID_RECORD = re.compile(r"invalid.?record|validate record|failed the validation|without key|"
+                            r"UnknownError", re.I)
+
+
+def test_compacted_topic_refuses_records_without_keys(client, helper, names):
+    # Kafka refuses the whole batch holding a keyless record: those records with INVALID_RECORD
+    # and a per-record error (KIP-467), the rest of their batch with them (librdkafka:
+    # _INVALID_DIFFERENT_RECORD; Java: a KafkaException naming the batch). Nothing of it is stored.
+    step = Step(client)
+    topic = create_topic(helper, names("compact-nokey"), configs={"cleanup.policy": "compact"})
+    sent = [Rec(None if i in (1, 3) else f"k{i}".encode(), f"v{i}".encode()) for i in range(5)]
+    deliveries = client.produce(topic, sent, linger_ms=200, idempotent=False, timeout=30)
+    step("keyless records fail as invalid records", "an INVALID_RECORD error",
+         [deliveries[1].error, deliveries[3].error],
+         ok=all(d.error and INVALID_RECORD.search(d.error) for d in (deliveries[1], deliveries[3])))
+    (ok,) = client.produce(topic, [Rec(b"k", b"kept")])
+    step("a keyed record is accepted afterwards", None, ok.error)
+    delivered = [r.content() for r, d in zip(sent, deliveries) if not d.error] + [Rec(b"k", b"kept").content()]
+    step("exactly the records delivered without error are stored", sorted(delivered),
+         sorted(contents(client.consume(topic))))

@@ -181,3 +181,100 @@ def _zstd_decompress(data, max_size: int) -> bytes:
         rest = len(d.unused_data) + max(0, len(pending) - pos)
         pending = pending[len(pending) - rest:]
     return bytes(out)
+
+
+# -- streaming: the decompressed bytes in bounded chunks ---------------------------------------
+
+STREAM_CHUNK = 1024 * 1024
+
+
+def decompress_stream(codec: int, data, chunk: int | None = None):
+    """Yield the decompressed bytes of `data` in pieces of about `chunk` bytes (never the whole
+    output at once), so a batch that inflates to gigabytes can still be walked record by record.
+    Raises CompressionError as decompress() does."""
+    view = memoryview(data).cast("B")
+    chunk = chunk or STREAM_CHUNK
+    try:
+        if codec == GZIP:
+            yield from _gzip_stream(view, chunk)
+        elif codec == SNAPPY:
+            yield from _snappy_stream(view, chunk)
+        elif codec == LZ4:
+            yield from _lz4_stream(view, chunk)
+        elif codec == ZSTD:
+            yield from _zstd_stream(view, chunk)
+        elif codec == NONE:
+            yield view
+        else:
+            raise CompressionError(f"unknown compression codec {codec}")
+    except CompressionError:
+        raise
+    except Exception as exc:
+        raise CompressionError(f"corrupt {CODEC_NAMES.get(codec, codec)} data: {exc}") from exc
+
+
+def _gzip_stream(view: memoryview, chunk: int):
+    while view:
+        d = zlib.decompressobj(47)
+        pending = view
+        while not d.eof:
+            out = d.decompress(pending, chunk)
+            pending = d.unconsumed_tail
+            if out:
+                yield out
+            elif not pending:
+                break
+        if not d.eof:
+            raise CompressionError("truncated gzip stream")
+        view = memoryview(d.unused_data)
+        if view and view[:2] != b"\x1f\x8b":
+            break
+
+
+def _snappy_stream(view: memoryview, chunk: int):
+    if view[:8] != _XERIAL_MAGIC:
+        yield _snappy_raw(view, DEFAULT_MAX_DECOMPRESSED)
+        return
+    pos = 16
+    while pos < len(view):
+        if pos + 4 > len(view):
+            raise CompressionError("truncated xerial snappy block header")
+        (size,) = struct.unpack_from(">i", view, pos)
+        pos += 4
+        if size < 0 or pos + size > len(view):
+            raise CompressionError("truncated xerial snappy block")
+        yield _snappy_raw(view[pos:pos + size], DEFAULT_MAX_DECOMPRESSED)
+        pos += size
+
+
+def _lz4_stream(view: memoryview, chunk: int):
+    pending = view
+    while pending:
+        d = lz4.frame.LZ4FrameDecompressor()
+        out = d.decompress(pending, chunk)
+        if out:
+            yield out
+        while not d.eof and not d.needs_input:
+            out = d.decompress(b"", chunk)
+            if out:
+                yield out
+        if not d.eof:
+            raise CompressionError("truncated lz4 frame")
+        pending = memoryview(d.unused_data or b"")
+
+
+def _zstd_stream(view: memoryview, chunk: int):
+    # Small input slices bound each piece of output (zstd's decompressobj takes no output limit).
+    pending = view
+    while pending:
+        d = zstandard.ZstdDecompressor().decompressobj()
+        pos = 0
+        while pos < len(pending) and not d.eof:
+            out = d.decompress(pending[pos:pos + _ZSTD_FEED])
+            pos += _ZSTD_FEED
+            if out:
+                yield out
+        if not d.eof:
+            raise CompressionError("truncated zstd frame")
+        rest = len(d.unused_data) + max(0, len(pending) - pos)
+        pending = pending[len(pending) - rest:]

@@ -248,20 +248,40 @@ class RecordBatch:
                 f"record batch is corrupt (stored crc = {self.crc}, computed crc = {crc})")
 
     # -- records ------------------------------------------------------------------
-    def records(self, max_decompressed: int = _codecs.DEFAULT_MAX_DECOMPRESSED) -> Iterator[Record]:
-        """Decode records lazily (decompressing first if needed)."""
+    def records(self) -> Iterator[Record]:
+        """Decode records lazily; a compressed batch is decompressed as a stream, so one that
+        inflates to gigabytes is read with about a chunk and a record in memory."""
         if self.record_count < 0:
             raise InvalidRecordError(f"record batch has negative record count {self.record_count}")
-        body = self.body()
-        if self.compression != Compression.NONE:
-            try:
-                body = memoryview(_codecs.decompress(self.compression, body, max_decompressed))
-            except _codecs.CompressionError as exc:
-                if self.compression > Compression.ZSTD:
-                    raise UnsupportedCompressionError(str(exc)) from exc
-                raise CorruptRecordError(str(exc)) from exc
-        return _iter_records(body, self.record_count, self.base_offset, self.base_timestamp,
-                             self.timestamp_type, self.max_timestamp)
+        if self.compression == Compression.NONE:
+            return _iter_records(self.body(), self.record_count, self.base_offset, self.base_timestamp,
+                                 self.timestamp_type, self.max_timestamp)
+        if self.compression > Compression.ZSTD:
+            raise UnsupportedCompressionError(f"unknown compression codec {self.compression}")
+        return self._stream_records()
+
+    def _stream_records(self) -> Iterator[Record]:
+        from protocol.recordscan import ScanError, scan
+
+        count, index = self.record_count, 0
+        pending = bytearray()
+        try:
+            for piece in _codecs.decompress_stream(self.compression, self.body()):
+                pending += piece
+                whole, seen, _ = scan(pending, 0, index, count, 0, 0, 0, 0)
+                if seen > index:
+                    yield from _iter_records(memoryview(pending)[:whole], seen - index,
+                                             self.base_offset, self.base_timestamp,
+                                             self.timestamp_type, self.max_timestamp, check_end=False)
+                    index, pending = seen, pending[whole:]
+        except _codecs.CompressionError as exc:
+            raise CorruptRecordError(str(exc)) from exc
+        except ScanError as exc:
+            raise CorruptRecordError(str(exc)) from exc
+        if index < count:
+            raise CorruptRecordError("record batch holds fewer records than its count")
+        if pending:
+            raise CorruptRecordError("record batch holds bytes past its last record")
 
     def control_record(self) -> ControlRecord:
         """The commit/abort marker of a control batch."""
@@ -426,7 +446,8 @@ def _read_bytes(buf, pos: int, limit: int) -> tuple[bytes | None, int]:
 
 
 def _iter_records(body: memoryview, count: int, base_offset: int, base_timestamp: int,
-                  timestamp_type: TimestampType, max_timestamp: int) -> Iterator[Record]:
+                  timestamp_type: TimestampType, max_timestamp: int,
+                  check_end: bool = True) -> Iterator[Record]:
     pos, end = 0, len(body)
     log_append = timestamp_type == TimestampType.LOG_APPEND_TIME
     for _ in range(count):
@@ -459,7 +480,7 @@ def _iter_records(body: memoryview, count: int, base_offset: int, base_timestamp
             raise CorruptRecordError("record length does not match its fields")
         timestamp = max_timestamp if log_append else base_timestamp + ts_delta
         yield Record(base_offset + offset_delta, timestamp, key, value, tuple(headers), attributes)
-    if pos != end:
+    if check_end and pos != end:
         raise CorruptRecordError("record batch holds bytes past its last record")
 
 

@@ -9,9 +9,10 @@ LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 
 
 class LeaderEpochCache:
-    def __init__(self, path: str):
+    def __init__(self, path: str | None):
+        """`path` None keeps the cache in memory only (the replication simulation)."""
         self.path = path
-        self.entries: list[tuple[int, int]] = checkpoints.read_leader_epochs(path)
+        self.entries: list[tuple[int, int]] = checkpoints.read_leader_epochs(path) if path else []
 
     @property
     def latest(self) -> int:
@@ -32,16 +33,38 @@ class LeaderEpochCache:
             self._write()
 
     def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
-        """(largest known epoch <= epoch, the offset where it ended), or (-1, -1)."""
+        """OffsetForLeaderEpoch, as Kafka's LeaderEpochFileCache.endOffsetFor:
+
+        - the latest epoch ends at the log end;
+        - an older epoch ends where the next larger known epoch starts, answered with the
+          largest known epoch <= the one asked for (or the asked one when it is older than
+          every known epoch: the follower then truncates to where the log's first epoch starts);
+        - an epoch newer than the latest, or none known: (-1, -1).
+        """
         entries = self.entries
-        if not entries or epoch < entries[0][0]:
+        if epoch < 0 or not entries:
             return -1, -1
-        for i in range(len(entries) - 1, -1, -1):
-            e, _start = entries[i]
-            if e <= epoch:
-                end = entries[i + 1][1] if i + 1 < len(entries) else log_end_offset
-                return e, end
+        if epoch == entries[-1][0]:
+            return epoch, log_end_offset
+        floor = None
+        for i, (e, start) in enumerate(entries):
+            if e > epoch:
+                return (floor if floor is not None else epoch), start
+            floor = e
         return -1, -1
 
+    def clear(self) -> None:
+        """The log restarted empty (a follower far behind its leader's log start)."""
+        if self.entries:
+            self.entries = []
+            self._write()
+
+    def start_offset_of(self, epoch: int) -> int | None:
+        for e, start in self.entries:
+            if e == epoch:
+                return start
+        return None
+
     def _write(self) -> None:
-        checkpoints.write_leader_epochs(self.path, self.entries)
+        if self.path:
+            checkpoints.write_leader_epochs(self.path, self.entries)

@@ -25,6 +25,19 @@ class InvalidTimestampError(InvalidBatchError):
     error_code = ErrorCode.INVALID_TIMESTAMP
 
 
+class RecordErrorsError(InvalidBatchError):
+    """Records of a batch broke per-record rules: the batch is refused and `record_errors` lists
+    (batch index, message) per bad record (Produce v8+ record_errors, KIP-467)."""
+
+    def __init__(self, message: str, error_code: int, record_errors: list[tuple[int, str]]):
+        super().__init__(message, error_code)
+        self.record_errors = record_errors
+
+
+class InvalidTimestampRecordsError(RecordErrorsError, InvalidTimestampError):
+    """RecordErrorsError where a record's timestamp is out of range (INVALID_TIMESTAMP)."""
+
+
 class OffsetOutOfRangeError(StorageError):
     error_code = ErrorCode.OFFSET_OUT_OF_RANGE
 

@@ -1,6 +1,7 @@
 """A partition log: an ordered list of segments in `<topic>-<partition>/`.
 
-See the package docstring for the public surface.  Everything that changes the
+See the package docstring for the public surface.  Reading (`log_read`), retention
+(`log_retention`) and truncation (`log_truncation`) are mixins in modules of their own.  Everything that changes the
 log happens under the partition lock; fsync (flush, group commit) runs outside it
 so a slow disk never stalls appends to the page cache.
 """
@@ -15,16 +16,19 @@ import time
 from typing import Callable, NamedTuple
 
 from protocol.records import (
-    LOG_OVERHEAD, NO_PARTITION_LEADER_EPOCH, NO_TIMESTAMP, RecordBatch, RecordBatchError, iter_batches, patched_header,
+    LOG_OVERHEAD, NO_PARTITION_LEADER_EPOCH, NO_TIMESTAMP, RecordBatch, RecordBatchError, patched_header,
 )
 from storage import checkpoints
 from storage.config import LogConfig
 from storage.epochs import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
 from storage.errors import (
-    ErrorCode, InvalidBatchError, KafkaStorageError, OffsetOutOfRangeError,
+    ErrorCode, InvalidBatchError, KafkaStorageError,
     StorageError,
 )
-from storage.files import FileSlice, OpenFiles
+from storage.files import OpenFiles
+from storage.log_read import LogReads, TimestampOffset
+from storage.log_retention import LogRetention
+from storage.log_truncation import LogTruncation
 from storage.producer_state import CompletedTxn, ProducerStateManager
 from storage.segment import (
     CLEANED_SUFFIX, DELETED_SUFFIX, LOG_SUFFIX, SEGMENT_SUFFIXES, SWAP_SUFFIX, LogSegment,
@@ -32,6 +36,8 @@ from storage.segment import (
 )
 from storage.txn_index import AbortedTxn
 from storage.validation import AppendOrigin, apply_topic_compression, validate_append
+
+__all__ = ["AppendOrigin", "AppendResult", "Log", "TimestampOffset", "parse_partition_dir"]
 
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
@@ -50,12 +56,6 @@ def _read_control(batch: RecordBatch):
     return batch.control_record()
 
 
-class TimestampOffset(NamedTuple):
-    offset: int
-    timestamp: int
-    leader_epoch: int = -1
-
-
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -68,7 +68,7 @@ def parse_partition_dir(name: str) -> tuple[str, int]:
     return topic, int(partition)
 
 
-class Log:
+class Log(LogReads, LogRetention, LogTruncation):
     def __init__(self, directory: str, config: LogConfig | None = None, *,
                  handles: OpenFiles | None = None, recovery_point: int = 0,
                  log_start_offset: int = 0, high_watermark: int = 0, clean_shutdown: bool = True,
@@ -82,6 +82,8 @@ class Log:
         self._flush_cond = threading.Condition(threading.Lock())
         self._flushing = False
         self.offline: str | None = None  # the I/O error that took the log offline
+        # Told (once) when an I/O error takes this log offline: the manager reports its log dir.
+        self.on_offline: Callable[["Log", BaseException], None] | None = None
         self._segments: list[LogSegment] = []
         self._bases: list[int] = []
         self._pending_deletes: list[tuple[int, list[str]]] = []  # (due ms, paths)
@@ -307,12 +309,21 @@ class Log:
             raise KafkaStorageError(f"log {self.topic}-{self.partition} is offline: {self.offline}")
 
     def _go_offline(self, exc: BaseException) -> KafkaStorageError:
+        first = self.offline is None
         self.offline = f"{type(exc).__name__}: {exc}"
+        if first and self.on_offline is not None:
+            self.on_offline(self, exc)
         return KafkaStorageError(f"I/O error on {self.topic}-{self.partition}: {exc}")
 
     # ======================================================================= append
+    def start_verification(self, producer_id: int, producer_epoch: int) -> object:
+        """A verification guard for append() (see ProducerStateManager.start_verification)."""
+        with self._lock:
+            return self.producer_state.start_verification(producer_id, producer_epoch)
+
     def append(self, records, *, leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
-               origin: AppendOrigin = AppendOrigin.CLIENT, now_ms: int | None = None) -> AppendResult:
+               origin: AppendOrigin = AppendOrigin.CLIENT, now_ms: int | None = None,
+               verification_guard: object | None = None) -> AppendResult:
         """Validate and append the batches in `records` (bytes/memoryview, never copied).
 
         CLIENT and COORDINATOR appends get offsets from the log end, the leader epoch
@@ -329,6 +340,8 @@ class Log:
         log_append_time = now if self.config.log_append_time and origin is not AppendOrigin.REPLICATION else None
         with self._lock:
             self._check_online()
+            if verification_guard is not None:
+                self.producer_state.check_verification(batches, verification_guard)
             next_offset = self.log_end_offset
             buffers: list = []
             placed: list[tuple[RecordBatch, int, int]] = []  # (batch, base offset, max timestamp)
@@ -496,110 +509,6 @@ class Log:
         checkpoints.write_atomically(os.path.join(self.directory, PARTITION_METADATA),
                                      f"version: 0\ntopic_id: {topic_id}\n")
 
-    # ======================================================================= leader epochs
-    @property
-    def latest_epoch(self) -> int:
-        return self.epochs.latest
-
-    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
-        """OffsetForLeaderEpoch: (largest known epoch <= epoch, its end offset), or (-1, -1)."""
-        with self._lock:
-            return self.epochs.end_offset_for(epoch, self.log_end_offset)
-
-    # ======================================================================= reads
-    def read(self, fetch_offset: int, max_bytes: int, max_offset: int | None = None,
-             min_one_batch: bool = True) -> list[FileSlice]:
-        """Byte ranges for Fetch, from the batch containing `fetch_offset`.
-
-        Whole batches only, at most `max_bytes` unless the first batch alone is larger
-        and `min_one_batch` (Kafka sends it whole), and only batches whose last offset
-        is below `max_offset` (the high watermark or last stable offset; default: log end).
-        """
-        with self._lock:
-            self._check_online()
-            if fetch_offset < self.log_start_offset or fetch_offset > self.log_end_offset:
-                raise OffsetOutOfRangeError(
-                    f"fetch offset {fetch_offset} is out of range for {self.topic}-{self.partition}: "
-                    f"[{self.log_start_offset}, {self.log_end_offset}]")
-            limit_offset = self.log_end_offset if max_offset is None else min(max_offset, self.log_end_offset)
-            if fetch_offset >= limit_offset:
-                return []
-            try:
-                return self._read_locked(fetch_offset, max_bytes, limit_offset, min_one_batch)
-            except OSError as exc:
-                raise self._go_offline(exc) from exc
-
-    def _read_locked(self, fetch_offset, max_bytes, limit_offset, min_one_batch) -> list[FileSlice]:
-        segments = self._segments
-        i = max(0, bisect.bisect_right(self._bases, fetch_offset) - 1)
-        for j in range(i, len(segments)):
-            segment = segments[j]
-            if segment.base_offset >= limit_offset:
-                return []
-            found = segment.find_batch(fetch_offset)
-            if found is None:
-                continue  # the rest of this segment was compacted away: try the next
-            start, first = found
-            if first.last_offset >= limit_offset:
-                return []
-            end = segment.size
-            upper = segments[j + 1].base_offset if j + 1 < len(segments) else self.log_end_offset
-            if limit_offset < upper:  # the high watermark / LSO falls inside this segment
-                bound = segment.find_batch(limit_offset, start)
-                if bound is not None:
-                    end = bound[0]
-            if end - start > max_bytes:
-                cut = segment.boundary_at_or_before(start, start + max(max_bytes, 0))
-                if cut == start:
-                    if not min_one_batch:
-                        return []
-                    cut = start + first.size
-                end = cut
-            return [segment.slice(start, end - start)]
-        return []
-
-    def read_batches(self, fetch_offset: int, max_bytes: int = 1 << 30,
-                     max_offset: int | None = None) -> list[RecordBatch]:
-        """Convenience for tests and internal consumers: the batches read() would send."""
-        out = []
-        for piece in self.read(fetch_offset, max_bytes, max_offset):
-            out.extend(iter_batches(piece.read()))
-        return out
-
-    # ======================================================================= offsets by time
-    def offset_for_timestamp(self, timestamp: int) -> TimestampOffset | None:
-        """The first record with timestamp >= `timestamp` (None when there is none)."""
-        with self._lock:
-            for segment in list(self._segments):
-                if segment.max_timestamp < timestamp:
-                    continue
-                for pos, header in segment.find_timestamp(timestamp, self.log_start_offset):
-                    batch = segment.read_batch(pos, header.size)
-                    for record in batch.records():
-                        if record.timestamp >= timestamp and record.offset >= self.log_start_offset:
-                            return TimestampOffset(record.offset, record.timestamp,
-                                                   batch.partition_leader_epoch)
-            return None
-
-    def max_timestamp_offset(self) -> TimestampOffset | None:
-        """ListOffsets MAX_TIMESTAMP (-3): the record with the largest timestamp."""
-        with self._lock:
-            best = None
-            for segment in self._segments:
-                if segment.max_timestamp != NO_TIMESTAMP and (best is None or segment.max_timestamp > best.max_timestamp):
-                    best = segment
-            if best is None:
-                return None
-            found = best.find_batch(best.offset_of_max_timestamp)
-            if found is None:
-                return TimestampOffset(best.offset_of_max_timestamp, best.max_timestamp)
-            pos, header = found
-            batch = best.read_batch(pos, header.size)
-            for record in batch.records():
-                if record.timestamp == batch.max_timestamp:
-                    return TimestampOffset(record.offset, record.timestamp, batch.partition_leader_epoch)
-            return TimestampOffset(batch.last_offset, batch.max_timestamp, batch.partition_leader_epoch)
-
     # ======================================================================= flush
     def flush(self, up_to: int | None = None) -> None:
         """fsync everything below `up_to` (default: the log end) and advance the
@@ -656,177 +565,6 @@ class Log:
         now = self.clock() if now_ms is None else now_ms
         if self.recovery_point < self.log_end_offset and now - self._last_flush_ms >= self.config.flush_ms:
             self.flush()
-
-    # ======================================================================= retention
-    def apply_retention(self, now_ms: int | None = None) -> int:
-        """Delete whole segments past retention.ms / retention.bytes (cleanup.policy
-        delete) or wholly below the log start offset; returns how many went."""
-        now = self.clock() if now_ms is None else now_ms
-        config = self.config
-        with self._lock:
-            if self.offline is not None:
-                return 0
-            doomed = 0
-            segments = self._segments
-            # Only segments wholly below the high watermark may go (Kafka's rule).
-            def upper(i):
-                return segments[i + 1].base_offset if i + 1 < len(segments) else self.log_end_offset
-
-            def deletable(i):
-                # never the empty active segment (Kafka's rule; there is nothing to roll)
-                if i == len(segments) - 1 and segments[i].size == 0:
-                    return False
-                return upper(i) <= self.high_watermark
-
-            while doomed < len(segments) and upper(doomed) <= self.log_start_offset and \
-                    doomed < len(segments) - 1:
-                doomed += 1
-            if config.delete:
-                if config.retention_ms >= 0:
-                    while doomed < len(segments) and deletable(doomed) and \
-                            segments[doomed].max_timestamp != NO_TIMESTAMP and \
-                            now - segments[doomed].max_timestamp > config.retention_ms:
-                        doomed += 1
-                if config.retention_bytes >= 0:
-                    excess = self.size_bytes - config.retention_bytes
-                    for i in range(doomed):
-                        excess -= segments[i].size
-                    while doomed < len(segments) and deletable(doomed) and excess - segments[doomed].size >= 0:
-                        excess -= segments[doomed].size
-                        doomed += 1
-            if doomed:
-                self._delete_segments(doomed, now)
-            return doomed
-
-    def _delete_segments(self, count: int, now: int) -> None:
-        """Remove the first `count` segments (rolling first if that includes the active one)."""
-        if count >= len(self._segments):
-            if self.active_segment.size:
-                self._roll(self.log_end_offset, now)
-            count = len(self._segments) - 1
-            if not count:
-                return
-        doomed, self._segments = self._segments[:count], self._segments[count:]
-        self._bases = self._bases[count:]
-        self.log_start_offset = max(self.log_start_offset, self._segments[0].base_offset)
-        self.high_watermark = max(self.high_watermark, self.log_start_offset)
-        self.producer_state.on_high_watermark(self.high_watermark)
-        self.recovery_point = max(self.recovery_point, self.log_start_offset)
-        due = now + self.config.file_delete_delay_ms
-        for segment in doomed:
-            try:
-                segment.rename_all(DELETED_SUFFIX)
-            except OSError as exc:
-                raise self._go_offline(exc) from exc
-            self._pending_deletes.append((due, segment.paths()))
-        self.on_segments_deleted(self.log_start_offset)
-
-    def on_segments_deleted(self, log_start_offset: int) -> None:
-        """Producers whose data is gone are forgotten; old snapshots go."""
-        self.producer_state.evict_below(log_start_offset)
-        self.producer_state.delete_snapshots(below=self._segments[0].base_offset)
-
-    def delete_due_files(self, now_ms: int | None = None) -> None:
-        """Unlink `.deleted` files whose file.delete.delay.ms has passed."""
-        now = self.clock() if now_ms is None else now_ms
-        with self._lock:
-            due = [paths for t, paths in self._pending_deletes if t <= now]
-            self._pending_deletes = [(t, p) for t, p in self._pending_deletes if t > now]
-        for paths in due:
-            for path in paths:
-                try:
-                    os.remove(path)
-                except FileNotFoundError:
-                    pass
-
-    def delete_records(self, offset: int) -> int:
-        """DeleteRecords: move the log start offset up to `offset` (-1: the high
-        watermark); segments wholly below it are deleted.  Returns the new log start."""
-        with self._lock:
-            self._check_online()
-            if not self.config.delete:
-                raise StorageError(
-                    f"Records of partition {self.topic}-{self.partition} can not be deleted due to "
-                    f"the configured policy", ErrorCode.POLICY_VIOLATION)
-            if offset == -1:
-                offset = self.high_watermark
-            if offset < 0 or offset > self.high_watermark:
-                raise OffsetOutOfRangeError(
-                    f"cannot delete records of {self.topic}-{self.partition} below {offset}: "
-                    f"the high watermark is {self.high_watermark}")
-            if offset > self.log_start_offset:
-                self.log_start_offset = offset
-                self.apply_retention()
-            return self.log_start_offset
-
-    def flush_rolled_segments(self) -> None:
-        """Kafka flushes a segment soon after it is rolled; the manager calls this."""
-        base = self.active_segment.base_offset
-        if self.recovery_point < base:
-            self.flush(base)
-
-    # ======================================================================= truncation
-    def truncate_to(self, offset: int) -> None:
-        """Replica truncation: drop everything at or above `offset`."""
-        with self._lock:
-            self._check_online()
-            if offset >= self.log_end_offset:
-                return
-            if offset < self.log_start_offset:
-                self.truncate_fully_and_start_at(offset)
-                return
-            try:
-                while len(self._segments) > 1 and self._segments[-1].base_offset >= offset:
-                    gone = self._segments.pop()
-                    self._bases.pop()
-                    gone.close()
-                    for path in gone.paths():
-                        if os.path.exists(path):
-                            os.remove(path)
-                active = self._segments[-1]
-                if not active.active:
-                    active.activate()
-                active.truncate_to(offset)
-            except OSError as exc:
-                raise self._go_offline(exc) from exc
-            if self.log_end_offset < self.log_start_offset:
-                # The cut batch straddled the log start: keep the log start, empty.
-                self.truncate_fully_and_start_at(self.log_start_offset)
-                return
-            self._after_truncation()
-
-    def truncate_fully_and_start_at(self, offset: int) -> None:
-        """Drop every segment and restart the log empty at `offset`."""
-        with self._lock:
-            self._check_online()
-            now = self.clock()
-            for segment in self._segments:
-                segment.close()
-                for path in segment.paths():
-                    if os.path.exists(path):
-                        os.remove(path)
-            segment = LogSegment(self.directory, offset, self.handles, created_ms=now)
-            segment.activate()
-            self._segments = [segment]
-            self._bases = [offset]
-            self.log_start_offset = offset
-            self.producer_state.delete_snapshots(above=-1)  # nothing of the old log survives
-            self.producer_state.reset(offset)
-            self._after_truncation()
-
-    def _after_truncation(self) -> None:
-        end = self.log_end_offset
-        self.log_start_offset = min(self.log_start_offset, end)
-        self.high_watermark = min(max(self.high_watermark, self.log_start_offset), end)
-        self.recovery_point = min(self.recovery_point, end)
-        self.epochs.truncate_from(end)
-        self.on_truncated(end)
-        self.producer_state.on_high_watermark(self.high_watermark)
-
-    def on_truncated(self, end_offset: int) -> None:
-        """Producer state is rebuilt from the last snapshot below the new end."""
-        self.producer_state.delete_snapshots(above=end_offset)
-        self._rebuild_producer_state(end_offset)
 
     # ======================================================================= compaction
     def swap_cleaned_segment(self, old: LogSegment, cleaned: LogSegment) -> bool:

@@ -54,6 +54,7 @@ class LogManager:
         self._pending_dir_deletes: list[tuple[int, str]] = []
         self.had_clean_shutdown: dict[str, bool] = {}
         self.offline_dirs: dict[str, str] = {}  # log dir -> the I/O error that took it offline
+        self.offline_dir_events = 0   # dirs that went offline since start (a metric)
         self.offline_partitions: set[tuple[str, int]] = set()
         # Logs the cleaner failed on (Kafka's KIP-346 uncleanable partitions): skipped
         # until a restart, a config change or the log's deletion.
@@ -91,15 +92,34 @@ class LogManager:
                       recovery_point=recovery.get(key, 0), log_start_offset=starts.get(key, 0),
                       high_watermark=hws.get(key, 0), clean_shutdown=clean,
                       cleaner_checkpoint=cleaned.get(key, 0), clock=self.clock)
+            log.on_offline = self._log_failed
             self._logs[key] = log
             self._dir_of[key] = log_dir
         if clean:
             os.remove(marker)  # from now on a crash is an unclean stop
         self._write_checkpoints(log_dir)
 
+    def _report_offline(self, log_dir: str, exc: BaseException, where: str) -> None:
+        """Once per log dir: the cause at ERROR (as Kafka's LogDirFailureChannel logs it)."""
+        if log_dir in self.offline_dirs:
+            return
+        self.offline_dirs[log_dir] = f"{type(exc).__name__}: {exc}"
+        self.offline_dir_events += 1
+        logger.error("log dir %s is offline after an I/O error on %s: %s", log_dir, where,
+                     self.offline_dirs[log_dir])
+
+    def _log_failed(self, log, exc: BaseException) -> None:
+        """A log's I/O error (disk full, failing disk): its dir is reported offline. Only that
+        log stops at once (closing the others from inside a failing append could deadlock); the
+        others in the dir fail on their own next write, and no new partition is placed there."""
+        log_dir = self._dir_of.get((log.topic, log.partition))
+        if log_dir is not None:
+            self._report_offline(log_dir, exc, f"{log.topic}-{log.partition}")
+
     def _dir_failed(self, log_dir: str, exc: BaseException) -> None:
         """Kafka takes a whole log dir offline on an I/O error: its partitions answer
         KAFKA_STORAGE_ERROR and no new partition is placed there."""
+        self._report_offline(log_dir, exc, log_dir)
         self.offline_dirs[log_dir] = f"{type(exc).__name__}: {exc}"
         with self._lock:
             for key in [k for k, d in self._dir_of.items() if d == log_dir]:
@@ -168,6 +188,7 @@ class LogManager:
             log_dir = self._least_loaded_dir()
             path = os.path.join(log_dir, f"{topic}-{partition}")
             log = Log(path, self._config_for(topic), handles=self.handles, clock=self.clock)
+            log.on_offline = self._log_failed
             self._logs[key] = log
             self._uncleanable.discard(key)
             self._dir_of[key] = log_dir

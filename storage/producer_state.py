@@ -33,6 +33,11 @@ _SNAP_ENTRY = struct.Struct(">qhiqiqiq")
 _SNAP_VERSION = 1
 
 
+# The guard for a batch whose transaction the log already holds: it verifies nothing, so a
+# marker closing that transaction before the append makes the append fail.
+ALREADY_IN_TRANSACTION = object()
+
+
 class BatchMetadata(NamedTuple):
     first_seq: int
     last_seq: int
@@ -98,6 +103,10 @@ class ProducerStateManager:
         # first offset -> marker offset (still unstable for read_committed, as in Kafka)
         self.unreplicated: dict[int, int] = {}
         self.map_end_offset = 0  # the offset up to which the state reflects the log
+        # Kafka's verification guards (KIP-890): producer id -> the token handed out when its
+        # transaction's first batch here was verified with the coordinator. A marker for the
+        # producer clears it, so a batch verified before an abort cannot open a new transaction.
+        self.verification_guards: dict[int, object] = {}
 
     # -- queries ------------------------------------------------------------------------
     @property
@@ -119,6 +128,30 @@ class ProducerStateManager:
             if first != completed.first_offset:
                 return first
         return completed.last_offset + 1
+
+    # -- transaction verification (KIP-890) ------------------------------------------------
+    def start_verification(self, producer_id: int, producer_epoch: int) -> object:
+        """Taken before the transaction coordinator is asked whether this partition is in the
+        producer's transaction; the append must bring it back (check_verification). A marker for
+        the producer voids it, and the ALREADY_IN_TRANSACTION guard given while the log holds that
+        transaction: a batch verified before an abort can then not open a transaction no marker
+        closes. Concurrent first batches of one transaction share a guard."""
+        entry = self.producers.get(producer_id)
+        if entry is not None and entry.epoch == producer_epoch and entry.current_txn_first_offset is not None:
+            return ALREADY_IN_TRANSACTION
+        return self.verification_guards.setdefault(producer_id, object())
+
+    def check_verification(self, batches, guard: object) -> None:
+        """Kafka's check on append: a transaction's first batch here needs its live guard."""
+        for batch in batches:
+            if not batch.is_transactional or batch.is_control:
+                continue
+            entry = self.producers.get(batch.producer_id)
+            if entry is not None and entry.epoch == batch.producer_epoch \
+                    and entry.current_txn_first_offset is not None:
+                continue
+            if self.verification_guards.get(batch.producer_id) is not guard:
+                raise InvalidTxnStateError("Record was not part of an ongoing transaction")
 
     # -- appends ---------------------------------------------------------------------------
     def prepare(self, placed, *, validate: bool, read_control) -> "PendingAppend":
@@ -192,6 +225,7 @@ class ProducerStateManager:
             pending.completed.append(CompletedTxn(entry.producer_id, entry.current_txn_first_offset, offset,
                                                   control.type == ControlType.ABORT))
         entry.current_txn_first_offset = None
+        pending.markers.append(entry.producer_id)
         entry.coordinator_epoch = control.coordinator_epoch
         entry.last_timestamp = timestamp
 
@@ -199,6 +233,8 @@ class ProducerStateManager:
         self.producers.update(pending.entries)
         for first, pid in pending.started:
             self.ongoing[first] = pid
+        for pid in pending.markers:
+            self.verification_guards.pop(pid, None)
         for txn in pending.completed:
             self.ongoing.pop(txn.first_offset, None)
             self.unreplicated[txn.first_offset] = txn.last_offset
@@ -314,10 +350,11 @@ class ProducerStateManager:
 
 
 class PendingAppend:
-    __slots__ = ("entries", "started", "completed", "duplicate")
+    __slots__ = ("entries", "started", "completed", "markers", "duplicate")
 
     def __init__(self):
         self.entries: dict[int, ProducerEntry] = {}
         self.started: list[tuple[int, int]] = []
         self.completed: list[CompletedTxn] = []
+        self.markers: list[int] = []          # producer ids whose marker this append writes
         self.duplicate: BatchMetadata | None = None

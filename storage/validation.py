@@ -1,19 +1,24 @@
-"""Append validation: Kafka's LogValidator checks that need only batch headers.
+"""Append validation: what Kafka's LogValidator checks before a client batch reaches the log.
 
-The hot path parses the 61-byte header of each batch and checks the CRC; records
-are read only for compacted topics (keys are mandatory there), as Kafka does.
+Every batch: its 61-byte header and CRC. Every client record too, as Kafka does (a stored
+malformed batch would stop every consumer after it): walked in place by its length varints
+(protocol.recordscan, C when built), compressed ones decompressed as a stream. Records that
+break a per-record rule (no key on a compacted topic, a timestamp out of the accepted range)
+fail the whole batch with one error per record (KIP-467's record_errors).
 """
 
 from __future__ import annotations
 
 import enum
 
+from protocol import recordscan
+from protocol.compression import CompressionError
 from protocol.records import (
-    COMPRESSION_MASK, CONTROL_MASK, LOG_OVERHEAD, MIN_BATCH_LENGTH, NO_TIMESTAMP, TRANSACTIONAL_MASK,
-    RecordBatch, RecordBatchError, build_batch, iter_batches,
+    COMPRESSION_MASK, CONTROL_MASK, LOG_OVERHEAD, MIN_BATCH_LENGTH, TRANSACTIONAL_MASK,
+    RecordBatch, RecordBatchError, SimpleRecord, build_batch, iter_batches,
 )
 from storage.config import LogConfig
-from storage.errors import ErrorCode, InvalidBatchError, InvalidTimestampError
+from storage.errors import ErrorCode, InvalidBatchError, InvalidTimestampRecordsError, RecordErrorsError
 
 
 class AppendOrigin(enum.Enum):
@@ -36,7 +41,7 @@ def split_batches(view: memoryview) -> list[RecordBatch]:
 
 def validate_append(view: memoryview, origin: AppendOrigin, config: LogConfig, now: int,
                     where: str) -> list[RecordBatch]:
-    """The batches of `view`, or InvalidBatchError / InvalidTimestampError with Kafka's code."""
+    """The batches of `view`, or InvalidBatchError (RecordErrorsError per record) with Kafka's code."""
     size = len(view)
     if size > config.segment_bytes:
         raise InvalidBatchError(
@@ -53,9 +58,6 @@ def validate_append(view: memoryview, origin: AppendOrigin, config: LogConfig, n
             _check_size_and_codec(batch, config)
         return batches
     client = origin is AppendOrigin.CLIENT
-    check_ts = not config.log_append_time
-    low = now - config.message_timestamp_before_max_ms
-    high = now + config.message_timestamp_after_max_ms
     for batch in batches:
         _check_size_and_codec(batch, config)
         attributes = batch.attributes
@@ -69,17 +71,63 @@ def validate_append(view: memoryview, origin: AppendOrigin, config: LogConfig, n
                                     ErrorCode.INVALID_RECORD)
         if attributes & TRANSACTIONAL_MASK and batch.producer_id < 0:
             raise InvalidBatchError("transactional batch without a producer id", ErrorCode.INVALID_RECORD)
-        if client and config.compact and not attributes & CONTROL_MASK:
-            _require_keys(batch, where)
-        if check_ts:
-            # Header timestamps only (the hot path never parses records): the first
-            # record's and the largest.
-            for ts in (batch.base_timestamp, batch.max_timestamp):
-                if ts != NO_TIMESTAMP and (ts < low or ts > high):
-                    raise InvalidTimestampError(
-                        f"timestamp {ts} of the batch is out of the accepted range "
-                        f"(message.timestamp.before.max.ms / after.max.ms)")
+        if client:
+            _check_records(batch, config, now, where)
     return batches
+
+
+def _check_records(batch: RecordBatch, config: LogConfig, now: int, where: str) -> None:
+    """Kafka's per-record checks of a client batch; raises with Kafka's codes."""
+    flags = 0
+    if batch.compression:
+        flags |= recordscan.CHECK_OFFSETS    # Kafka checks inner offsets of compressed batches
+    if config.compact:
+        flags |= recordscan.CHECK_KEYS
+    low = high = 0
+    if not config.log_append_time:
+        flags |= recordscan.CHECK_TIMESTAMPS
+        low = now - config.message_timestamp_before_max_ms
+        high = now + config.message_timestamp_after_max_ms
+    try:
+        found = recordscan.walk_batch(batch, flags, low, high)
+    except recordscan.ScanError as exc:
+        raise InvalidBatchError(str(exc), ErrorCode.INVALID_RECORD) from exc
+    except CompressionError as exc:
+        # Kafka's decompressors fail with a generic exception here, answered UNKNOWN_SERVER_ERROR
+        # (not the retriable CORRUPT_MESSAGE: a client must not resend this batch forever).
+        raise InvalidBatchError(str(exc), ErrorCode.UNKNOWN_SERVER_ERROR) from exc
+    if found:
+        raise _record_errors(found, batch, low, high, where)
+
+
+def _record_errors(found: list, batch: RecordBatch, low: int, high: int,
+                   where: str) -> RecordErrorsError:
+    """Kafka's RecordValidationException: the whole batch fails, each bad record named."""
+    errors = []
+    bad_timestamp = False
+    for index, kind, timestamp, offset_delta in found:
+        if kind == recordscan.NO_KEY:
+            message = f"Compacted topic cannot accept message without key in topic partition {where}"
+        else:
+            bad_timestamp = True
+            message = (f"Timestamp {timestamp} of message with offset {batch.base_offset + offset_delta} "
+                       f"is out of range. The timestamp should be within "
+                       f"[{_as_int64(low)}, {_as_int64(high)}]")
+        errors.append((index, message))
+    if bad_timestamp:
+        return InvalidTimestampRecordsError(
+            "One or more records have been rejected due to invalid timestamp",
+            ErrorCode.INVALID_TIMESTAMP, errors)
+    shown = ", ".join(f"RecordError(batchIndex={i}, message='{m}')" for i, m in errors[:3])
+    return RecordErrorsError(
+        f"One or more records have been rejected due to {len(errors)} record errors in total, "
+        f"and only showing the first three errors at most: [{shown}]",
+        ErrorCode.INVALID_RECORD, errors)
+
+
+def _as_int64(value: int) -> int:
+    """Java's long arithmetic: Kafka prints now + Long.MAX_VALUE wrapped, and so do we."""
+    return (value + (1 << 63)) % (1 << 64) - (1 << 63)
 
 
 def _check_size_and_codec(batch: RecordBatch, config: LogConfig) -> None:
@@ -92,25 +140,13 @@ def _check_size_and_codec(batch: RecordBatch, config: LogConfig) -> None:
                                 ErrorCode.CORRUPT_MESSAGE)
 
 
-def _require_keys(batch: RecordBatch, where: str) -> None:
-    """Compacted topics refuse records without keys (Kafka's LogValidator)."""
-    try:
-        for record in batch.records():
-            if record.key is None:
-                raise InvalidBatchError(
-                    f"Compacted topic cannot accept message without key in topic partition {where}.",
-                    ErrorCode.INVALID_RECORD)
-    except RecordBatchError as exc:
-        raise InvalidBatchError(exc.message, exc.error_code) from exc
-
-
 TOPIC_CODECS = {"uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 
 
 def apply_topic_compression(batches: list[RecordBatch], config: LogConfig) -> list[RecordBatch]:
-    """compression.type other than "producer": Kafka re-encodes data batches in the
-    topic's codec (offsets, producer fields and timestamps kept).  The default
-    ("producer") leaves the bytes untouched."""
+    """compression.type other than "producer": Kafka re-encodes data batches in another codec
+    than the topic's (the one place a batch is rewritten).  The default ("producer") leaves the
+    bytes untouched."""
     target = TOPIC_CODECS.get(config.compression_type)
     if target is None:
         return batches
@@ -120,15 +156,17 @@ def apply_topic_compression(batches: list[RecordBatch], config: LogConfig) -> li
             out.append(batch)
             continue
         try:
-            records = list(batch.records())
+            records = [SimpleRecord(r.value, r.key, r.headers, r.timestamp, offset_delta=i)
+                       for i, r in enumerate(batch.records())]
         except RecordBatchError as exc:
             raise InvalidBatchError(exc.message, exc.error_code) from exc
+        # As Kafka's rebuild: offsets 0..n-1, the first record's timestamp as the base, the
+        # largest as the max; producer fields kept (the log then stamps offsets and epoch).
         data = build_batch(
             records, base_offset=batch.base_offset, compression_type=target,
             timestamp_type=batch.timestamp_type, producer_id=batch.producer_id,
             producer_epoch=batch.producer_epoch, base_sequence=batch.base_sequence,
             transactional=batch.is_transactional, partition_leader_epoch=batch.partition_leader_epoch,
-            base_timestamp=batch.base_timestamp, max_timestamp=batch.max_timestamp,
-            last_offset_delta=batch.last_offset_delta)
+            base_timestamp=records[0].timestamp if records else batch.base_timestamp)
         out.append(RecordBatch(data, 0))
     return out

@@ -6,12 +6,17 @@ against Apache Kafka and other Kafka-compatible brokers as well as Odradek.
     odradek topics create|list|describe|delete|alter-configs|add-partitions
     odradek groups list|describe|reset-offsets|delete
     odradek configs describe|alter   (--topic T | --broker ID | --broker-defaults | --broker-logger ID)
+    odradek quotas describe|alter    (--user U | --user-defaults, --client C | --client-defaults, --ip)
     odradek offsets TOPIC [--time earliest|latest|max-timestamp|MS|ISO]
     odradek delete-records TOPIC --before-offset N
     odradek produce TOPIC / odradek consume TOPIC   (console tools)
     odradek cluster describe|api-versions / odradek quorum describe
+    odradek users scram set|delete|describe
+    odradek acls create|list|delete   (kafka-acls' options: --allow-principal, --topic, ...)
+    odradek reassign --reassignment-json-file PLAN --execute|--verify|--cancel
 
-Every command takes ``--bootstrap-server`` (``-b``), ``--json`` and ``--timeout``; prints tables
+Every command takes ``--bootstrap-server`` (``-b``), ``--json``, ``--timeout`` and ``--command-config``
+(Kafka client properties: TLS, SASL); prints tables
 (or JSON) on stdout, errors as ``odradek: error: <what>: <KAFKA_ERROR_NAME>: <message>`` on
 stderr, and exits 0 on success, 1 on a failure, 2 on a usage error.
 
@@ -25,10 +30,12 @@ from __future__ import annotations
 
 import argparse
 
-from broker.admin import cluster, configs, console, groups, offsets, topics
+from broker.admin import (
+    acls, cluster, configs, console, groups, offsets, quotas, reassign, topics, users,
+)
 from broker.admin.common import common_options
 
-_MODULES = (topics, groups, configs, offsets, console, cluster)
+_MODULES = (topics, groups, configs, quotas, offsets, console, cluster, users, acls, reassign)
 
 
 def register(subparsers) -> None:

@@ -123,7 +123,7 @@ class BrokerConnection:
     """One blocking socket to one broker, with negotiated api versions."""
 
     def __init__(self, host: str, port: int, *, client_id: str = "odradek-admin",
-                 timeout: float = 30.0, node_id: int | None = None):
+                 timeout: float = 30.0, node_id: int | None = None, security=None):
         self.host, self.port, self.node_id = host, port, node_id
         self.client_id = client_id
         self.timeout = timeout
@@ -134,7 +134,20 @@ class BrokerConnection:
             raise ConnectionFailed(f"cannot connect to {host}:{port}: {exc.strerror or exc}") from exc
         self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.api_versions: dict[int, tuple[int, int]] = {}
+        if security is not None:   # broker.security.client.ClientSecurity: TLS, then SASL
+            try:
+                self._sock = security.wrap(self._sock, host)
+            except (OSError, ValueError) as exc:
+                self.close()
+                raise ConnectionFailed(f"TLS handshake with {host}:{port} failed: {exc}") from exc
         self._negotiate()
+        if security is not None and security.mechanism:
+            from broker.security.sasl import AuthenticationFailed
+            try:
+                security.authenticate(self.request)
+            except AuthenticationFailed as exc:
+                self.close()
+                raise KafkaError(58, str(exc), f"{host}:{port}") from None
 
     def __repr__(self) -> str:
         return f"BrokerConnection({self.host}:{self.port}, node {self.node_id})"
@@ -328,8 +341,9 @@ class KafkaClient:
     """Connections to a cluster: bootstrap, per-node, coordinators; metadata helpers."""
 
     def __init__(self, bootstrap_servers: str, *, client_id: str = "odradek-admin",
-                 timeout: float = 30.0):
+                 timeout: float = 30.0, security=None):
         self.bootstrap = parse_bootstrap(bootstrap_servers)
+        self.security = security
         self.client_id = client_id
         self.timeout = timeout
         self._bootstrap_conn: BrokerConnection | None = None
@@ -353,7 +367,7 @@ class KafkaClient:
 
     def _connect(self, host: str, port: int, node_id: int | None = None) -> BrokerConnection:
         return BrokerConnection(host, port, client_id=self.client_id, timeout=self.timeout,
-                                node_id=node_id)
+                                node_id=node_id, security=self.security)
 
     def any_broker(self) -> BrokerConnection:
         """A connection to some broker (the first bootstrap server that answers)."""

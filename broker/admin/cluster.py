@@ -18,17 +18,21 @@ METADATA_TOPIC = "__cluster_metadata"
 def describe_cluster(client: KafkaClient) -> dict:
     conn = client.any_broker()
     if conn.supports(API.DESCRIBE_CLUSTER):
-        _, resp = conn.request(API.DESCRIBE_CLUSTER,
-                               messages.DescribeClusterRequest(
-                                   include_cluster_authorized_operations=False), max_version=1)
+        with_fenced = conn.api_versions[API.DESCRIBE_CLUSTER][1] >= 2
+        version, resp = conn.request(API.DESCRIBE_CLUSTER,
+                                     messages.DescribeClusterRequest(
+                                         include_cluster_authorized_operations=False,
+                                         include_fenced_brokers=with_fenced), max_version=2)
         check(resp.error_code, resp.error_message, "DescribeCluster")
-        brokers = [{"id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack}
-                   for b in resp.brokers]
+        # v2 (KIP-1073) lists fenced brokers too; older versions only the live ones.
+        brokers = [{"id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack,
+                    "status": ("fenced" if b.is_fenced else "unfenced") if version >= 2
+                    else "unfenced"} for b in resp.brokers]
         cluster_id, controller = resp.cluster_id, resp.controller_id
     else:
         meta = client.metadata([])
-        brokers = [{"id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
-                   for b in meta.brokers.values()]
+        brokers = [{"id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack,
+                    "status": "unfenced"} for b in meta.brokers.values()]
         cluster_id, controller = meta.cluster_id, meta.controller_id
     return {"cluster_id": cluster_id, "controller_id": controller,
             "brokers": sorted(brokers, key=lambda b: b["id"])}
@@ -73,8 +77,8 @@ def _cluster_describe(client: KafkaClient, args) -> int:
         emit_json(doc)
         return 0
     print(f"Cluster: {doc['cluster_id']}  Controller: {doc['controller_id']}")
-    table(["BROKER", "HOST", "PORT", "RACK"],
-          [(b["id"], b["host"], b["port"], b["rack"]) for b in doc["brokers"]])
+    table(["BROKER", "HOST", "PORT", "RACK", "STATUS"],
+          [(b["id"], b["host"], b["port"], b["rack"], b["status"]) for b in doc["brokers"]])
     return 0
 
 

@@ -26,6 +26,9 @@ def common_options() -> argparse.ArgumentParser:
     parent.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS",
                         help="per-request timeout (default 30)")
     parent.add_argument("--client-id", default="odradek-admin", help="client id sent to brokers")
+    parent.add_argument("--command-config", metavar="FILE",
+                        help="Kafka client properties (security.protocol, ssl.*, sasl.mechanism, "
+                             "sasl.jaas.config or sasl.username/sasl.password)")
     return parent
 
 
@@ -33,10 +36,17 @@ def runs(handler: Handler) -> Callable[[argparse.Namespace], int]:
     """Wrap a handler: open a client, map failures to a message on stderr and exit status 1."""
 
     def run(args: argparse.Namespace) -> int:
+        from broker.config import ConfigError
         try:
+            security = None
+            if getattr(args, "command_config", None):
+                from broker.security.client import ClientSecurity
+                security = ClientSecurity.from_file(args.command_config)
             with KafkaClient(args.bootstrap_server, client_id=args.client_id,
-                             timeout=args.timeout) as client:
+                             timeout=args.timeout, security=security) as client:
                 return handler(client, args)
+        except ConfigError as exc:
+            error(f"--command-config: {exc}")
         except KafkaError as exc:
             error(str(exc))
         except CommandFailed as exc:

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from .ip_overrides import check_ip_overrides
+from .kafka_catalog import KAFKA_BROKER_CONFIGS
 from .values import (INT_MAX, LONG_MAX, COMPRESSION_TYPES, TIMESTAMP_TYPES, ConfigDef, ConfigType, _defs,
                      at_least, between, one_of)
 
@@ -40,6 +44,7 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("connections.max.idle.ms", T.LONG, 600000),
     ConfigDef("max.connections", T.INT, INT_MAX, at_least(0), dynamic=True),
     ConfigDef("max.connections.per.ip", T.INT, INT_MAX, at_least(0), dynamic=True),
+    ConfigDef("max.connections.per.ip.overrides", T.STRING, "", check_ip_overrides, dynamic=True),
     ConfigDef("num.network.threads", T.INT, 3, at_least(1), dynamic=True),
     ConfigDef("num.io.threads", T.INT, 8, at_least(1), dynamic=True),
     ConfigDef("queued.max.requests", T.INT, 500, at_least(1)),
@@ -52,6 +57,9 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("auto.create.topics.enable", T.BOOLEAN, True),
     ConfigDef("delete.topic.enable", T.BOOLEAN, True),
     ConfigDef("auto.leader.rebalance.enable", T.BOOLEAN, True),
+    # controller: leader balance (the active controller checks every interval)
+    ConfigDef("leader.imbalance.check.interval.seconds", T.LONG, 300, at_least(1)),
+    ConfigDef("leader.imbalance.per.broker.percentage", T.INT, 10, between(0, 100)),
     ConfigDef("message.max.bytes", T.INT, 1048588, at_least(0), dynamic=True),
     ConfigDef("compression.type", T.STRING, "producer", one_of(*COMPRESSION_TYPES), dynamic=True),
     ConfigDef("compression.gzip.level", T.INT, -1, between(-1, 9), dynamic=True),
@@ -64,6 +72,12 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("replica.fetch.response.max.bytes", T.INT, 10485760, at_least(0)),
     ConfigDef("replica.fetch.wait.max.ms", T.INT, 500),
     ConfigDef("num.replica.fetchers", T.INT, 1, dynamic=True),
+    # replication (issue 13): follower fetch tuning and fetch-from-follower (KIP-392)
+    ConfigDef("replica.fetch.min.bytes", T.INT, 1),
+    ConfigDef("replica.fetch.backoff.ms", T.INT, 1000, at_least(0)),
+    ConfigDef("replica.selector.class", T.STRING, None,
+              one_of("org.apache.kafka.common.replica.RackAwareReplicaSelector",
+                     "org.apache.kafka.common.replica.LeaderSelector")),
     # log
     ConfigDef("log.dir", T.STRING, "/tmp/kafka-logs"),
     ConfigDef("log.dirs", T.STRING, None),
@@ -106,6 +120,46 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     # Odradek: fsync appended batches before acknowledging them (group commit); Kafka leaves it to the OS.
     ConfigDef("metrics.port", T.INT, -1, between(-1, 65535)),   # Odradek: /metrics, /healthz; -1 off
     ConfigDef("log.flush.before.acknowledge", T.BOOLEAN, False),
+    # client quotas (broker.quotas): Kafka's sampled windows and connection creation rate limits
+    ConfigDef("quota.window.num", T.INT, 11, at_least(1)),
+    ConfigDef("quota.window.size.seconds", T.INT, 1, at_least(1)),
+    ConfigDef("controller.quota.window.num", T.INT, 11, at_least(1)),
+    ConfigDef("controller.quota.window.size.seconds", T.INT, 1, at_least(1)),
+    ConfigDef("max.connection.creation.rate", T.INT, INT_MAX, at_least(0), dynamic=True),
+    # security (authentication): TLS and SASL, Kafka's names and defaults; each may also be set
+    # per listener as listener.name.<listener>.<key> (SASL ones also .<mechanism>.<key>)
+    ConfigDef("ssl.keystore.type", T.STRING, "JKS", one_of("JKS", "PKCS12", "PEM", case_sensitive=False)),
+    ConfigDef("ssl.keystore.location", T.STRING, None),
+    ConfigDef("ssl.keystore.password", T.PASSWORD, None, sensitive=True),
+    ConfigDef("ssl.key.password", T.PASSWORD, None, sensitive=True),
+    ConfigDef("ssl.keystore.certificate.chain", T.PASSWORD, None, sensitive=True),
+    ConfigDef("ssl.keystore.key", T.PASSWORD, None, sensitive=True),
+    ConfigDef("ssl.truststore.type", T.STRING, "JKS", one_of("JKS", "PKCS12", "PEM", case_sensitive=False)),
+    ConfigDef("ssl.truststore.location", T.STRING, None),
+    ConfigDef("ssl.truststore.password", T.PASSWORD, None, sensitive=True),
+    ConfigDef("ssl.truststore.certificates", T.PASSWORD, None, sensitive=True),
+    ConfigDef("ssl.client.auth", T.STRING, "none", one_of("required", "requested", "none")),
+    ConfigDef("ssl.protocol", T.STRING, "TLSv1.3"),
+    ConfigDef("ssl.enabled.protocols", T.LIST, ["TLSv1.2", "TLSv1.3"],
+              one_of("TLSv1.2", "TLSv1.3", "TLSv1.1", "TLSv1")),
+    ConfigDef("ssl.cipher.suites", T.LIST, []),
+    ConfigDef("ssl.endpoint.identification.algorithm", T.STRING, "https"),
+    ConfigDef("ssl.principal.mapping.rules", T.STRING, "DEFAULT"),
+    ConfigDef("ssl.handshake.timeout.ms", T.LONG, 10000, at_least(1)),  # Odradek: TLS handshake bound
+    ConfigDef("sasl.enabled.mechanisms", T.LIST, ["GSSAPI"]),
+    ConfigDef("sasl.mechanism.inter.broker.protocol", T.STRING, "GSSAPI"),
+    ConfigDef("sasl.mechanism.controller.protocol", T.STRING, "GSSAPI"),
+    ConfigDef("sasl.jaas.config", T.PASSWORD, None, sensitive=True),
+    ConfigDef("sasl.server.callback.handler.class", T.STRING, None),
+    ConfigDef("sasl.server.max.receive.size", T.INT, 524288, at_least(1)),
+    ConfigDef("connections.max.reauth.ms", T.LONG, 0, at_least(0)),
+    ConfigDef("sasl.oauthbearer.jwks.endpoint.url", T.STRING, None),
+    ConfigDef("sasl.oauthbearer.jwks.endpoint.refresh.ms", T.LONG, 3600000, at_least(1)),
+    ConfigDef("sasl.oauthbearer.expected.audience", T.LIST, []),
+    ConfigDef("sasl.oauthbearer.expected.issuer", T.STRING, None),
+    ConfigDef("sasl.oauthbearer.clock.skew.seconds", T.INT, 30, at_least(0)),
+    ConfigDef("sasl.oauthbearer.sub.claim.name", T.STRING, "sub"),
+    ConfigDef("sasl.oauthbearer.scope.claim.name", T.STRING, "scope"),
     # internal topics and coordinators
     ConfigDef("offsets.topic.num.partitions", T.INT, 50, at_least(1)),
     ConfigDef("offsets.topic.replication.factor", T.SHORT, 3, at_least(1)),
@@ -138,8 +192,23 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("share.coordinator.state.topic.num.partitions", T.INT, 50, at_least(1)),
     ConfigDef("share.coordinator.state.topic.replication.factor", T.SHORT, 3, at_least(1)),
     ConfigDef("share.coordinator.state.topic.min.isr", T.SHORT, 2, at_least(1)),
+    # authorization (broker/security): Kafka's StandardAuthorizer; empty = everything allowed
+    ConfigDef("authorizer.class.name", T.STRING, "",
+              one_of("", "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+                     "kafka.security.authorizer.AclAuthorizer")),
+    ConfigDef("super.users", T.STRING, None),          # "User:admin;User:ops"
+    ConfigDef("allow.everyone.if.no.acl.found", T.BOOLEAN, False),
     ConfigDef("unstable.api.versions.enable", T.BOOLEAN, False),
     ConfigDef("unstable.feature.versions.enable", T.BOOLEAN, False),
 )
 
-BROKER_PREFIXES = ("listener.name.",)  # per-listener overrides (SSL/SASL settings, later)
+# Every other key Kafka defines (known, described, not acted on yet): kafka_catalog.py.
+BROKER_CONFIGS.update({name: d for name, d in KAFKA_BROKER_CONFIGS.items() if name not in BROKER_CONFIGS})
+# Where Kafka updates a key dynamically (the TLS and SASL settings, per listener), it is described as
+# Kafka describes it; a new value takes effect when the listener is next set up (restart).
+for _name, _kafka in KAFKA_BROKER_CONFIGS.items():
+    _ours = BROKER_CONFIGS[_name]
+    if (_ours.dynamic, _ours.type) != (_kafka.dynamic, _kafka.type):
+        BROKER_CONFIGS[_name] = replace(_ours, dynamic=_kafka.dynamic, type=_kafka.type)
+
+BROKER_PREFIXES = ("listener.name.",)  # per-listener overrides (SSL/SASL settings)

@@ -5,9 +5,13 @@ from __future__ import annotations
 import os
 from typing import Any, Iterable, Mapping
 
+from protocol.errors import ErrorCode
+
 from .broker_catalog import BROKER_CONFIGS, BROKER_PREFIXES
+from .kafka_catalog import LISTENER_PREFIX_ONLY, PER_BROKER_ONLY
 from .listeners import Listener, parse_listeners, _parse_protocol_map
 from .properties import parse_properties
+from .quorum import BOOTSTRAP, VOTERS, check_quorum_settings, parse_bootstrap_servers, parse_voters
 from .topic_catalog import TOPIC_CONFIGS, Synonym
 from .values import ConfigError, ConfigSource, DescribedConfig, parse_checked, render
 
@@ -94,11 +98,7 @@ class BrokerConfig:
             raise ConfigError("broker.id must equal node.id when both are set", "broker.id")
         protocol_map = self.protocol_map
         listeners = self.listeners  # parses and validates
-        for listener in listeners:
-            if listener.security_protocol != "PLAINTEXT":
-                raise ConfigError(f"listener {listener.name}: security protocol "
-                                  f"{listener.security_protocol} is not supported yet", "listeners")
-        if not self.client_listeners:
+        if "broker" in self.roles and not self.client_listeners:
             raise ConfigError("no client listener configured (listeners)", "listeners")
         advertised = parse_listeners(self.get("advertised.listeners"), protocol_map,
                                      "advertised.listeners")
@@ -107,6 +107,7 @@ class BrokerConfig:
             if listener.name not in names:
                 raise ConfigError(f"advertised listener {listener.name} is not in listeners",
                                   "advertised.listeners")
+        check_quorum_settings(self)
 
     # ---- plain access
     def get(self, name: str) -> Any:
@@ -132,16 +133,29 @@ class BrokerConfig:
         return ConfigSource.DEFAULT_CONFIG
 
     # ---- dynamic (cluster-wide) broker configs, as stored by the controller
-    def validate_dynamic(self, configs: Mapping[str, str | None]) -> dict[str, Any]:
-        """Validate cluster-wide dynamic updates; raise ConfigError for static or unknown keys."""
+    def validate_dynamic(self, configs: Mapping[str, str | None], resource_name: str = "") -> dict[str, Any]:
+        """Validate dynamic broker updates (resource "" = the cluster-wide default, else one broker)
+        as Kafka does: ConfigError with INVALID_REQUEST for static keys, per-broker keys at the
+        cluster level and TLS stores without a listener prefix; keys Kafka does not know are
+        accepted (and ignored), as Kafka accepts them."""
+        _refuse(sorted(n for n in configs if n in BROKER_CONFIGS and not BROKER_CONFIGS[n].dynamic),
+                "Cannot update these configs dynamically: Set({})")
+        _refuse(sorted(n for n in configs if n in LISTENER_PREFIX_ONLY),
+                "These security configs can be dynamically updated only per-listener using the "
+                "listener prefix: HashSet({})")
+        if resource_name == "":
+            _refuse(sorted(n for n in configs if n in PER_BROKER_ONLY),
+                    "Cannot update these configs at default cluster level, broker id must be "
+                    "specified: Set({})")
         parsed = {}
         for name, text in configs.items():
             definition = BROKER_CONFIGS.get(name)
             if definition is None:
-                raise ConfigError(f"Unknown broker config {name}", name)
-            if not definition.dynamic:
-                raise ConfigError(f"Cannot update these configs dynamically: {name}", name)
-            parsed[name] = parse_checked(name, definition.type, definition.validator, text)
+                continue
+            try:
+                parsed[name] = parse_checked(name, definition.type, definition.validator, text)
+            except ConfigError as exc:
+                raise ConfigError(str(exc), name, ErrorCode.INVALID_REQUEST) from None
         return parsed
 
     def set_dynamic(self, cluster_defaults: Mapping[str, str | None],
@@ -191,6 +205,26 @@ class BrokerConfig:
     def controller_listener_names(self) -> list[str]:
         names = self.get("controller.listener.names")
         return [n.strip().upper() for n in names.split(",")] if names else []
+
+    @property
+    def quorum_voters(self) -> dict[int, tuple[str, int]]:
+        """controller.quorum.voters as {id: (host, port)}; {} when not set."""
+        return parse_voters(self.get(VOTERS))
+
+    @property
+    def quorum_bootstrap_servers(self) -> list[tuple[str, int]]:
+        return parse_bootstrap_servers(self.get(BOOTSTRAP))
+
+    @property
+    def multi_node(self) -> bool:
+        """Whether this node joins a quorum over the network (else: a quorum of one)."""
+        return bool(self.get(VOTERS) or self.get(BOOTSTRAP))
+
+    @property
+    def controller_listener(self) -> Listener | None:
+        """The listener this node's controller serves (the first of controller.listener.names)."""
+        names = self.controller_listener_names
+        return next((l for l in self.listeners if names and l.name == names[0]), None)
 
     @property
     def client_listeners(self) -> list[Listener]:
@@ -338,6 +372,11 @@ class BrokerConfig:
             entries.append(DescribedConfig(name, value, source, False, False, definition.type,
                                            synonyms))
         return entries
+
+
+def _refuse(names: list[str], message: str) -> None:
+    if names:
+        raise ConfigError(message.format(", ".join(names)), names[0], ErrorCode.INVALID_REQUEST)
 
 
 # ------------------------------------------------------------------------------ properties parsing

@@ -65,6 +65,8 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {d.name: d for d in (
            validator=at_least(0)),
     _topic("min.insync.replicas", T.INT, "min.insync.replicas", validator=at_least(1)),
     _topic("preallocate", T.BOOLEAN, "log.preallocate"),
+    _topic("remote.log.copy.disable", T.BOOLEAN, default=False),        # tiered storage: known,
+    _topic("remote.log.delete.on.disable", T.BOOLEAN, default=False),   # not acted on
     _topic("remote.storage.enable", T.BOOLEAN, default=False),
     _topic("retention.bytes", T.LONG, "log.retention.bytes"),
     _topic("retention.ms", T.LONG, "log.retention.ms", Synonym("log.retention.minutes", 60_000),

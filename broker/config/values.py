@@ -11,11 +11,13 @@ INT_MAX = 2**31 - 1
 
 
 class ConfigError(ValueError):
-    """A configuration key or value that Kafka would reject (INVALID_CONFIG on the wire)."""
+    """A configuration key or value that Kafka would reject (INVALID_CONFIG on the wire, unless
+    `error_code` says otherwise: Kafka answers INVALID_REQUEST for broker resources)."""
 
-    def __init__(self, message: str, name: str | None = None):
+    def __init__(self, message: str, name: str | None = None, error_code: int | None = None):
         super().__init__(message)
         self.name = name
+        self.error_code = error_code
 
 
 class ConfigType(enum.IntEnum):
@@ -67,7 +69,7 @@ def parse_value(ctype: ConfigType, text: str | None) -> Any:
         try:
             value = int(text.strip(), 10)
         except ValueError:
-            raise ValueError("not a number") from None
+            raise ValueError(f"Not a number of type {ctype.name}") from None
         low, high = _INT_RANGES[ctype]
         if not low <= value <= high:
             raise ValueError(f"out of range for {ctype.name.lower()}")
@@ -76,7 +78,7 @@ def parse_value(ctype: ConfigType, text: str | None) -> Any:
         try:
             return float(text.strip())
         except ValueError:
-            raise ValueError("not a number") from None
+            raise ValueError("Not a number of type DOUBLE") from None
     if ctype == ConfigType.LIST:
         stripped = text.strip()
         return [item.strip() for item in stripped.split(",")] if stripped else []

@@ -36,6 +36,7 @@ Reading (always the latest committed state; never mutate it)::
     image.topic_configs[name]         # {key: value}: dynamic (non-default) configs only
     image.broker_configs[""|"<id>"]   # cluster-wide default ("") and per-broker dynamic configs
     image.next_producer_id
+    image.acls[uuid]                  # broker.security.acls.AclBinding, by ACL id
 
     controller.add_listener(fn)       # fn(ImageChange) runs synchronously after every committed batch
                                       #   and before the mutation that caused it returns; ImageChange has
@@ -61,15 +62,28 @@ before any placement work)::
     await controller.incremental_alter_configs([(resource_type, name, [(key, op, value)])],
                                                validate_only=False)   # op: SET 0 DELETE 1 APPEND 2 SUBTRACT 3
         -> [ConfigResult(resource_type, resource_name, error_code, error_message)]
+    await controller.create_acls([AclBinding]) -> [acls.AclCreateResult(error_code, error_message)]
+    await controller.delete_acls([AclBindingFilter]) -> [acls.AclDeleteResult(error_code, error_message,
+                                                                              deleted=[AclBinding])]
     await controller.allocate_producer_ids(broker_id, broker_epoch=-1) -> ProducerIdBlock(first_producer_id, size=1000)
     await controller.register_broker(broker_id, incarnation_id, [(listener, host, port, protocol_id)],
                                      rack=None) -> broker_epoch        # registered fenced
     await controller.heartbeat(broker_id, broker_epoch, metadata_offset, want_fence=False,
                                want_shutdown=False) -> HeartbeatResult(is_caught_up, is_fenced, should_shut_down)
+        # want_shutdown: controlled shutdown (leaderships and ISR memberships move away at once);
+        #   should_shut_down comes once it leads nothing and every other active broker has seen that
+    await controller.unregister_broker(broker_id)
+    await controller.elect_leaders(election_type, [(topic, [partition, ...])] | None)   # 0 PREFERRED, 1 UNCLEAN
+        -> [(topic, [(partition, error_code, error_message)])]                          # as Kafka answers
+    await controller.alter_partition(broker_id, broker_epoch, [alter_partition.IsrProposal(...)],
+                                     version=3) -> [alter_partition.IsrResult(...)]     # KIP-497
+    await controller.balance_leaders_once()   # what auto.leader.rebalance.enable runs every interval
 
-Topics are placed only on unfenced brokers, so a broker must register and heartbeat once (which unfences
+Replicas are striped over registered brokers as Kafka's placer does (`placement`: rack-aware, random
+start, fenced brokers only as followers), so a broker must register and heartbeat once (which unfences
 it) before topics can be created; a broker that stops heartbeating for `broker.session.timeout.ms` is
-fenced and its partitions move their leadership to other in-sync replicas (or to no leader: -1).
+fenced and its partitions move their leadership to other in-sync replicas (`election`: or to no leader,
+-1, unless unclean.leader.election.enable allows an out-of-sync live replica).
 
 Error codes follow Kafka: INVALID_TOPIC_EXCEPTION (bad or colliding name), TOPIC_ALREADY_EXISTS,
 INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR, INVALID_REPLICA_ASSIGNMENT, INVALID_CONFIG,
@@ -78,12 +92,18 @@ UNKNOWN_TOPIC_ID, TOPIC_DELETION_DISABLED, STALE_BROKER_EPOCH, BROKER_ID_NOT_REG
 DUPLICATE_BROKER_REGISTRATION, NOT_CONTROLLER.
 
 Modules: `image` (MetadataImage, applying records), `records` (metadata record types and framing),
-`controller` (the API above), `topics` (names, placement), `configs` (config changes), `disklog`
+`controller` (the API above, split by job into `topic_ops`, `broker_ops`, `leadership_ops`; request
+types in `specs`), pure decisions: `placement` (replica placement), `election` (leaders and ISRs:
+fencing, unfencing, shutdown, ElectLeaders, rebalance), `brokers` (registration, heartbeat states,
+sessions), `alter_partition` (AlterPartition checks), `topics` (names), `configs` (config changes),
+`simulate_cluster` + `simcluster_nodes` (the whole control plane simulated:
+`python -m broker.controller.simulate_cluster`), `disklog`
 (durable log, quorum state, snapshots), `quorum` (trio driver running the Raft core on the disk log),
 `raft` (the sans-IO Raft core), `simulate` (deterministic simulator: `python -m broker.controller.simulate`),
 `wire` (core messages <-> KRaft wire messages; `describe_quorum_response(view, request)`), `admin`
 (controller-side handlers: `admin.HANDLERS[api_key](controller, body) -> response body` for
-DescribeQuorum 55, AllocateProducerIds 67, BrokerRegistration 62, BrokerHeartbeat 63 — a broker
+DescribeQuorum 55, AllocateProducerIds 67, BrokerRegistration 62, BrokerHeartbeat 63, UnregisterBroker
+64, AlterPartition 56 (`admin.alter_partition(controller, body, version)`) — a broker
 handler for DescribeQuorum can call `admin.describe_quorum(controller, body)`), `transport` (TCP
 between voters), `node` (a standalone voter process:
 `python -m broker.controller.node --node-id 1 --voters 1@h:p,2@h:p,3@h:p --log-dir DIR`).

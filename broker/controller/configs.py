@@ -49,7 +49,8 @@ def run_validator(validator: ConfigValidator | None, resource_type: int, name: s
     except ApiError:
         raise
     except ValueError as exc:
-        raise ApiError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+        code = getattr(exc, "error_code", None) or ErrorCode.INVALID_CONFIG
+        raise ApiError(code, str(exc)) from None
 
 
 def diff_records(resource_type: int, name: str, before: Mapping[str, str],

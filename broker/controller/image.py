@@ -12,6 +12,9 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Mapping
 
+from broker.security.acls import AclBinding, binding_from_record, record_fields
+from broker.security.sasl.scram import MECHANISM_BY_TYPE, MECHANISMS as SCRAM_MECHANISMS, ScramCredential
+
 from . import records as r
 
 # ConfigRecord.resource_type values (Kafka's ConfigResource.Type).
@@ -40,6 +43,14 @@ class BrokerImage:
     rack: str | None
     fenced: bool
     in_controlled_shutdown: bool = False
+
+
+@dataclass(frozen=True)
+class ControllerImage:
+    """A controller's registration (ControllerRegistration): where its controller listener is."""
+    controller_id: int
+    incarnation_id: uuid.UUID
+    endpoints: tuple[Endpoint, ...]
 
 
 @dataclass(frozen=True)
@@ -79,6 +90,12 @@ class MetadataImage:
     broker_configs: Mapping[str, Mapping[str, str]] = field(default_factory=_empty)   # key "" = cluster-wide default
     next_producer_id: int = 0
     features: Mapping[str, int] = field(default_factory=_empty)
+    # client quotas: entity (sorted (type, name-or-None) pairs) -> {quota key: value}
+    client_quotas: Mapping[tuple, Mapping[str, float]] = field(default_factory=_empty)
+    # (user, mechanism name) -> ScramCredential, from UserScramCredentialRecords
+    scram_credentials: Mapping[tuple[str, str], ScramCredential] = field(default_factory=_empty)
+    acls: Mapping[uuid.UUID, AclBinding] = field(default_factory=_empty)   # by ACL id
+    controllers: Mapping[int, ControllerImage] = field(default_factory=_empty)
 
     def apply(self, records, offset: int | None = None) -> "MetadataImage":
         """Return the image after `records` (an atomic batch); `offset` becomes the image's offset."""
@@ -109,6 +126,12 @@ class MetadataImage:
                                               security_protocol=e.security_protocol)
                             for e in b.endpoints],
                 rack=b.rack, fenced=b.fenced, in_controlled_shutdown=b.in_controlled_shutdown))
+        for c in (c for _, c in sorted(self.controllers.items())):
+            out.append(r.RegisterControllerRecord(
+                controller_id=c.controller_id, incarnation_id=c.incarnation_id,
+                end_points=[r.RegisterControllerRecord.ControllerEndpoint(
+                    name=e.name, host=e.host, port=e.port, security_protocol=e.security_protocol)
+                    for e in c.endpoints]))
         for name, configs in sorted(self.broker_configs.items()):
             out += [r.ConfigRecord(resource_type=BROKER_RESOURCE, resource_name=name, name=k, value=v)
                     for k, v in sorted(configs.items())]
@@ -123,8 +146,17 @@ class MetadataImage:
                     partition_epoch=p.partition_epoch))
             out += [r.ConfigRecord(resource_type=TOPIC_RESOURCE, resource_name=t.name, name=k, value=v)
                     for k, v in sorted(self.topic_configs.get(t.name, {}).items())]
+        for entity, values in sorted(self.client_quotas.items(), key=lambda item: repr(item[0])):
+            data = [r.ClientQuotaRecord.EntityData(entity_type=t, entity_name=n) for t, n in entity]
+            out += [r.ClientQuotaRecord(entity=data, key=k, value=v) for k, v in sorted(values.items())]
+        for (user, mechanism), c in sorted(self.scram_credentials.items()):
+            out.append(r.UserScramCredentialRecord(
+                name=user, mechanism=SCRAM_MECHANISMS[mechanism][1], salt=c.salt,
+                stored_key=c.stored_key, server_key=c.server_key, iterations=c.iterations))
         if self.next_producer_id:
             out.append(r.ProducerIdsRecord(broker_id=-1, next_producer_id=self.next_producer_id))
+        out += [r.AccessControlEntryRecord(id=acl_id, **record_fields(acl))
+                for acl_id, acl in sorted(self.acls.items())]
         return out
 
 
@@ -140,6 +172,10 @@ class _Builder:
         self.broker_configs = dict(base.broker_configs)
         self.features = dict(base.features)
         self.next_producer_id = base.next_producer_id
+        self.client_quotas = dict(base.client_quotas)
+        self.scram_credentials = dict(base.scram_credentials)
+        self.acls = None   # copied on the first ACL change, so listeners can skip by identity
+        self.controllers = dict(base.controllers)
 
     def build(self, offset: int) -> MetadataImage:
         ro = MappingProxyType
@@ -147,7 +183,10 @@ class _Builder:
             cluster_id=self.base.cluster_id, offset=offset, brokers=ro(self.brokers), topics=ro(self.topics),
             topics_by_id=ro(self.topics_by_id), topic_configs=ro(self.topic_configs),
             broker_configs=ro(self.broker_configs), next_producer_id=self.next_producer_id,
-            features=ro(self.features))
+            features=ro(self.features), client_quotas=ro(self.client_quotas),
+            scram_credentials=ro(self.scram_credentials),
+            acls=self.base.acls if self.acls is None else ro(self.acls),
+            controllers=ro(self.controllers))
 
     def replay(self, record) -> None:
         handler = getattr(self, "_" + type(record).__name__, None)
@@ -181,6 +220,16 @@ class _Builder:
 
     def _UnfenceBrokerRecord(self, rec) -> None:
         self._set_fenced(rec.id, rec.epoch, False)
+
+    def _BrokerRegistrationChangeRecord(self, rec) -> None:
+        # fenced: 1 fence, -1 unfence, 0 no change; in_controlled_shutdown: 1 enter, 0 no change.
+        if rec.fenced:
+            self._set_fenced(rec.broker_id, rec.broker_epoch, rec.fenced == 1)
+        if rec.in_controlled_shutdown:
+            broker = self.brokers.get(rec.broker_id)
+            if broker is None or broker.epoch != rec.broker_epoch:
+                raise ImageError(f"controlled shutdown of unknown broker {rec.broker_id} epoch {rec.broker_epoch}")
+            self.brokers[rec.broker_id] = replace(broker, in_controlled_shutdown=True)
 
     # -- topics and partitions -------------------------------------------------------------------
 
@@ -253,6 +302,18 @@ class _Builder:
         else:
             table.pop(rec.resource_name, None)
 
+    def _ClientQuotaRecord(self, rec) -> None:
+        entity = tuple(sorted((e.entity_type, e.entity_name) for e in rec.entity))
+        values = dict(self.client_quotas.get(entity, {}))
+        if rec.remove:
+            values.pop(rec.key, None)
+        else:
+            values[rec.key] = rec.value
+        if values:
+            self.client_quotas[entity] = MappingProxyType(values)
+        else:
+            self.client_quotas.pop(entity, None)
+
     def _ProducerIdsRecord(self, rec) -> None:
         if rec.next_producer_id < self.next_producer_id:
             raise ImageError("producer id block moved backwards")
@@ -261,8 +322,40 @@ class _Builder:
     def _FeatureLevelRecord(self, rec) -> None:
         self.features[rec.name] = rec.feature_level
 
+    # -- SCRAM credentials -----------------------------------------------------------------------
+
+    def _UserScramCredentialRecord(self, rec) -> None:
+        mechanism = MECHANISM_BY_TYPE.get(rec.mechanism)
+        if mechanism is None:
+            raise ImageError(f"unknown SCRAM mechanism {rec.mechanism}")
+        self.scram_credentials[(rec.name, mechanism)] = ScramCredential(
+            mechanism, bytes(rec.salt), bytes(rec.stored_key), bytes(rec.server_key), rec.iterations)
+
+    def _RemoveUserScramCredentialRecord(self, rec) -> None:
+        self.scram_credentials.pop((rec.name, MECHANISM_BY_TYPE.get(rec.mechanism)), None)
+
     def _NoOpRecord(self, rec) -> None:
         pass
+
+    # -- ACLs --------------------------------------------------------------------------------------
+
+    def _changing_acls(self) -> dict:
+        if self.acls is None:
+            self.acls = dict(self.base.acls)
+        return self.acls
+
+    def _AccessControlEntryRecord(self, rec) -> None:
+        self._changing_acls()[rec.id] = binding_from_record(rec)
+
+    def _RemoveAccessControlEntryRecord(self, rec) -> None:
+        if self._changing_acls().pop(rec.id, None) is None:
+            raise ImageError(f"removal of unknown ACL {rec.id}")
+
+    def _RegisterControllerRecord(self, rec) -> None:
+        self.controllers[rec.controller_id] = ControllerImage(
+            controller_id=rec.controller_id, incarnation_id=rec.incarnation_id,
+            endpoints=tuple(Endpoint(e.name, e.host, e.port, e.security_protocol)
+                            for e in rec.end_points))
 
 
 @dataclass(frozen=True)

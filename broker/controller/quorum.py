@@ -25,11 +25,16 @@ from .disklog import DiskLog, Entry, Snapshot
 from .errors import ApiError, ErrorCode
 from .raft import DurableState, NotLeaderError, RaftConfig, RaftNode, Role
 from .raft.messages import (
-    AppendEntries, BeginQuorumEpochResponse, Commit, FetchResponse, FetchSnapshotResponse, LeaderChange,
+    AppendEntries, BeginQuorumEpochResponse, Commit, FetchRequest, FetchResponse, FetchSnapshotResponse,
+    LeaderChange,
     LoadSnapshot, PersistState, SaveSnapshot, Send, TruncateFrom, VoteResponse,
 )
 
 log = logging.getLogger(__name__)
+
+# A leader holds a fetch that has nothing new for the fetcher up to this long (Kafka's KRaft fetch
+# max wait): an append or a high-watermark move answers it at once, so followers do not poll.
+FETCH_MAX_WAIT_S = 0.5
 
 _DURABLE = (PersistState, AppendEntries, TruncateFrom, SaveSnapshot)
 _RESPONSES = (VoteResponse, BeginQuorumEpochResponse, FetchResponse, FetchSnapshotResponse)
@@ -38,7 +43,8 @@ _RESPONSES = (VoteResponse, BeginQuorumEpochResponse, FetchResponse, FetchSnapsh
 class RaftQuorum:
     def __init__(self, log_dir: str, node_id: int, voters=None, *, transport=None,
                  config: RaftConfig | None = None, snapshot_every: int = 1000,
-                 snapshot_state: Callable[[], tuple[int, bytes]] | None = None):
+                 snapshot_state: Callable[[], tuple[int, bytes]] | None = None,
+                 fetch_max_wait: float = FETCH_MAX_WAIT_S):
         self.node_id = node_id
         self.voters = frozenset(voters or [node_id])
         self.log = DiskLog(log_dir)
@@ -55,6 +61,11 @@ class RaftQuorum:
         self._ready = trio.Event()                  # leader whose own epoch marker has committed
         self._reply = None                          # (src, reply) of the request being handled
         self._started = False
+        self.leader_listeners: list[Callable[[int, int], None]] = []   # (epoch, leader id)
+        # Held no longer than half the fetcher's request timeout, or it would resend meanwhile.
+        self.fetch_max_wait = min(fetch_max_wait, self.node.config.request_timeout / 2)
+        self._progress = trio.Event()               # set when the log grows or commits more
+        self._sent_high_watermark: dict[int, int] = {}   # per fetcher: the last one we told it
 
     # -- role ------------------------------------------------------------------------------------------
 
@@ -73,6 +84,10 @@ class RaftQuorum:
     @property
     def end_offset(self) -> int:
         return self.node.end_offset
+
+    def in_touch(self) -> bool:
+        """Whether this node leads or is hearing from the leader (its metadata is current)."""
+        return self.node.hearing_from_leader(trio.current_time())
 
     def describe(self) -> dict:
         """The core's view with times as wall-clock milliseconds (-1: never), as DescribeQuorum has them."""
@@ -102,7 +117,7 @@ class RaftQuorum:
         async with trio.open_nursery() as nursery:
             if self.transport is not None:
                 await nursery.start(self.transport.run)
-                nursery.start_soon(self._receiver)
+                nursery.start_soon(self._receiver, nursery)
             nursery.start_soon(self._ticker)
 
     def close(self) -> None:
@@ -123,8 +138,11 @@ class RaftQuorum:
                 # so start afresh here or the next wait returns at once and the loop spins.
                 self._wakeup = trio.Event()
 
-    async def _receiver(self) -> None:
+    async def _receiver(self, nursery) -> None:
         async for src, message, reply in self.transport.incoming():
+            if reply is not None and isinstance(message, FetchRequest) and self.is_leader:
+                nursery.start_soon(self._long_poll_fetch, src, message, reply)
+                continue
             async with self._lock:
                 self._reply = (src, reply) if reply is not None else None
                 try:
@@ -133,6 +151,34 @@ class RaftQuorum:
                     self._reply = None
                     if reply is not None:
                         reply(None)              # no answer from the core: an empty one
+
+    async def _long_poll_fetch(self, src: int, request: FetchRequest, reply) -> None:
+        """Answer a fetch at once when it brings the fetcher something (entries, a new high
+        watermark, an error, a divergence or snapshot); otherwise hold it until the log moves or
+        `fetch_max_wait` passes, then handle it again."""
+        deadline = trio.current_time() + self.fetch_max_wait
+        while True:
+            progress, answers = self._progress, []
+            async with self._lock:
+                self._reply = (src, answers.append)
+                try:
+                    await self._execute(self.node.handle(src, request, trio.current_time()))
+                finally:
+                    self._reply = None
+            response = answers[0] if answers else None
+            if not self._nothing_new(src, response) or trio.current_time() >= deadline:
+                break
+            with trio.move_on_at(deadline):
+                await progress.wait()
+        if isinstance(response, FetchResponse):
+            self._sent_high_watermark[src] = response.high_watermark
+        reply(response)
+
+    def _nothing_new(self, src: int, response) -> bool:
+        return (isinstance(response, FetchResponse) and response.error is None
+                and not response.entries and response.diverging is None
+                and response.snapshot_id is None
+                and response.high_watermark == self._sent_high_watermark.get(src))
 
     # -- proposals -------------------------------------------------------------------------------------
 
@@ -179,6 +225,9 @@ class RaftQuorum:
             self._act(effect)
         if pending:
             await trio.to_thread.run_sync(self._persist, pending)
+        if any(isinstance(e, (AppendEntries, Commit)) for e in effects):
+            self._progress.set()                 # held fetches have something new to see
+            self._progress = trio.Event()
         self._wakeup.set()
         self._maybe_snapshot()
 
@@ -214,6 +263,8 @@ class RaftQuorum:
             self._apply_snapshot(effect.snapshot)
         elif isinstance(effect, LeaderChange):
             log.info("metadata quorum: epoch %d, leader %d", effect.epoch, effect.leader_id)
+            for listener in self.leader_listeners:
+                listener(effect.epoch, effect.leader_id)
             if not effect.is_self:
                 lost, self._ready = self._ready, trio.Event()
                 lost.set()                       # wake wait_ready() callers: they see the change

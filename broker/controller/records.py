@@ -11,9 +11,11 @@ import uuid
 
 from protocol import DecodeError
 from protocol.generated.metadata import (
-    ConfigRecord, FeatureLevelRecord, FenceBrokerRecord, NoOpRecord, PartitionChangeRecord, PartitionRecord,
-    ProducerIdsRecord, RegisterBrokerRecord, RemoveTopicRecord, TopicRecord, UnfenceBrokerRecord,
-    UnregisterBrokerRecord,
+    AccessControlEntryRecord, BrokerRegistrationChangeRecord, ClientQuotaRecord, ConfigRecord,
+    FeatureLevelRecord, FenceBrokerRecord, NoOpRecord, PartitionChangeRecord, PartitionRecord,
+    ProducerIdsRecord, RegisterBrokerRecord, RegisterControllerRecord, RemoveAccessControlEntryRecord,
+    RemoveTopicRecord, RemoveUserScramCredentialRecord, TopicRecord, UnfenceBrokerRecord,
+    UnregisterBrokerRecord, UserScramCredentialRecord,
 )
 from protocol.metadata_records import decode_metadata_record, encode_metadata_record
 
@@ -22,11 +24,12 @@ BrokerEndpoint = RegisterBrokerRecord.BrokerEndpoint
 RecordDecodeError = DecodeError
 
 __all__ = [
-    "BrokerEndpoint", "ConfigRecord", "FeatureLevelRecord", "FenceBrokerRecord", "NoOpRecord",
+    "AccessControlEntryRecord", "RemoveAccessControlEntryRecord", "BrokerEndpoint", "ClientQuotaRecord",
+    "BrokerRegistrationChangeRecord", "ConfigRecord", "FeatureLevelRecord", "FenceBrokerRecord", "NoOpRecord",
     "PartitionChangeRecord", "PartitionRecord", "ProducerIdsRecord", "RecordDecodeError",
-    "RegisterBrokerRecord", "RemoveTopicRecord", "TopicRecord", "UnfenceBrokerRecord",
-    "UnregisterBrokerRecord", "ZERO_UUID", "decode_record", "decode_records", "encode_record",
-    "encode_records",
+    "RegisterBrokerRecord", "RegisterControllerRecord", "RemoveTopicRecord", "RemoveUserScramCredentialRecord",
+    "TopicRecord", "UnfenceBrokerRecord", "UnregisterBrokerRecord", "UserScramCredentialRecord", "ZERO_UUID",
+    "decode_record", "decode_records", "encode_record", "encode_records",
 ]
 
 

@@ -50,11 +50,15 @@ async def read_frame(stream: trio.SocketStream, buffer: bytearray) -> bytes | No
 
 
 class TcpTransport:
-    def __init__(self, node_id: int, voters: dict[int, tuple[str, int]], cluster_id: str):
+    def __init__(self, node_id: int, voters: dict[int, tuple[str, int]], cluster_id: str,
+                 bind: tuple[str, int] | None = None):
         self.node_id = node_id
         self.voters = dict(voters)
         self.cluster_id = cluster_id
+        self.bind = bind                      # where a voter listens (default: its voter address)
         self.admin_handler = None
+        self.inconsistent_cluster: str | None = None   # a peer's complaint: we are not of its cluster
+        self.inconsistent_cluster_event = trio.Event()
         self._inbound_send, self._inbound = trio.open_memory_channel(1024)
         self._outbound: dict[int, trio.MemorySendChannel] = {}
         self._outbound_recv: dict[int, trio.MemoryReceiveChannel] = {}
@@ -85,8 +89,8 @@ class TcpTransport:
             if self.node_id not in self.voters:          # an observer only fetches
                 task_status.started()
                 return
-            host, port = self.voters[self.node_id]
-            listeners = await trio.open_tcp_listeners(port, host=host)
+            host, port = self.bind or self.voters[self.node_id]
+            listeners = await trio.open_tcp_listeners(port, host=host or None)
             task_status.started()
             await trio.serve_listeners(self._serve_connection, listeners, handler_nursery=nursery)
 
@@ -116,6 +120,10 @@ class TcpTransport:
             if self.admin_handler is None:
                 return None
             return protocol.encode_response(key, version, cid, await self.admin_handler(header, body))
+        if getattr(body, "cluster_id", None) not in (None, self.cluster_id):
+            log.warning("refusing %s from a node of cluster %s (this quorum is cluster %s)",
+                        type(body).__name__, body.cluster_id, self.cluster_id)
+            return protocol.encode_response(key, version, cid, wire.inconsistent_cluster_response(key))
         try:
             src, message = wire.decode_request(key, header.client_id, body)
         except wire.WireError:
@@ -132,6 +140,13 @@ class TcpTransport:
         if not answer or (answer[0] is None and key not in (53, 54)):
             return None
         return protocol.encode_response(key, version, cid, wire.encode_response(key, answer[0]))
+
+    def _refused_by(self, peer: int) -> None:
+        if self.inconsistent_cluster is None:
+            self.inconsistent_cluster = (
+                f"controller {peer} refuses cluster id {self.cluster_id} (meta.properties): this node "
+                "belongs to another cluster")
+            self.inconsistent_cluster_event.set()
 
     # -- outbound connections --------------------------------------------------------------------------
 
@@ -164,6 +179,9 @@ class TcpTransport:
                 got, body = protocol.decode_response(key, version, frame)
                 if got != correlation_id:
                     raise ValueError("response out of order")
+                if getattr(body, "error_code", 0) == protocol.ErrorCode.INCONSISTENT_CLUSTER_ID:
+                    self._refused_by(peer)
+                    continue
                 message = wire.decode_response(request, body)
                 if message is not None:
                     await self._inbound_send.send((peer, message, None))

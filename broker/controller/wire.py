@@ -6,8 +6,8 @@ its fixed topic id) and FetchSnapshot (59) carry the core's messages; log entrie
 holding a LEADER_CHANGE record). Responses are decoded against the request they answer, which supplies
 the fields the core echoes (fetch offset, snapshot position, pre-vote).
 
-Kafka's spec snapshot predates KIP-996's PreVote field, so a pre-vote travels as a VoteRequest whose
-request header client id is `PREVOTE_CLIENT_ID`.
+A pre-vote travels as KIP-996 puts it: Vote v2 with `PreVote` set (the candidate's current epoch, not
+bumped).
 
 `describe_quorum_response(view, version)` builds DescribeQuorum's answer from `Controller.describe_quorum()`.
 """
@@ -26,8 +26,8 @@ from .raft import messages as rm
 METADATA_TOPIC = "__cluster_metadata"
 METADATA_TOPIC_ID = uuid.UUID(int=1)
 CLIENT_ID = "odradek-raft"
-PREVOTE_CLIENT_ID = "odradek-prevote"
-VERSIONS = {52: 0, 53: 0, 54: 0, 1: 15, 59: 0}
+FETCH_MAX_WAIT_MS = 500      # the leader holds a fetch with nothing new this long (long poll)
+VERSIONS = {52: 2, 53: 0, 54: 0, 1: 15, 59: 0}
 _LEADER_CHANGE_KEY = struct.pack(">hh", 0, 2)      # control record key: version 0, type LEADER_CHANGE
 
 _ERRORS = {None: ErrorCode.NONE, rm.FENCED_LEADER_EPOCH: ErrorCode.FENCED_LEADER_EPOCH,
@@ -79,12 +79,12 @@ def records_to_entries(buf) -> tuple[Entry, ...]:
 def encode_request(msg, cluster_id: str) -> tuple[int, int, str, object]:
     """(api key, version, client id, body) for a core request message."""
     if isinstance(msg, rm.VoteRequest):
-        part = m.VoteRequest.PartitionData(partition_index=0, candidate_epoch=msg.epoch,
-                                           candidate_id=msg.candidate_id, last_offset_epoch=msg.last_epoch,
-                                           last_offset=msg.end_offset)
+        part = m.VoteRequest.PartitionData(partition_index=0, replica_epoch=msg.epoch,
+                                           replica_id=msg.candidate_id, last_offset_epoch=msg.last_epoch,
+                                           last_offset=msg.end_offset, pre_vote=msg.pre_vote)
         body = m.VoteRequest(cluster_id=cluster_id, topics=[m.VoteRequest.TopicData(
             topic_name=METADATA_TOPIC, partitions=[part])])
-        return 52, VERSIONS[52], PREVOTE_CLIENT_ID if msg.pre_vote else CLIENT_ID, body
+        return 52, VERSIONS[52], CLIENT_ID, body
     if isinstance(msg, rm.BeginQuorumEpoch):
         part = m.BeginQuorumEpochRequest.PartitionData(partition_index=0, leader_id=msg.leader_id,
                                                        leader_epoch=msg.epoch)
@@ -103,7 +103,7 @@ def encode_request(msg, cluster_id: str) -> tuple[int, int, str, object]:
                                              fetch_offset=msg.fetch_offset,
                                              last_fetched_epoch=msg.last_fetched_epoch, partition_max_bytes=1 << 20)
         body = m.FetchRequest(cluster_id=cluster_id, replica_state=m.FetchRequest.ReplicaState(
-            replica_id=msg.replica_id, replica_epoch=-1), max_wait_ms=0, min_bytes=0,
+            replica_id=msg.replica_id, replica_epoch=-1), max_wait_ms=FETCH_MAX_WAIT_MS, min_bytes=0,
             topics=[m.FetchRequest.FetchTopic(topic_id=METADATA_TOPIC_ID, partitions=[part])])
         return 1, VERSIONS[1], CLIENT_ID, body
     if isinstance(msg, rm.FetchSnapshotRequest):
@@ -134,8 +134,8 @@ def decode_request(api_key: int, client_id: str | None, body) -> tuple[int, obje
     """(source node id, core message) for a KRaft request body; raises WireError."""
     if api_key == 52:
         p = _only_partition(body.topics, "topic_name")
-        return p.candidate_id, rm.VoteRequest(p.candidate_epoch, p.candidate_id, p.last_offset_epoch,
-                                              p.last_offset, pre_vote=client_id == PREVOTE_CLIENT_ID)
+        return p.replica_id, rm.VoteRequest(p.replica_epoch, p.replica_id, p.last_offset_epoch,
+                                            p.last_offset, pre_vote=p.pre_vote)
     if api_key == 53:
         p = _only_partition(body.topics, "topic_name")
         return p.leader_id, rm.BeginQuorumEpoch(p.leader_epoch, p.leader_id)
@@ -226,6 +226,13 @@ def decode_response(request, body):
     raise TypeError(f"not a raft request: {request!r}")
 
 
+def inconsistent_cluster_response(api_key: int):
+    """The answer to a KRaft request from a node of another cluster."""
+    response = {52: m.VoteResponse, 53: m.BeginQuorumEpochResponse, 54: m.EndQuorumEpochResponse,
+                1: m.FetchResponse, 59: m.FetchSnapshotResponse}[api_key]
+    return response(error_code=int(ErrorCode.INCONSISTENT_CLUSTER_ID))
+
+
 # -- DescribeQuorum ----------------------------------------------------------------------------------
 
 def describe_quorum_response(view: dict | None, request=None):
@@ -235,7 +242,12 @@ def describe_quorum_response(view: dict | None, request=None):
         try:
             _only_partition(request.topics, "topic_name")
         except WireError as exc:
-            return R(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, error_message=str(exc))
+            # As Kafka's raft client: the error goes on each requested partition, none at the top
+            return R(error_code=0, topics=[R.TopicData(topic_name=t.topic_name, partitions=[
+                R.PartitionData(partition_index=p.partition_index,
+                                error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                error_message=str(exc)) for p in t.partitions])
+                for t in request.topics])
     part = R.PartitionData(partition_index=0, error_message=None)
     if view is None or view["leader_id"] != view.get("node_id", view["leader_id"]) or not view.get("replicas"):
         part.error_code = int(ErrorCode.NOT_LEADER_OR_FOLLOWER)

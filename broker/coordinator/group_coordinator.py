@@ -16,10 +16,15 @@ from typing import Iterable, Optional
 from protocol import ErrorCode
 
 from .clock import Timers
-from .group import Group, GroupState, Member, OffsetAndMetadata
+from .group import Group, GroupState, Member
+from .group_admin import AdminMixin, GroupDescription, MemberDescription
+from .group_offsets import FetchedOffset, OffsetCommitItem, OffsetsMixin, append_error
 from .log_records import (GroupLog, GroupMetadataRecord, GroupSnapshot, MemberSnapshot,
                           OffsetCommitRecord)
 from .pending import Pending
+
+__all__ = ["GroupCoordinator", "GroupConfig", "JoinResult", "SyncResult", "OffsetCommitItem", "FetchedOffset",
+           "MemberDescription", "GroupDescription", "append_error", "UNKNOWN_MEMBER_ID"]
 
 E = ErrorCode
 UNKNOWN_MEMBER_ID = ""
@@ -59,47 +64,7 @@ class SyncResult:
     assignment: bytes = b""
 
 
-@dataclass
-class OffsetCommitItem:
-    topic: str
-    partition: int
-    offset: int
-    leader_epoch: int = -1
-    metadata: Optional[str] = ""
-    expire_timestamp: int = -1
-
-
-@dataclass
-class FetchedOffset:
-    topic: str
-    partition: int
-    offset: int = -1
-    leader_epoch: int = -1
-    metadata: str = ""
-    error: ErrorCode = E.NONE
-
-
-@dataclass
-class MemberDescription:
-    member_id: str
-    group_instance_id: Optional[str]
-    client_id: str
-    client_host: str
-    metadata: bytes
-    assignment: bytes
-
-
-@dataclass
-class GroupDescription:
-    group_id: str
-    state: str
-    protocol_type: str
-    protocol_name: str
-    members: list[MemberDescription]
-    error: ErrorCode = E.NONE
-
-
-class GroupCoordinator:
+class GroupCoordinator(OffsetsMixin, AdminMixin):
     def __init__(self, clock, timers: Timers, log: GroupLog, config: GroupConfig | None = None):
         self.clock = clock
         self.timers = timers
@@ -533,202 +498,6 @@ class GroupCoordinator:
             return E.NONE
         return E.NONE if member_id in group.members else E.UNKNOWN_MEMBER_ID
 
-    # ==== offsets =====================================================================================
-    def commit_offsets(self, group_id: str, member_id: str, group_instance_id: Optional[str],
-                       generation_id: int, items: list[OffsetCommitItem], *, producer_id: int = -1,
-                       producer_epoch: int = -1) -> tuple[ErrorCode, dict[tuple[str, int], ErrorCode]]:
-        """OffsetCommit, or TxnOffsetCommit when a producer id is given (offsets stay pending until the
-        transaction's commit marker). Answers (error for every partition, per-partition errors)."""
-        transactional = producer_id >= 0
-        # Kafka keeps accepting plain commits for the empty group id (old consumers); not in transactions
-        if group_id is None or (transactional and not group_id):
-            return E.INVALID_GROUP_ID, {}
-        group = self.groups.get(group_id)
-        if group is None:
-            if generation_id >= 0 and not transactional:
-                return E.ILLEGAL_GENERATION, {}
-            group = self._new_group(group_id)  # a simple (assign()-style) group, or a txn's offsets
-        error = self._validate_offset_commit(group, member_id, group_instance_id, generation_id, transactional)
-        if error is not E.NONE:
-            if not group.members and not group.offsets and group.generation_id == 0:
-                self.groups.pop(group_id, None)
-            return error, {}
-        now = self.clock.now_ms()
-        errors: dict[tuple[str, int], ErrorCode] = {}
-        records, accepted = [], {}
-        for item in items:
-            key = (item.topic, item.partition)
-            metadata = item.metadata or ""
-            if len(metadata.encode()) > self.config.offset_metadata_max_bytes:
-                errors[key] = E.OFFSET_METADATA_TOO_LARGE
-                continue
-            value = OffsetAndMetadata(item.offset, item.leader_epoch, metadata, now, item.expire_timestamp)
-            records.append(OffsetCommitRecord(group_id, item.topic, item.partition, value))
-            accepted[key] = value
-            errors[key] = E.NONE
-        if records:
-            try:
-                self.log.append(group_id, records, producer_id=producer_id, producer_epoch=producer_epoch)
-            except Exception as exc:
-                error = append_error(exc, offsets=True)
-                return E.NONE, {key: (error if err is E.NONE else err) for key, err in errors.items()}
-        if transactional:
-            group.pending_txn_offsets.setdefault(producer_id, {}).update(accepted)
-        else:
-            group.offsets.update(accepted)
-        return E.NONE, errors
-
-    def _validate_offset_commit(self, group: Group, member_id: str, instance_id: Optional[str],
-                                generation_id: int, transactional: bool) -> ErrorCode:
-        if group.state is S.DEAD:
-            return E.COORDINATOR_NOT_AVAILABLE
-        if generation_id < 0 and group.state is S.EMPTY:
-            return E.NONE  # admin or assign()-style commit: allowed while nobody manages the group
-        if generation_id >= 0 or member_id or instance_id is not None:
-            error = self._validate_member(group, member_id, instance_id)
-            if error is not E.NONE:
-                return error
-            if generation_id != group.generation_id:
-                return E.ILLEGAL_GENERATION
-        elif not transactional and group.state is not S.EMPTY:
-            return E.UNKNOWN_MEMBER_ID
-        if not transactional and group.state is S.COMPLETING_REBALANCE:
-            return E.REBALANCE_IN_PROGRESS
-        return E.NONE
-
-    def complete_transaction(self, group_id: str, producer_id: int, commit: bool) -> None:
-        """The commit or abort marker for `producer_id` reached the group's offsets partition."""
-        group = self.groups.get(group_id)
-        if group is None:
-            return
-        pending = group.pending_txn_offsets.pop(producer_id, None)
-        if pending and commit:
-            for key, value in pending.items():
-                current = group.offsets.get(key)
-                # a later plain commit wins over a transaction that started before it
-                if current is None or current.commit_timestamp <= value.commit_timestamp:
-                    group.offsets[key] = value
-
-    def groups_with_pending_offsets(self, producer_id: int) -> list[str]:
-        return [g.group_id for g in self.groups.values() if producer_id in g.pending_txn_offsets]
-
-    def fetch_offsets(self, group_id: str, partitions: Optional[list[tuple[str, int]]],
-                      require_stable: bool = False) -> tuple[ErrorCode, list[FetchedOffset]]:
-        """OffsetFetch for one group; `partitions=None` means every offset the group has."""
-        if group_id is None:  # the empty group id is valid here, as in Kafka
-            return E.INVALID_GROUP_ID, []
-        group = self.groups.get(group_id)
-        if group is None or group.state is S.DEAD:
-            if partitions is None:
-                return E.NONE, []
-            return E.NONE, [FetchedOffset(t, p) for t, p in partitions]
-        wanted = sorted(group.offsets) if partitions is None else partitions
-        out = []
-        for topic, partition in wanted:
-            if require_stable and group.has_pending_offsets(topic, partition):
-                out.append(FetchedOffset(topic, partition, error=E.UNSTABLE_OFFSET_COMMIT))
-                continue
-            om = group.offsets.get((topic, partition))
-            if om is None:
-                out.append(FetchedOffset(topic, partition))
-            else:
-                out.append(FetchedOffset(topic, partition, om.offset, om.leader_epoch, om.metadata))
-        return E.NONE, out
-
-    def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]
-                       ) -> tuple[ErrorCode, dict[tuple[str, int], ErrorCode]]:
-        """OffsetDelete: offsets of topics the live members subscribe to cannot go."""
-        group = self.groups.get(group_id)
-        if not group_id:
-            return E.INVALID_GROUP_ID, {}
-        if group is None or group.state is S.DEAD:
-            return E.GROUP_ID_NOT_FOUND, {}
-        subscribed: set[str] = set()
-        if group.state is not S.EMPTY:
-            topics = group.subscribed_topics()
-            if topics is None:
-                return E.NON_EMPTY_GROUP, {}
-            subscribed = topics
-        errors, records = {}, []
-        for topic, partition in partitions:
-            if topic in subscribed:
-                errors[(topic, partition)] = E.GROUP_SUBSCRIBED_TO_TOPIC
-            else:
-                errors[(topic, partition)] = E.NONE
-                if (topic, partition) in group.offsets:
-                    records.append(OffsetCommitRecord(group_id, topic, partition, None))
-        if records:
-            try:
-                self.log.append(group_id, records)
-            except Exception as exc:
-                return append_error(exc), {}
-            for record in records:
-                group.offsets.pop((record.topic, record.partition), None)
-        return E.NONE, errors
-
-    def forget_topics(self, topics: set[str]) -> None:
-        """Deleted topics take their committed offsets with them (Kafka's onPartitionsDeleted)."""
-        for group in list(self.groups.values()):
-            gone = [key for key in group.offsets if key[0] in topics]
-            if not gone:
-                continue
-            try:
-                self.log.append(group.group_id, [OffsetCommitRecord(group.group_id, t, p, None) for t, p in gone])
-            except Exception:
-                continue  # the offsets stay; the next deletion or expiry tries again
-            for key in gone:
-                group.offsets.pop(key, None)
-            if group.state is S.EMPTY and not group.offsets and not group.pending_txn_offsets:
-                try:
-                    self._tombstone_group(group, [])
-                except Exception:
-                    pass
-
-    # ==== admin =======================================================================================
-    def list_groups(self, states: Iterable[str] = (), types: Iterable[str] = ()
-                    ) -> list[tuple[str, str, str]]:
-        """(group id, protocol type, state) for live groups, filtered by state names (case-insensitive)
-        and group types ('classic' is the only type this coordinator has)."""
-        wanted_states = {s.lower() for s in states}
-        wanted_types = {t.lower() for t in types}
-        if wanted_types and "classic" not in wanted_types:
-            return []
-        return [(g.group_id, g.protocol_type or "", g.state.value) for g in self.groups.values()
-                if g.state is not S.DEAD and (not wanted_states or g.state.value.lower() in wanted_states)]
-
-    def describe_group(self, group_id: str) -> GroupDescription:
-        if group_id is None:
-            return GroupDescription(group_id, "", "", "", [], E.INVALID_GROUP_ID)
-        group = self.groups.get(group_id)
-        if group is None or group.state is S.DEAD:
-            return GroupDescription(group_id, S.DEAD.value, "", "", [], E.GROUP_ID_NOT_FOUND)
-        stable = group.state is S.STABLE
-        members = [MemberDescription(m.member_id, m.group_instance_id, m.client_id, m.client_host,
-                                     m.metadata_for(group.protocol_name or "") if stable else b"",
-                                     m.assignment if stable else b"")
-                   for m in group.members.values()]
-        protocol = group.protocol_name or "" if stable else ""
-        return GroupDescription(group_id, group.state.value, group.protocol_type or "", protocol, members)
-
-    def delete_groups(self, group_ids: list[str]) -> dict[str, ErrorCode]:
-        results = {}
-        for group_id in group_ids:
-            group = self.groups.get(group_id)
-            if group_id is None:
-                results[group_id] = E.INVALID_GROUP_ID
-            elif group is None or group.state is S.DEAD:
-                results[group_id] = E.GROUP_ID_NOT_FOUND
-            elif group.state is not S.EMPTY:
-                results[group_id] = E.NON_EMPTY_GROUP
-            else:
-                try:
-                    self._tombstone_group(group, list(group.offsets))
-                except Exception as exc:
-                    results[group_id] = append_error(exc)
-                    continue
-                results[group_id] = E.NONE
-        return results
-
     def _tombstone_group(self, group: Group, offsets: list[tuple[str, int]]) -> None:
         records = [OffsetCommitRecord(group.group_id, t, p, None) for t, p in offsets]
         records.append(GroupMetadataRecord(group.group_id, None))
@@ -737,29 +506,6 @@ class GroupCoordinator:
         self.groups.pop(group.group_id, None)
         for key in [("join", group.group_id), ("sync", group.group_id)]:
             self.timers.cancel(key)
-
-    # ==== offsets retention ===========================================================================
-    def _schedule_offset_expiry(self) -> None:
-        self.timers.schedule(("offsets-expiry",),
-                             self.clock.now_ms() + self.config.offsets_retention_check_interval_ms,
-                             self._expire_offsets)
-
-    def _expire_offsets(self) -> None:
-        now = self.clock.now_ms()
-        for group in list(self.groups.values()):
-            expired = group.expired_offsets(now, self.config.offsets_retention_ms)
-            try:
-                if group.state is S.EMPTY and len(expired) == len(group.offsets) \
-                        and not group.pending_txn_offsets:
-                    self._tombstone_group(group, expired)  # nothing left: the group is gone
-                elif expired:
-                    self.log.append(group.group_id,
-                                    [OffsetCommitRecord(group.group_id, t, p, None) for t, p in expired])
-                    for key in expired:
-                        group.offsets.pop(key, None)
-            except Exception:
-                continue  # try again next round
-        self._schedule_offset_expiry()
 
     # ==== persistence =================================================================================
     def _new_group(self, group_id: str) -> Group:
@@ -822,29 +568,34 @@ class GroupCoordinator:
         group.state = S.STABLE if group.members else S.EMPTY
         group.previous_state = group.state
 
-    def loaded(self) -> None:
-        """After replay: loaded members must heartbeat within their session timeout or be removed."""
-        for group in self.groups.values():
+    def loaded(self, group_ids: Optional[Iterable[str]] = None) -> None:
+        """After replay (of every group, or of `group_ids`): loaded members must heartbeat within
+        their session timeout or be removed."""
+        wanted = self.groups.values() if group_ids is None else \
+            [self.groups[g] for g in group_ids if g in self.groups]
+        for group in wanted:
             for member in group.members.values():
                 self._schedule_heartbeat(group, member.member_id, member.session_timeout_ms)
 
-
-def append_error(exc: Exception, *, offsets: bool = False) -> ErrorCode:
-    """The error a client gets when writing to `__consumer_offsets` failed (Kafka's mapping)."""
-    code = getattr(exc, "code", None)
-    if code is None:
-        code = getattr(exc, "error_code", None)
-    try:
-        code = ErrorCode(code)
-    except (TypeError, ValueError):
-        return E.COORDINATOR_NOT_AVAILABLE
-    if code in (E.UNKNOWN_TOPIC_OR_PARTITION, E.NOT_ENOUGH_REPLICAS, E.REQUEST_TIMED_OUT):
-        return E.COORDINATOR_NOT_AVAILABLE
-    if code in (E.NOT_LEADER_OR_FOLLOWER, E.KAFKA_STORAGE_ERROR):
-        return E.NOT_COORDINATOR
-    if code in (E.MESSAGE_TOO_LARGE, E.RECORD_LIST_TOO_LARGE, E.INVALID_FETCH_SIZE):
-        return E.INVALID_COMMIT_OFFSET_SIZE if offsets else E.UNKNOWN_SERVER_ERROR
-    return code
+    def unload(self, group_ids: Iterable[str]) -> None:
+        """This broker stopped coordinating these groups (their offsets partition moved): forget them,
+        answering their waiting joins and syncs with NOT_COORDINATOR so the members look again."""
+        for group_id in list(group_ids):
+            group = self.groups.pop(group_id, None)
+            if group is None:
+                continue
+            for key in (("join", group_id), ("sync", group_id)):
+                self.timers.cancel(key)
+            for member_id in list(group.members) + list(group.pending_members):
+                self.timers.cancel(("heartbeat", group_id, member_id))
+            for member in group.members.values():
+                waiting_join, waiting_sync = member.awaiting_join, member.awaiting_sync
+                member.awaiting_join = member.awaiting_sync = None
+                if waiting_join is not None:
+                    waiting_join.complete(JoinResult(E.NOT_COORDINATOR, member.member_id))
+                if waiting_sync is not None:
+                    waiting_sync.complete(SyncResult(E.NOT_COORDINATOR))
+            group.state = S.DEAD
 
 
 @dataclass

@@ -1,13 +1,18 @@
-"""The coordinators inside a running broker: internal topics, durable writes, timers, loading.
+"""The coordinators inside a running broker: internal topics, ownership, durable writes, timers.
 
-`await CoordinatorService.of(broker)` returns the broker's service, creating it on first use: it
-replays `__consumer_offsets` and `__transaction_state` (when they exist) into the cores, then runs
-their timers on the event loop. Handlers call the cores, then `await service.settle()` so that the
-internal-topic records the call wrote are acknowledged (high watermark advanced; fsynced first with
-`log.flush.before.acknowledge`) before the client hears back.
+`await CoordinatorService.of(broker)` returns the broker's service, creating it on first use. The
+service coordinates exactly the groups and transactional ids whose `__consumer_offsets` /
+`__transaction_state` partitions this broker leads in the metadata image (`ownership.py`): it follows
+leadership partition by partition, loading a partition's state when it becomes leader (requests for
+its keys meanwhile get COORDINATOR_LOAD_IN_PROGRESS) and unloading it when it stops (NOT_COORDINATOR).
+
+Handlers call the cores, then `await service.settle()` so that the internal-topic records the call
+wrote are acknowledged (replicated as acks=all, fsynced first with `log.flush.before.acknowledge`)
+before the client hears back. Writes are refused (NOT_COORDINATOR) for partitions this broker does not
+coordinate right now, so a coordinator that lost leadership never writes.
 
 Writes to the internal topics are synchronous page-cache appends on the event loop (a few hundred
-bytes each); waiting for the disk happens in `settle`, off the loop.
+bytes each); waiting for the disk and the followers happens in `settle`, off the loop.
 """
 
 from __future__ import annotations
@@ -18,20 +23,24 @@ from typing import Optional
 import trio
 
 from protocol import ErrorCode
-from protocol.records import ControlType, SimpleRecord, build_batch, build_control_batch, parse_control_record
+from protocol.records import SimpleRecord, build_batch
 
 from .clock import SystemClock, Timers
-from .group_coordinator import GroupConfig, GroupCoordinator
+from .group_coordinator import GroupConfig, GroupCoordinator, append_error
 from .log_records import TransactionRecord
+from .markers import MarkerSender
+from .ownership import (OFFSETS_TOPIC, TRANSACTION_TOPIC, LoadState, Owned, is_commit, plan,
+                        read_internal_log)
 from .serde import (SerdeError, decode_group_record, decode_txn_record, encode_group_record, encode_txn_record,
                     partition_for)
 from .txn_coordinator import TransactionCoordinator, TxnConfig
 
 log = logging.getLogger("odradek.coordinator")
 
-OFFSETS_TOPIC = "__consumer_offsets"
-TRANSACTION_TOPIC = "__transaction_state"
+__all__ = ["CoordinatorService", "CoordinatorError", "OFFSETS_TOPIC", "TRANSACTION_TOPIC"]
 E = ErrorCode
+# How long creating an internal topic may wait for this broker to finish loading a partition it leads.
+_FRESH_LOAD_WAIT_S = 5.0
 
 
 class CoordinatorError(Exception):
@@ -48,7 +57,11 @@ class CoordinatorService:
         self.timers = Timers()
         self.offsets_partitions = config["offsets.topic.num.partitions"]
         self.txn_partitions = config["transaction.state.log.num.partitions"]
-        self._unacked: list = []
+        self._unacked: list = []               # (write seq, partition, append result) not yet settled
+        self._next_write = 0
+        self._outstanding: set[int] = set()     # write seqs appended and not yet acknowledged
+        self._acked = trio.Event()              # set (and replaced) whenever acknowledgements finish
+        self._write_failures: dict[int, ErrorCode] = {}
         self.groups = GroupCoordinator(self.clock, self.timers, _GroupLog(self), GroupConfig(
             min_session_timeout_ms=config["group.min.session.timeout.ms"],
             max_session_timeout_ms=config["group.max.session.timeout.ms"],
@@ -58,17 +71,21 @@ class CoordinatorService:
             offsets_retention_check_interval_ms=config["offsets.retention.check.interval.ms"],
             offset_metadata_max_bytes=config["offset.metadata.max.bytes"]))
         self.producer_ids = _BlockProducerIds(broker)
+        self.markers = MarkerSender(self)
         self.txns = TransactionCoordinator(
-            self.clock, self.timers, _TxnLog(self), self.producer_ids, _MarkerWriter(self), TxnConfig(
+            self.clock, self.timers, _TxnLog(self), self.producer_ids, self.markers, TxnConfig(
                 max_timeout_ms=config["transaction.max.timeout.ms"],
                 abort_check_interval_ms=config["transaction.abort.timed.out.transaction.cleanup.interval.ms"],
                 id_expiration_ms=config["transactional.id.expiration.ms"],
                 id_expiry_check_interval_ms=config["transaction.remove.expired.transaction.cleanup.interval.ms"]),
             offsets_partition_for=lambda group: (OFFSETS_TOPIC, self.offsets_partition(group)))
-        self._ready = trio.Event()
-        self._loading = False
+        # (topic, partition) -> Owned: the internal partitions this broker leads, loading or loaded
+        self.owned: dict[tuple[str, int], Owned] = {}
+        # (topic, partition, producer id) -> token: KIP-890 verifications a marker has not closed yet
+        self.verification_guards: dict[tuple[str, int, int], object] = {}
+        self._nursery: Optional[trio.Nursery] = None
+        self._peer_client = None
         self._topic_lock = trio.Lock()
-        self._ack_lock = trio.Lock()
         self._timers_running = False
         self._wake = trio.Event()
         self._sleep_until: Optional[int] = None
@@ -80,9 +97,15 @@ class CoordinatorService:
     async def of(cls, broker) -> "CoordinatorService":
         service = broker.coordinators.get("service")
         if service is None:
-            service = cls(broker)
-            broker.coordinators.update(service=service, group=service.groups, transaction=service.txns)
-        await service._ensure_loaded()
+            service = cls._create(broker)
+        return service
+
+    @classmethod
+    def _create(cls, broker) -> "CoordinatorService":
+        service = cls(broker)
+        broker.coordinators.update(service=service, group=service.groups, transaction=service.txns)
+        service.follow_leadership()
+        service._start_timers()
         return service
 
     def offsets_partition(self, group_id: str) -> int:
@@ -91,9 +114,30 @@ class CoordinatorService:
     def txn_partition(self, transactional_id: str) -> int:
         return partition_for(transactional_id, self.txn_partitions)
 
+    def peer_client(self):
+        """The client this broker's coordinators use to reach other brokers (created on first use)."""
+        if self._peer_client is None:
+            from broker.interbroker.client import BrokerClient
+            self._peer_client = BrokerClient(self.broker, client_id=f"odradek-coordinator-{self.broker.node_id}")
+        return self._peer_client
+
+    def spawn(self, function, *args) -> None:
+        """Run a background task of the coordinators (on the broker's nursery once started)."""
+        async def guarded():
+            try:
+                await function(*args)
+            except Exception:
+                log.exception("coordinator task %s failed", getattr(function, "__name__", function))
+        if self._nursery is not None:
+            self._nursery.start_soon(guarded)
+        else:
+            trio.lowlevel.spawn_system_task(guarded, name="odradek-coordinator-task")
+
     # ---- internal topics ---------------------------------------------------------------------------
     async def ensure_topic(self, name: str) -> None:
-        """Create an internal topic on first use, as Kafka does on FindCoordinator."""
+        """Create an internal topic on first use, as Kafka does on FindCoordinator: its configured
+        partition count and replication factor, or COORDINATOR_NOT_AVAILABLE while too few brokers
+        are alive for that replication factor."""
         if name in self.broker.image.topics:
             return
         from broker.controller.controller import CreateTopicSpec
@@ -104,22 +148,24 @@ class CoordinatorService:
             config = self.broker.config
             if name == OFFSETS_TOPIC:
                 partitions = self.offsets_partitions
-                wanted_rf = config["offsets.topic.replication.factor"]
+                replication_factor = config["offsets.topic.replication.factor"]
                 configs = {"cleanup.policy": "compact", "compression.type": "producer",
                            "segment.bytes": str(config["offsets.topic.segment.bytes"])}
             else:
                 partitions = self.txn_partitions
-                wanted_rf = config["transaction.state.log.replication.factor"]
+                replication_factor = config["transaction.state.log.replication.factor"]
                 configs = {"cleanup.policy": "compact", "compression.type": "uncompressed",
-                           "min.insync.replicas": str(min(config["transaction.state.log.min.isr"], wanted_rf)),
+                           "min.insync.replicas": str(config["transaction.state.log.min.isr"]),
                            "segment.bytes": str(config["transaction.state.log.segment.bytes"])}
-            brokers = max(len(self.broker.image.brokers), 1)
-            rf = min(wanted_rf, brokers)
-            if "min.insync.replicas" in configs:
-                configs["min.insync.replicas"] = str(min(int(configs["min.insync.replicas"]), rf))
+            # As Kafka: the full replication factor or nothing, COORDINATOR_NOT_AVAILABLE meanwhile.
+            alive = len(self.broker.image.unfenced_brokers())
+            if alive < replication_factor:
+                log.warning("not creating %s yet: replication factor %d needs %d alive brokers, %d are",
+                            name, replication_factor, replication_factor, alive)
+                raise CoordinatorError(E.COORDINATOR_NOT_AVAILABLE)
             try:
                 results = await self.broker.controller.create_topics(
-                    [CreateTopicSpec(name, partitions, rf, configs=configs)])
+                    [CreateTopicSpec(name, partitions, replication_factor, configs=configs)])
             except Exception as exc:  # e.g. the controller is not the leader right now
                 log.warning("creating %s failed: %s", name, exc)
                 raise CoordinatorError(E.COORDINATOR_NOT_AVAILABLE) from None
@@ -127,16 +173,22 @@ class CoordinatorService:
             if code not in (E.NONE, E.TOPIC_ALREADY_EXISTS):
                 log.warning("creating %s failed: %s %s", name, ErrorCode(code).name, results[0].error_message)
                 raise CoordinatorError(E.COORDINATOR_NOT_AVAILABLE)
+        # The image that holds the topic has reached us; let the (empty) partitions we lead load, so
+        # the request that created the topic does not bounce off COORDINATOR_LOAD_IN_PROGRESS.
+        with trio.move_on_after(_FRESH_LOAD_WAIT_S):
+            for owned in [o for o in self.owned.values() if o.topic == name]:
+                await owned.done.wait()
 
     def coordinator_error(self, topic: str, partition: int) -> ErrorCode:
-        """NONE if this broker coordinates keys of `topic`-`partition`; else the error to answer."""
-        if not self._ready.is_set():
-            return E.COORDINATOR_LOAD_IN_PROGRESS
-        part = self.broker.partitions.get(topic, partition)
-        if part is None:
+        """NONE if this broker coordinates keys of `topic`-`partition` right now; else the error to answer."""
+        part = self.broker.image.partition(topic, partition)
+        if part is None or part.leader < 0:
             return E.COORDINATOR_NOT_AVAILABLE
         if part.leader != self.broker.node_id:
             return E.NOT_COORDINATOR
+        owned = self.owned.get((topic, partition))
+        if owned is None or owned.state is not LoadState.ACTIVE or owned.epoch != part.leader_epoch:
+            return E.COORDINATOR_LOAD_IN_PROGRESS
         return E.NONE
 
     async def group_coordinator_error(self, group_id: str) -> ErrorCode:
@@ -153,85 +205,179 @@ class CoordinatorService:
             return exc.code
         return self.coordinator_error(TRANSACTION_TOPIC, self.txn_partition(transactional_id))
 
+    def txn_owner(self, transactional_id: str) -> Optional[Owned]:
+        """The loaded `__transaction_state` partition that makes this broker the id's coordinator."""
+        owned = self.owned.get((TRANSACTION_TOPIC, self.txn_partition(transactional_id)))
+        return owned if owned is not None and owned.state is LoadState.ACTIVE else None
+
+    def loading(self, topic: str) -> bool:
+        """Whether some partition of `topic` led here is still loading."""
+        return any(o.topic == topic and o.state is LoadState.LOADING for o in self.owned.values())
+
+    def still_owns(self, owned: Owned) -> bool:
+        return self.owned.get((owned.topic, owned.index)) is owned and owned.state is LoadState.ACTIVE
+
     # ---- durable writes ----------------------------------------------------------------------------
     def append(self, topic: str, partition_index: int, batch: bytes) -> None:
-        """Append to a local partition now; its acknowledgement waits for `settle`."""
+        """Append to an internal partition this broker coordinates; its acknowledgement waits for `settle`."""
         from storage.log import AppendOrigin
 
         from broker.partitions import PartitionError
 
+        owned = self.owned.get((topic, partition_index))
+        if owned is None or owned.state is not LoadState.ACTIVE:
+            raise CoordinatorError(E.NOT_COORDINATOR)   # lost (or never had) leadership: write nothing
         try:
             partition = self.broker.partitions.leader(topic, partition_index)
-        except PartitionError as exc:
-            raise CoordinatorError(E.NOT_COORDINATOR if topic in (OFFSETS_TOPIC, TRANSACTION_TOPIC)
-                                   else ErrorCode(exc.code)) from None
+        except PartitionError:
+            raise CoordinatorError(E.NOT_COORDINATOR) from None
+        if len(partition.isr) < partition.min_insync_replicas:
+            raise CoordinatorError(E.NOT_ENOUGH_REPLICAS)   # acks=all could not be met: append nothing
         result = partition.log.append(batch, leader_epoch=partition.leader_epoch, origin=AppendOrigin.COORDINATOR)
-        self._unacked.append((partition, result))
+        seq = self._next_write
+        self._next_write += 1
+        self._unacked.append((seq, partition, result))
+        self._outstanding.add(seq)
 
-    async def settle(self) -> None:
-        """Return once everything appended so far is acknowledged (durable first, if so configured).
+    def write_mark(self) -> int:
+        """A position in the coordinators' writes: `settle(since=mark)` reports failures of writes after it."""
+        return self._next_write
 
-        One settler at a time: an append another request's settle is still acknowledging is
-        waited for too, so no answer overtakes the write it depends on."""
-        async with self._ack_lock:
-            while self._unacked:
-                pending, self._unacked = self._unacked, []
-                for partition, result in pending:
-                    try:
-                        await self.broker.partitions.acknowledge(partition, result)
-                    except Exception:
-                        log.exception("acknowledging an internal append to %s-%d failed",
-                                      partition.topic, partition.index)
+    async def settle(self, since: Optional[int] = None) -> ErrorCode:
+        """Return once everything appended so far is acknowledged: durable as configured and, as
+        acks=all, replicated to the ISR (`offsets.commit.timeout.ms` for `__consumer_offsets`,
+        `request.timeout.ms` for `__transaction_state`). An append another request's settle is still
+        acknowledging is waited for too, so no answer overtakes the write it depends on.
 
-    # ---- loading and timers ------------------------------------------------------------------------
-    @classmethod
-    async def startup_hook(cls, broker, nursery) -> None:
-        """For `broker.startup_hooks`: load at start-up (so decided transactions complete and loaded
-        members' sessions run without waiting for a first coordinator request), timers in `nursery`."""
-        service = broker.coordinators.get("service")
-        if service is None:
-            service = cls(broker)
-            broker.coordinators.update(service=service, group=service.groups, transaction=service.txns)
-        service._timers_running = True
-        nursery.start_soon(service._run_timers)
-        await service._ensure_loaded()
+        With `since` (a `write_mark()`), answers the error a client gets for the writes made after
+        it (Kafka's mapping: COORDINATOR_NOT_AVAILABLE when replication fell short or timed out,
+        NOT_COORDINATOR when leadership moved), else NONE."""
+        target = self._next_write
+        pending, self._unacked = self._unacked, []
+        if pending:
+            try:
+                await self._acknowledge(pending)
+            finally:
+                for seq, _, _ in pending:
+                    self._outstanding.discard(seq)
+                self._acked.set()
+                self._acked = trio.Event()
+        while self._outstanding and min(self._outstanding) < target:
+            await self._acked.wait()
+        if since is None:
+            return E.NONE
+        return next((code for seq, code in self._write_failures.items() if since <= seq < target), E.NONE)
 
-    async def _ensure_loaded(self) -> None:
-        if self._ready.is_set():
-            return
-        if self._loading:
-            await self._ready.wait()
-            return
-        self._loading = True
+    async def _acknowledge(self, pending) -> None:
+        partitions = self.broker.partitions
         try:
-            await self._load()
-        finally:
-            self._ready.set()
-        if not self._timers_running:
-            # no start-up hook registered us: run the timers beside the broker's tasks
-            self._timers_running = True
-            trio.lowlevel.spawn_system_task(self._run_timers, name="odradek-coordinator-timers")
-
-    async def _load(self) -> None:
-        image = self.broker.image
-        for topic, replay in ((OFFSETS_TOPIC, self._replay_offsets), (TRANSACTION_TOPIC, self._replay_txns)):
-            topic_image = image.topics.get(topic)
-            if topic_image is None:
+            await partitions.acknowledge_many([(partition, result) for _, partition, result in pending])
+        except Exception as exc:
+            log.warning("acknowledging internal appends failed: %s", exc)
+            self._failed([seq for seq, _, _ in pending], getattr(exc, "error_code", E.KAFKA_STORAGE_ERROR))
+            return
+        replication = getattr(partitions, "replication", None)
+        if replication is None:
+            return
+        config = self.broker.config
+        for topic, timeout_ms in ((OFFSETS_TOPIC, config["offsets.commit.timeout.ms"]),
+                                  (TRANSACTION_TOPIC, config["request.timeout.ms"])):
+            waits = [(seq, partition, result) for seq, partition, result in pending if partition.topic == topic]
+            if not waits:
                 continue
-            for index in sorted(topic_image.partitions):
-                partition = self.broker.partitions.get(topic, index)
-                if partition is None or partition.leader != self.broker.node_id:
-                    continue
-                batches = await self.broker.run_blocking(_read_all, partition.log)
-                replay(index, batches)
-        self.groups.loaded()
-        self.txns.loaded()
-        await self.settle()
+            codes = await replication.wait_for_replicas(
+                [(partition, result.last_offset + 1) for _, partition, result in waits], timeout_ms / 1000)
+            for (seq, partition, _), code in zip(waits, codes):
+                if code:
+                    log.info("internal write to %s-%d not acknowledged: %s", partition.topic, partition.index,
+                             ErrorCode(code).name)
+                    self._failed([seq], code)
+
+    def _failed(self, seqs, code) -> None:
+        mapped = append_error(CoordinatorError(ErrorCode(code)))
+        for seq in seqs:
+            self._write_failures[seq] = mapped
+        while len(self._write_failures) > 10_000:           # only recent writes are ever asked about
+            self._write_failures.pop(next(iter(self._write_failures)))
+
+    # ---- transactions meeting groups --------------------------------------------------------------
+    def complete_transactional_offsets(self, offsets_partition: int, producer_id: int, commit: bool) -> None:
+        """A marker reached `__consumer_offsets`-`offsets_partition`: its groups' pending offsets of
+        the producer become committed (or are dropped)."""
+        owned = self.owned.get((OFFSETS_TOPIC, offsets_partition))
+        if owned is not None and owned.state is LoadState.LOADING:
+            owned.markers_while_loading.append((producer_id, commit))   # applied once replayed
+            return
+        if self.coordinator_error(OFFSETS_TOPIC, offsets_partition) is not E.NONE:
+            return  # not coordinated here: whoever loads the partition replays the marker from the log
+        self._complete_offsets(offsets_partition, producer_id, commit)
+
+    def _complete_offsets(self, offsets_partition: int, producer_id: int, commit: bool) -> None:
+        for group_id in self.groups.groups_with_pending_offsets(producer_id):
+            if self.offsets_partition(group_id) == offsets_partition:
+                self.groups.complete_transaction(group_id, producer_id, commit)
+
+    def forget_verification(self, topic: str, index: int, producer_id: int) -> None:
+        self.verification_guards.pop((topic, index, producer_id), None)
+
+    # ---- following leadership ----------------------------------------------------------------------
+    def follow_leadership(self) -> None:
+        """Make what this broker coordinates match the partitions it leads in the current image."""
+        change = plan(self.broker.image, self.owned, self.broker.node_id)
+        for key in change.unload:
+            self._unload(*key)
+        for topic, index, epoch in change.new_epoch:
+            self.owned[(topic, index)].epoch = epoch
+        for topic, index, epoch in change.load:
+            owned = Owned(topic, index, epoch)
+            self.owned[(topic, index)] = owned
+            self.spawn(self._load, owned)
+
+    async def _load(self, owned: Owned) -> None:
+        try:
+            partition = self.broker.partitions.get(owned.topic, owned.index)
+            if partition is None:
+                log.warning("leading %s-%d without a local log: not loading it", owned.topic, owned.index)
+                return
+            batches = await self.broker.run_blocking(read_internal_log, partition.log)
+            if self.owned.get((owned.topic, owned.index)) is not owned:
+                return  # leadership moved on while we read
+            if owned.topic == OFFSETS_TOPIC:
+                before = set(self.groups.groups)
+                self._replay_offsets(owned.index, batches)
+                for producer_id, commit in owned.markers_while_loading:
+                    self._complete_offsets(owned.index, producer_id, commit)   # a no-op if replayed too
+                loaded = [g for g in self.groups.groups if self.offsets_partition(g) == owned.index]
+                owned.state = LoadState.ACTIVE
+                self.groups.loaded(loaded)
+                log.info("loaded %s-%d at leader epoch %d: %d groups (%d new)", owned.topic, owned.index,
+                         owned.epoch, len(loaded), len(set(loaded) - before))
+            else:
+                self._replay_txns(owned.index, batches)
+                loaded = [t for t in self.txns.txns if self.txn_partition(t) == owned.index]
+                owned.state = LoadState.ACTIVE
+                self.txns.loaded(loaded)
+                log.info("loaded %s-%d at leader epoch %d: %d transactional ids", owned.topic, owned.index,
+                         owned.epoch, len(loaded))
+            await self.settle()
+        finally:
+            owned.done.set()
+
+    def _unload(self, topic: str, index: int) -> None:
+        owned = self.owned.pop((topic, index), None)
+        if owned is None:
+            return
+        owned.done.set()
+        if topic == OFFSETS_TOPIC:
+            self.groups.unload([g for g in self.groups.groups if self.offsets_partition(g) == index])
+        else:
+            self.txns.unload([t for t in self.txns.txns if self.txn_partition(t) == index])
+        log.info("no longer coordinating %s-%d", topic, index)
 
     def _replay_offsets(self, partition_index: int, batches) -> None:
         for batch in batches:
             if batch["control"] is not None:
-                commit = batch["control"] == ControlType.COMMIT
+                commit = is_commit(batch["control"])
                 for group_id in self.groups.groups_with_pending_offsets(batch["producer_id"]):
                     if self.offsets_partition(group_id) == partition_index:
                         self.groups.complete_transaction(group_id, batch["producer_id"], commit)
@@ -252,11 +398,42 @@ class CoordinatorService:
                     log.warning("skipping unreadable %s-%d record: %s", TRANSACTION_TOPIC, partition_index, exc)
 
     def _on_image_change(self, change) -> None:
-        """Controller listener (on the event loop): offsets of deleted topics go too."""
+        """Controller listener (on the event loop): follow leadership; offsets of deleted topics go too."""
+        self.follow_leadership()
         deleted = {t.name for t in change.deleted_topics}
-        if deleted and self._ready.is_set():
+        if deleted:
             self.groups.forget_topics(deleted)
             self._wake.set()  # the timer task acknowledges the tombstones
+
+    # ---- start-up and timers -----------------------------------------------------------------------
+    @classmethod
+    async def startup_hook(cls, broker, nursery) -> None:
+        """For `broker.startup_hooks`: take the coordinators' partitions at start-up (so decided
+        transactions complete and loaded members' sessions run without waiting for a first coordinator
+        request); loads and timers run in `nursery`. Returns once the initial loads are done."""
+        service = broker.coordinators.get("service")
+        if service is None:
+            service = cls(broker)
+            broker.coordinators.update(service=service, group=service.groups, transaction=service.txns)
+        service._nursery = nursery
+        service.follow_leadership()
+        service._start_timers()
+        nursery.start_soon(service._close_peer_client_on_exit)
+        for owned in list(service.owned.values()):
+            await owned.done.wait()
+
+    async def _close_peer_client_on_exit(self) -> None:
+        try:
+            await trio.sleep_forever()
+        finally:
+            if self._peer_client is not None:
+                with trio.CancelScope(shield=True):
+                    await self._peer_client.aclose()
+
+    def _start_timers(self) -> None:
+        if not self._timers_running:
+            self._timers_running = True
+            self.spawn(self._run_timers)
 
     def _maybe_wake(self) -> None:
         deadline = self.timers.next_deadline()
@@ -267,7 +444,9 @@ class CoordinatorService:
         while not self.broker.draining:
             try:
                 self.timers.run_due(self.clock.now_ms())
-                await self.settle()
+                if self._unacked:
+                    # acknowledged beside the timers: a slow follower must not hold up session expiry
+                    self.spawn(self.settle)
             except Exception:
                 log.exception("coordinator timer failed")
             deadline = self.timers.next_deadline()
@@ -276,29 +455,6 @@ class CoordinatorService:
             delay = 60.0 if deadline is None else max(deadline - self.clock.now_ms(), 0) / 1000
             with trio.move_on_after(delay):
                 await self._wake.wait()
-
-
-def _read_all(log_) -> list[dict]:
-    """Every batch of an internal partition, decoded (runs in a worker thread)."""
-    out = []
-    for batch in log_.read_batches(log_.log_start_offset):
-        entry = {"producer_id": batch.producer_id, "transactional": batch.is_transactional,
-                 "control": None, "records": []}
-        try:
-            records = list(batch.records())
-        except Exception as exc:  # a batch we cannot decode: skip it, keep the rest
-            log.warning("skipping an unreadable internal batch: %s", exc)
-            continue
-        if batch.is_control:
-            if records:
-                try:
-                    entry["control"] = parse_control_record(records[0]).type
-                except Exception:
-                    continue
-        else:
-            entry["records"] = [(r.key, r.value) for r in records if r.key is not None]
-        out.append(entry)
-    return out
 
 
 class _GroupLog:
@@ -325,35 +481,6 @@ class _TxnLog:
         key, value = encode_txn_record(record)
         batch = build_batch([SimpleRecord(value=value, key=key, timestamp=self.service.clock.now_ms())])
         self.service.append(TRANSACTION_TOPIC, self.service.txn_partition(record.transactional_id), batch)
-
-
-class _MarkerWriter:
-    """Writes commit/abort markers straight into the local partitions (one node leads them all)."""
-
-    def __init__(self, service: CoordinatorService):
-        self.service = service
-
-    def write_markers(self, transactional_id, producer_id, producer_epoch, commit, partitions, done) -> None:
-        service = self.service
-        txn_part = service.broker.partitions.get(TRANSACTION_TOPIC, service.txn_partition(transactional_id))
-        coordinator_epoch = max(txn_part.leader_epoch, 0) if txn_part is not None else 0
-        control = ControlType.COMMIT if commit else ControlType.ABORT
-        batch = build_control_batch(control, producer_id, producer_epoch, coordinator_epoch,
-                                    timestamp=service.clock.now_ms())
-        try:
-            for topic, index in partitions:
-                if service.broker.partitions.get(topic, index) is None:
-                    continue  # deleted since it joined the transaction: nothing to mark
-                service.append(topic, index, batch)
-                if topic == OFFSETS_TOPIC:
-                    for group_id in service.groups.groups_with_pending_offsets(producer_id):
-                        if service.offsets_partition(group_id) == index:
-                            service.groups.complete_transaction(group_id, producer_id, commit)
-        except Exception:
-            log.exception("writing transaction markers for %s failed; will retry", transactional_id)
-            done(False)
-            return
-        done(True)
 
 
 class _BlockProducerIds:

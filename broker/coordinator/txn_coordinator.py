@@ -363,8 +363,18 @@ class TransactionCoordinator:
             {(p.topic, i) for p in v.partitions for i in p.partitions}, v.start_timestamp,
             v.last_update_timestamp)
 
-    def loaded(self) -> None:
-        """After replay: finish every commit or abort that was decided but not completed."""
-        for txn in list(self.txns.values()):
+    def loaded(self, transactional_ids: Optional[Iterable[str]] = None) -> None:
+        """After replay (of every id, or of `transactional_ids`): finish every commit or abort that
+        was decided but not completed."""
+        wanted = list(self.txns.values()) if transactional_ids is None else \
+            [self.txns[t] for t in transactional_ids if t in self.txns]
+        for txn in wanted:
             if txn.state in (T.PREPARE_COMMIT, T.PREPARE_ABORT):
                 self._send_markers(txn)
+
+    def unload(self, transactional_ids: Iterable[str]) -> None:
+        """This broker stopped coordinating these ids (their `__transaction_state` partition moved).
+        Markers still in flight for them report back to nobody: the new coordinator resends them."""
+        for transactional_id in list(transactional_ids):
+            if self.txns.pop(transactional_id, None) is not None:
+                self.timers.cancel(("txn-markers", transactional_id))

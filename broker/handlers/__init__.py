@@ -14,6 +14,8 @@ from __future__ import annotations
 import importlib
 from typing import Awaitable, Callable
 
+from broker.security.access import guard
+
 Handler = Callable[..., Awaitable[object]]
 Registry = dict[int, tuple[int, int, Handler]]
 
@@ -29,6 +31,11 @@ MODULES = (
     "groups",          # coordinator engineer
     "transactions",    # coordinator engineer
     "quorum",          # DescribeQuorum, answered by the controller (broker.controller.admin)
+    "quotas",          # DescribeClientQuotas, AlterClientQuotas
+    "acls",            # CreateAcls, DescribeAcls, DeleteAcls (broker.security)
+    "sasl",            # SaslHandshake, SaslAuthenticate (broker.security)
+    "scram_credentials",
+    "reassignments",   # AlterPartitionReassignments, ListPartitionReassignments (the controller's)
 )
 
 
@@ -48,5 +55,6 @@ def load_registry(modules=MODULES) -> Registry:
             min_version, max_version, handler = entry
             if min_version > max_version:
                 raise RuntimeError(f"bad version range for api key {api_key} in {qualified}")
-            registry[api_key] = (min_version, max_version, handler)
+            # Whole-request authorization rules (broker.security.access.REQUEST_RULES).
+            registry[api_key] = (min_version, max_version, guard(api_key, handler))
     return registry

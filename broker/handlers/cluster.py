@@ -7,8 +7,11 @@ import os
 
 from protocol import ErrorCode, messages
 
+from broker.controller.errors import ApiError
 from broker.handlers import common
-from broker.handlers.metadata import broker_entries
+from broker.handlers.metadata import cluster_operations
+from broker.security import access
+from broker.security.acls import AclOperation, ResourceType
 
 BROKERS_ENDPOINT_TYPE = 1
 
@@ -18,16 +21,24 @@ async def handle_describe_cluster(ctx, header, body):
     image = ctx.image
     if header.api_version >= 1 and body.endpoint_type != BROKERS_ENDPOINT_TYPE:
         return Response(throttle_time_ms=0, error_code=ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,
-                        error_message="The endpoint type is not supported by this broker",
-                        endpoint_type=body.endpoint_type, cluster_id=image.cluster_id,
+                        error_message=f"Unsupported endpoint type {body.endpoint_type}",
+                        endpoint_type=BROKERS_ENDPOINT_TYPE, cluster_id=image.cluster_id,
                         controller_id=-1, brokers=[])
-    brokers = [Response.DescribeClusterBroker(broker_id=b.node_id, host=b.host, port=b.port,
-                                              rack=b.rack)
-               for b in broker_entries(ctx, image, ctx.connection.listener_name)]
+    # v2 (KIP-1073) may ask for fenced brokers too, each marked.
+    with_fenced = header.api_version >= 2 and body.include_fenced_brokers
+    brokers = []
+    for broker in sorted(image.brokers.values(), key=lambda b: b.broker_id):
+        endpoint = next((e for e in broker.endpoints if e.name == ctx.connection.listener_name),
+                        None)
+        if endpoint is None or (broker.fenced and not with_fenced):
+            continue
+        brokers.append(Response.DescribeClusterBroker(
+            broker_id=broker.broker_id, host=endpoint.host, port=endpoint.port, rack=broker.rack,
+            is_fenced=broker.fenced))
     return Response(
         throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=BROKERS_ENDPOINT_TYPE,
         cluster_id=image.cluster_id, controller_id=ctx.node_id, brokers=brokers,
-        cluster_authorized_operations=(common.CLUSTER_OPERATIONS
+        cluster_authorized_operations=(cluster_operations(ctx)
                                        if body.include_cluster_authorized_operations
                                        else common.OPERATIONS_NOT_REQUESTED))
 
@@ -40,8 +51,17 @@ async def handle_describe_topic_partitions(ctx, header, body):
     live = {b.broker_id for b in image.brokers.values() if not b.fenced}
     if body.topics:
         names = sorted({t.name for t in body.topics})
+        visible = access.allowed_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, names)
     else:
         names = sorted(image.topics)
+        visible = access.allowed_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, names,
+                                       log_if_denied=False)
+    # Named topics the principal may not DESCRIBE are refused (after the others, as Kafka);
+    # when listing all, they are left out.
+    refused = [Response.DescribeTopicPartitionsResponseTopic(
+        error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=name, is_internal=False,
+        partitions=[]) for name in names if name not in visible] if body.topics else []
+    names = [name for name in names if name in visible]
     cursor = body.cursor
     if cursor is not None:
         names = [n for n in names if n >= cursor.topic_name]
@@ -72,11 +92,13 @@ async def handle_describe_topic_partitions(ctx, header, body):
                 offline_replicas=[b for b in partition.replicas if b not in live]))
         topics.append(Response.DescribeTopicPartitionsResponseTopic(
             error_code=0, name=name, topic_id=topic.topic_id, is_internal=common.is_internal(name),
-            partitions=partitions, topic_authorized_operations=common.TOPIC_OPERATIONS))
+            partitions=partitions,
+            topic_authorized_operations=access.authorized_operations(ctx, ResourceType.TOPIC,
+                                                                     name)))
         if rest:
             next_cursor = Response.Cursor(topic_name=name, partition_index=rest[0])
             break
-    return Response(throttle_time_ms=0, topics=topics, next_cursor=next_cursor)
+    return Response(throttle_time_ms=0, topics=topics + refused, next_cursor=next_cursor)
 
 
 # -------------------------------------------------------------------------------- DescribeLogDirs
@@ -112,45 +134,35 @@ async def handle_describe_log_dirs(ctx, header, body):
 # ----------------------------------------------------------------------------------- ElectLeaders
 
 async def handle_elect_leaders(ctx, header, body):
-    """One node: the preferred replica leads whenever it is alive, so no election is ever needed."""
+    """The controller decides (preferred or unclean election, Kafka's per-partition errors)."""
     Response = messages.ElectLeadersResponse
-    image = ctx.image
-    live = {b.broker_id for b in image.brokers.values() if not b.fenced}
-    everything = body.topic_partitions is None
-    if everything:
-        requested = [(name, sorted(t.partitions)) for name, t in sorted(image.topics.items())]
+    if not access.cluster_allowed(ctx, AclOperation.ALTER):
+        denied = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        return Response(throttle_time_ms=0, error_code=denied, replica_election_results=[
+            Response.ReplicaElectionResult(topic=t.topic, partition_result=[
+                Response.PartitionResult(partition_id=index, error_code=denied,
+                                         error_message=None) for index in t.partitions])
+            for t in body.topic_partitions or []])
+    election_type = body.election_type if header.api_version >= 1 else 0
+    requested = (None if body.topic_partitions is None
+                 else [(t.topic, list(t.partitions)) for t in body.topic_partitions])
+    try:
+        results = await ctx.controller.elect_leaders(election_type, requested)
+    except ApiError as exc:     # e.g. an unknown election type: every partition says so too
+        error_code = int(exc.code)
+        results = [(name, [(p, error_code, exc.message) for p in partitions])
+                   for name, partitions in requested or []]
     else:
-        requested = [(t.topic, list(t.partitions)) for t in body.topic_partitions]
-    results = []
-    for name, indexes in requested:
-        topic = image.topics.get(name)
-        partition_results = []
-        for index in indexes:
-            partition = topic.partitions.get(index) if topic is not None else None
-            if partition is None:
-                error, message = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, \
-                    "The partition does not exist."
-            elif partition.replicas and partition.leader == partition.replicas[0]:
-                error, message = ErrorCode.ELECTION_NOT_NEEDED, \
-                    "Leader election not needed for topic partition."
-            else:
-                error, message = ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE, \
-                    "No eligible replica is alive and in sync."
-                if partition.replicas and partition.replicas[0] in live:
-                    error = ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
-                    message = "The preferred leader was not available."
-            if everything and error == ErrorCode.ELECTION_NOT_NEEDED:
-                continue
-            partition_results.append(Response.PartitionResult(
-                partition_id=index, error_code=error, error_message=message))
-        if partition_results or not everything:
-            results.append(Response.ReplicaElectionResult(topic=name,
-                                                          partition_result=partition_results))
-    return Response(throttle_time_ms=0, error_code=0, replica_election_results=results)
+        error_code = 0
+    return Response(throttle_time_ms=0, error_code=error_code, replica_election_results=[
+        Response.ReplicaElectionResult(topic=name, partition_result=[
+            Response.PartitionResult(partition_id=p, error_code=code, error_message=message)
+            for p, code, message in partitions])
+        for name, partitions in results])
 
 
 HANDLERS = {
-    60: (0, 1, handle_describe_cluster),
+    60: (0, 2, handle_describe_cluster),
     75: (0, 0, handle_describe_topic_partitions),
     35: (1, 4, handle_describe_log_dirs),
     43: (0, 2, handle_elect_leaders),

@@ -12,13 +12,28 @@ from protocol import ErrorCode, messages
 
 from broker.controller.errors import ApiError
 from broker.handlers import common
+from broker.security import access
+from broker.security.acls import AclOperation, ResourceType
 
-TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
+TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP = 2, 4, 8, 16, 32
+
+# Which ACL resource guards a config resource, and the error a denial answers.
+_GUARDED_BY = {TOPIC: ResourceType.TOPIC, GROUP: ResourceType.GROUP, BROKER: ResourceType.CLUSTER,
+               BROKER_LOGGER: ResourceType.CLUSTER, CLIENT_METRICS: ResourceType.CLUSTER}
+
+
+def _denied(ctx, operation: AclOperation, resource_type: int, name: str) -> int | None:
+    """The *_AUTHORIZATION_FAILED code when `operation` on the config resource is denied."""
+    guard = _GUARDED_BY.get(resource_type)
+    if guard is None:
+        return None   # an unknown type: INVALID_REQUEST, answered by the caller
+    allowed = (access.cluster_allowed(ctx, operation) if guard == ResourceType.CLUSTER
+               else access.allowed(ctx, operation, guard, name))
+    return None if allowed else access.DENIED_ERROR[guard]
 
 
 def _described_entries(ctx, resource_type: int, name: str, keys, include_synonyms: bool, version):
     """(error code, message, entries) for one DescribeConfigs resource."""
-    Result = messages.DescribeConfigsResponse.DescribeConfigsResult
     config = ctx.config
     if resource_type == TOPIC:
         error = common.topic_name_error(name)
@@ -82,9 +97,14 @@ async def handle_describe_configs(ctx, header, body):
     for resource in body.resources:
         # null or empty: every config (as Kafka; an empty answer breaks clients)
         keys = list(resource.configuration_keys) if resource.configuration_keys else None
-        error, message, entries = _described_entries(
-            ctx, resource.resource_type, resource.resource_name, keys, body.include_synonyms,
-            header.api_version)
+        denied = _denied(ctx, AclOperation.DESCRIBE_CONFIGS, resource.resource_type,
+                         resource.resource_name)
+        if denied is not None:
+            error, message, entries = denied, access.DENIED_MESSAGE[denied], []
+        else:
+            error, message, entries = _described_entries(
+                ctx, resource.resource_type, resource.resource_name, keys, body.include_synonyms,
+                header.api_version)
         results.append(Response.DescribeConfigsResult(
             error_code=error, error_message=message, resource_type=resource.resource_type,
             resource_name=resource.resource_name, configs=entries))
@@ -109,7 +129,9 @@ async def _alter(ctx, resources, validate_only, call, response_class):
     answers: list = [None] * len(resources)
     forwarded, positions = [], []
     for index, (resource_type, name, changes) in enumerate(resources):
-        problem = _check_alterable(ctx, resource_type, name)
+        denied = _denied(ctx, AclOperation.ALTER_CONFIGS, resource_type, name)
+        problem = (denied, access.DENIED_MESSAGE[denied]) if denied is not None \
+            else _check_alterable(ctx, resource_type, name)
         if problem is not None:
             answers[index] = Entry(error_code=problem[0], error_message=problem[1],
                                    resource_type=resource_type, resource_name=name)
@@ -154,6 +176,9 @@ def _alter_loggers(ctx, resource, validate_only: bool):
         return Entry(error_code=code, error_message=message, resource_type=BROKER_LOGGER,
                      resource_name=resource.resource_name)
 
+    denied = _denied(ctx, AclOperation.ALTER_CONFIGS, BROKER_LOGGER, resource.resource_name)
+    if denied is not None:
+        return answer(denied, access.DENIED_MESSAGE[denied])
     if resource.resource_name != str(ctx.node_id):
         return answer(ErrorCode.INVALID_REQUEST, f"Unexpected broker id {resource.resource_name}")
     changes = []

@@ -7,20 +7,31 @@
   partition with data always gets at least one whole batch (KIP-74).
 - read_uncommitted reads up to the high watermark, read_committed up to the last stable offset and
   gets the aborted transactions of the range.
+- A follower's fetch (replica id / ReplicaState) reads up to the log end, records the follower's
+  position with the replica manager (which may move the high watermark) and, when the follower's last
+  fetched epoch ends earlier here, answers DivergingEpoch instead of records.
 - Records are storage file slices, sent with ``os.sendfile`` by the connection.
 """
 
 from __future__ import annotations
 
+import time
 from collections import OrderedDict
+from typing import NamedTuple
 
 import trio
 
+import protocol
 from protocol import ErrorCode, messages
 
 from broker.connection import SlicedRecords
 from broker.fetch_session import PartitionFetch
 from broker.partitions import PartitionError
+from broker.quotas import identity
+from broker.replication.divergence import diverging_epoch
+from broker.replication.read_replica import preferred_read_replica
+from broker.security import access
+from broker.security.acls import AclOperation, ResourceType
 from storage.errors import StorageError
 
 API_KEY = 1
@@ -32,7 +43,8 @@ class _Read:
     """The outcome of reading one partition."""
 
     __slots__ = ("key", "fetch", "error", "high_watermark", "last_stable_offset",
-                 "log_start_offset", "slices", "size", "aborted", "partition", "leader_epoch")
+                 "log_start_offset", "slices", "size", "aborted", "partition", "leader_epoch",
+                 "diverging", "position", "preferred")
 
     def __init__(self, key, fetch):
         self.key, self.fetch = key, fetch
@@ -40,6 +52,9 @@ class _Read:
         self.high_watermark = self.last_stable_offset = self.log_start_offset = -1
         self.slices, self.size, self.aborted, self.partition = [], 0, None, None
         self.leader_epoch = -1
+        self.diverging = None   # (epoch, end offset) for a diverged follower
+        self.position = -1      # what a long poll waits to move: high watermark, or log end for replicas
+        self.preferred = -1     # PreferredReadReplica (KIP-392) instead of records
 
 
 def _requested(body, version) -> tuple[OrderedDict, list]:
@@ -63,6 +78,10 @@ def _requested(body, version) -> tuple[OrderedDict, list]:
     return requested, forgotten
 
 
+def _now_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
+
+
 def _resolve(image, key, uses_ids) -> str:
     """The topic name a fetch key stands for, or raises PartitionError."""
     topic_key, _ = key
@@ -74,28 +93,98 @@ def _resolve(image, key, uses_ids) -> str:
     return topic_key
 
 
-def _read_all(ctx, reads, uses_ids, isolation, max_bytes):
+def _denied_topics(ctx, origin: "Origin", reads, uses_ids) -> frozenset:
+    """Topics this fetch may not read: a follower needs CLUSTER_ACTION (then every topic is
+    refused without it), a consumer READ on each topic."""
+    if not access.enabled(ctx):
+        return frozenset()
+    image = ctx.image
+    names = set()
+    for read in reads:
+        try:
+            names.add(_resolve(image, read.key, uses_ids))
+        except PartitionError:
+            pass
+    if origin.replica_id >= 0:
+        return frozenset() if access.cluster_allowed(ctx, AclOperation.CLUSTER_ACTION) \
+            else frozenset(names)
+    return frozenset(names - access.allowed_names(ctx, AclOperation.READ, ResourceType.TOPIC,
+                                                  names))
+
+
+class Origin(NamedTuple):
+    """Who fetches: a follower (replica id >= 0, its broker epoch) or a consumer (its rack, v11+)."""
+    replica_id: int = -1
+    replica_epoch: int = -1
+    client_rack: str | None = None      # None: before v11, a consumer may read from leaders only
+
+    @classmethod
+    def of(cls, body, version) -> "Origin":
+        if version >= 15:
+            state = body.replica_state
+            if state is not None and state.replica_id >= 0:
+                return cls(state.replica_id, state.replica_epoch)
+        elif body.replica_id >= 0:
+            return cls(body.replica_id)
+        return cls(client_rack=(body.rack_id or "") if version >= 11 else None)
+
+
+def _partition(ctx, name, fetch, origin: Origin):
+    """The partition to read: its leader here, or (KIP-392) any replica here for a v11+ consumer."""
+    if origin.client_rack is not None:
+        return ctx.partitions.readable(name, fetch.partition, fetch.current_leader_epoch)
+    return ctx.partitions.leader(name, fetch.partition, fetch.current_leader_epoch)
+
+
+def _read_all(ctx, reads, uses_ids, isolation, max_bytes, origin: Origin = Origin(),
+              denied=frozenset()):
     """Read every partition within the byte budgets (on the event loop: no data is copied)."""
     image = ctx.image
+    replica_id, replica_epoch = origin.replica_id, origin.replica_epoch
     partitions = ctx.partitions
     budget = max_bytes
     for read in reads:
-        read.slices, read.size, read.aborted, read.partition = [], 0, None, None
+        # As Kafka: a list of aborted transactions for read_committed data and for any error (an
+        # empty one then), none (null) for read_uncommitted data.
+        read.slices, read.size, read.aborted, read.partition = [], 0, [], None
         read.high_watermark = read.last_stable_offset = read.log_start_offset = -1
         fetch = read.fetch
         try:
             name = _resolve(image, read.key, uses_ids)
-            partition = partitions.leader(name, fetch.partition, fetch.current_leader_epoch)
+            if name in denied:
+                raise PartitionError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+            partition = _partition(ctx, name, fetch, origin)
         except PartitionError as exc:
             read.error = exc.code
             continue
         read.partition = partition
         read.leader_epoch = partition.leader_epoch
         log = partition.log
+        read.diverging = None
+        if replica_id >= 0:
+            read.diverging = diverging_epoch(log, fetch.fetch_offset, fetch.last_fetched_epoch)
+            if read.diverging is None and log.log_start_offset <= fetch.fetch_offset <= log.log_end_offset \
+                    and not partitions.replication.on_replica_fetch(
+                        partition, replica_id, replica_epoch, fetch.fetch_offset,
+                        fetch.log_start_offset):
+                read.error = ErrorCode.NOT_LEADER_OR_FOLLOWER   # not a replica of this partition
+                continue
         read.high_watermark = log.high_watermark
         read.last_stable_offset = log.last_stable_offset
         read.log_start_offset = log.log_start_offset
-        limit = read.last_stable_offset if isolation == READ_COMMITTED else read.high_watermark
+        read.position = log.log_end_offset if replica_id >= 0 else read.high_watermark
+        read.error = ErrorCode.NONE
+        if read.diverging is not None:
+            continue
+        if origin.client_rack and partition.replica_state is not None:
+            read.preferred = preferred_read_replica(ctx.broker, partition, fetch.fetch_offset,
+                                                    origin.client_rack, _now_ms())
+            if read.preferred >= 0:
+                continue     # the consumer goes to that replica for its records
+        if replica_id >= 0:
+            limit = None         # a follower reads up to the log end
+        else:
+            limit = read.last_stable_offset if isolation == READ_COMMITTED else read.high_watermark
         try:
             slices = log.read(fetch.fetch_offset, min(fetch.partition_max_bytes, max(budget, 0)),
                               max_offset=limit, min_one_batch=budget == max_bytes)
@@ -103,6 +192,7 @@ def _read_all(ctx, reads, uses_ids, isolation, max_bytes):
             read.error = exc.error_code
             continue
         read.error = ErrorCode.NONE
+        read.aborted = None
         read.slices = slices
         read.size = sum(len(s) for s in slices)
         budget -= read.size
@@ -125,29 +215,46 @@ async def handle_fetch(ctx, header, body):
         return Response(throttle_time_ms=0, error_code=context, session_id=0, responses=[])
     isolation = body.isolation_level
     max_bytes = body.max_bytes if body.max_bytes > 0 else 0
+    min_bytes = body.min_bytes
+    quotas = ctx.broker.quotas
+    from_follower = _from_follower(body, version)
+    ctx.request_quota_charged |= from_follower   # replication is exempt from client quotas
+    quota_checked = (quotas.fetch.enabled or quotas.request.enabled) and not from_follower
+    if quota_checked and quotas.fetch.enabled:
+        # As Kafka: never more than the quota allows over a window's worth of samples.
+        user, client_id = identity(ctx)
+        window_bytes = quotas.fetch.max_value_in_window(user, client_id)
+        if window_bytes < max_bytes:
+            max_bytes = int(window_bytes)
+            min_bytes = min(min_bytes, max_bytes)
     deadline = trio.current_time() + max(body.max_wait_ms, 0) / 1000
     keys = list(context.partitions.keys())
     reads = [_Read(key, context.partitions[key]) for key in keys]
+    origin = Origin.of(body, version)
+    denied = _denied_topics(ctx, origin, reads, uses_ids)
 
     while True:
         # Index lookups and file slices only (the bytes go out with sendfile): cheaper inline
         # than a worker-thread trip, and nothing can land between this read and the wait below.
-        _read_all(ctx, reads, uses_ids, isolation, max_bytes)
+        _read_all(ctx, reads, uses_ids, isolation, max_bytes, origin, denied)
         total = sum(r.size for r in reads)
-        errors = any(r.error for r in reads)
+        errors = any(r.error or r.diverging or r.preferred >= 0 for r in reads)
         remaining = deadline - trio.current_time()
-        if total >= body.min_bytes or errors or remaining <= 0 or ctx.broker.draining \
+        if total >= min_bytes or errors or remaining <= 0 or ctx.broker.draining \
                 or not reads:
             break
         await ctx.partitions.wait_for_data(
-            [(r.partition, r.high_watermark, r.leader_epoch) for r in reads if r.partition],
-            remaining)
+            [(r.partition, r.position, r.leader_epoch) for r in reads if r.partition],
+            remaining, replica=origin.replica_id >= 0)
 
     responses: list = []
     with_records = []
+    sent_before = [(p, p.sent_high_watermark, p.sent_log_start_offset)
+                   for p in context.partitions.values()] if quota_checked else None
     for read in reads:
         if not context.should_include(read.key, read.high_watermark, read.log_start_offset,
-                                      read.size > 0, read.error):
+                                      read.size > 0 or read.diverging is not None
+                                      or read.preferred >= 0, read.error):
             continue
         if read.size:
             with_records.append(read.key)
@@ -159,24 +266,64 @@ async def handle_fetch(ctx, header, body):
                 [Response.AbortedTransaction(producer_id=txn.producer_id,
                                              first_offset=txn.first_offset)
                  for txn in read.aborted] if read.aborted is not None else None),
-            preferred_read_replica=-1,
+            preferred_read_replica=read.preferred,
             records=SlicedRecords(read.slices) if read.slices else b"")
+        if read.diverging is not None:
+            data.diverging_epoch = Response.EpochEndOffset(epoch=read.diverging[0],
+                                                           end_offset=read.diverging[1])
         topic_key = read.key[0]
         if responses and responses[-1][0] == topic_key:
             responses[-1][1].append(data)
         else:
             responses.append((topic_key, [data]))
-    context.rotate(with_records)
-    ctx.broker.record_fetch(reads)
-
     topics = []
     for topic_key, partitions in responses:
         if uses_ids:
             topics.append(Response.FetchableTopicResponse(topic_id=topic_key, partitions=partitions))
         else:
             topics.append(Response.FetchableTopicResponse(topic=topic_key, partitions=partitions))
-    return Response(throttle_time_ms=0, error_code=0, session_id=context.session_id,
-                    responses=topics)
+    response = Response(throttle_time_ms=0, error_code=0, session_id=context.session_id,
+                        responses=topics)
+    if quota_checked and _throttled(ctx, header, response):
+        # Kafka answers a throttled fetch with no data: the session stays as it was (a new one
+        # is not kept) and the bytes are not counted.
+        for partition, high_watermark, log_start_offset in sent_before:
+            partition.sent_high_watermark = high_watermark
+            partition.sent_log_start_offset = log_start_offset
+        if not context.incremental and context.session is not None:
+            ctx.fetch_sessions.sessions.pop(context.session.id, None)
+        return Response(throttle_time_ms=ctx.throttle_ms, error_code=0,
+                        session_id=context.session_id if context.incremental else 0,
+                        responses=[])
+    context.rotate(with_records)
+    ctx.broker.record_fetch(reads)
+    return response
+
+
+def _from_follower(body, version) -> bool:
+    """A replica's fetch: exempt from client quotas (replication has quotas of its own)."""
+    if version >= 15:
+        state = getattr(body, "replica_state", None)
+        return state is not None and state.replica_id >= 0
+    return getattr(body, "replica_id", -1) >= 0
+
+
+def _throttled(ctx, header, response) -> bool:
+    """Charge consumer_byte_rate with the response's size and the request quota with the time
+    spent so far; True when either throttles (the larger throttle is the one applied)."""
+    quotas = ctx.broker.quotas
+    request_throttle = quotas.charge_request_now(ctx)
+    fetch_throttle = 0
+    if quotas.fetch.enabled:
+        user, client_id = identity(ctx)
+        size = sum(len(part) for part in protocol.encode_response_parts(
+            API_KEY, header.api_version, header.correlation_id, response))
+        fetch_throttle = quotas.fetch.record(user, client_id, size)
+        if max(fetch_throttle, request_throttle) > 0:
+            quotas.fetch.unrecord(user, client_id, size)
+    quotas.throttle(ctx, quotas.fetch, fetch_throttle)
+    quotas.throttle(ctx, quotas.request, request_throttle)
+    return ctx.throttle_ms > 0
 
 
 HANDLERS = {API_KEY: (4, 17, handle_fetch)}

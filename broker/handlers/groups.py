@@ -11,12 +11,22 @@ import trio
 from protocol import ErrorCode, messages
 
 from broker.coordinator.group_coordinator import OffsetCommitItem
-from broker.coordinator.service import OFFSETS_TOPIC, TRANSACTION_TOPIC, CoordinatorService
-from broker.handlers.common import DELETE, DESCRIBE, OPERATIONS_NOT_REQUESTED, READ
+from broker.coordinator.service import OFFSETS_TOPIC, TRANSACTION_TOPIC, CoordinatorError, CoordinatorService
+from broker.handlers.common import OPERATIONS_NOT_REQUESTED
+from broker.security import access
+from broker.security.acls import AclOperation, ResourceType
 
 E = ErrorCode
-GROUP_OPERATIONS = (1 << READ) | (1 << DELETE) | (1 << DESCRIBE)
+Op, RT = AclOperation, ResourceType
 GROUP_KEY, TRANSACTION_KEY = 0, 1
+
+
+def _group_allowed(ctx, operation, group_id, log_if_denied=True) -> bool:
+    return access.allowed(ctx, operation, RT.GROUP, group_id or "", log_if_denied=log_if_denied)
+
+
+def _topics_allowed(ctx, operation, names) -> set[str]:
+    return access.allowed_names(ctx, operation, RT.TOPIC, names)
 
 
 async def wait_for(pending):
@@ -48,26 +58,36 @@ async def find_coordinator(ctx, header, body):
 
 
 async def _locate(ctx, service, key_type, key):
-    """(error, message, node id, host, port) of the coordinator for a key."""
+    """(error, message, node id, host, port) of the coordinator for a key: the leader of its
+    internal-topic partition in the metadata image (any broker, not only this one), as Kafka answers."""
+    if key_type == GROUP_KEY and not _group_allowed(ctx, Op.DESCRIBE, key):
+        code = E.GROUP_AUTHORIZATION_FAILED
+        return code, code.name, -1, "", -1
+    if key_type == TRANSACTION_KEY and not access.allowed(ctx, Op.DESCRIBE, RT.TRANSACTIONAL_ID,
+                                                          key or ""):
+        code = E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        return code, code.name, -1, "", -1
     if key_type == GROUP_KEY:
         topic, partition = OFFSETS_TOPIC, service.offsets_partition(key or "")
-        code = await service.group_coordinator_error(key or "")
     elif key_type == TRANSACTION_KEY:
         if not key:
             return E.INVALID_REQUEST, "transactional id must not be empty", -1, "", -1
         topic, partition = TRANSACTION_TOPIC, service.txn_partition(key)
-        code = await service.txn_coordinator_error(key)
     else:
         return E.INVALID_REQUEST, f"unsupported coordinator key type {key_type}", -1, "", -1
-    if code is not E.NONE:
-        return code, code.name, -1, "", -1
+    try:
+        await service.ensure_topic(topic)
+    except CoordinatorError as exc:
+        return exc.code, exc.code.name, -1, "", -1
     image = ctx.broker.image
-    leader = image.topics[topic].partitions[partition].leader
+    part = image.partition(topic, partition)
+    leader = -1 if part is None else part.leader
     broker = image.brokers.get(leader)
-    endpoint = None if broker is None else next(
+    endpoint = None if broker is None or broker.fenced else next(
         (e for e in broker.endpoints if e.name == ctx.connection.listener_name), None)
     if endpoint is None:
-        return E.COORDINATOR_NOT_AVAILABLE, "no endpoint for this listener", -1, "", -1
+        code = E.COORDINATOR_NOT_AVAILABLE
+        return code, code.name, -1, "", -1
     return E.NONE, None, leader, endpoint.host, endpoint.port
 
 
@@ -106,6 +126,9 @@ def _name(protocol_name, version):
 async def sync_group(ctx, header, body):
     Response = messages.SyncGroupResponse
     version = header.api_version
+    if version >= 5 and (body.protocol_type is None or body.protocol_name is None):
+        # As Kafka (KIP-559): v5+ must name the protocol; checked before the group is looked up
+        return Response(error_code=E.INCONSISTENT_GROUP_PROTOCOL)
     service = await CoordinatorService.of(ctx.broker)
     code = await service.group_coordinator_error(body.group_id)
     if code is not E.NONE:
@@ -158,7 +181,11 @@ async def offset_commit(ctx, header, body):
     Response = messages.OffsetCommitResponse
     version = header.api_version
     service = await CoordinatorService.of(ctx.broker)
-    code = await service.group_coordinator_error(body.group_id)
+    if _group_allowed(ctx, Op.READ, body.group_id):
+        code = await service.group_coordinator_error(body.group_id)
+        readable = _topics_allowed(ctx, Op.READ, (t.name for t in body.topics))
+    else:
+        code, readable = E.GROUP_AUTHORIZATION_FAILED, set()
     image = ctx.broker.image
     errors: dict[tuple[str, int], ErrorCode] = {}
     items = []
@@ -169,6 +196,8 @@ async def offset_commit(ctx, header, body):
             key = (topic.name, p.partition_index)
             if code is not E.NONE:
                 errors[key] = code
+            elif topic.name not in readable:
+                errors[key] = E.TOPIC_AUTHORIZATION_FAILED
             elif image.partition(topic.name, p.partition_index) is None:
                 errors[key] = E.UNKNOWN_TOPIC_OR_PARTITION
             else:
@@ -177,13 +206,16 @@ async def offset_commit(ctx, header, body):
                     p.committed_leader_epoch if version >= 6 else -1, p.committed_metadata,
                     now + retention if retention >= 0 else -1))
     if code is E.NONE and items:
+        mark = service.write_mark()
         top, per = service.groups.commit_offsets(
             body.group_id, body.member_id, body.group_instance_id if version >= 7 else None,
             body.generation_id_or_member_epoch, items)
-        await service.settle()
+        unacknowledged = await service.settle(since=mark)
         for item in items:
             key = (item.topic, item.partition)
             errors[key] = top if top is not E.NONE else per.get(key, E.NONE)
+            if errors[key] is E.NONE:
+                errors[key] = unacknowledged
     topics: dict[str, list] = {}
     for topic in body.topics:
         for p in topic.partitions:
@@ -203,7 +235,7 @@ async def offset_fetch(ctx, header, body):
         for group in body.groups:
             wanted = None if group.topics is None else \
                 [(t.name, p) for t in group.topics for p in t.partition_indexes]
-            code, rows = await _fetch_group(service, group.group_id, wanted, require_stable)
+            code, rows = await _fetch_group(ctx, service, group.group_id, wanted, require_stable)
             groups.append(Response.OffsetFetchResponseGroup(
                 group_id=group.group_id, error_code=code, topics=[
                     Response.OffsetFetchResponseTopics(name=name, partitions=[
@@ -215,7 +247,7 @@ async def offset_fetch(ctx, header, body):
         return Response(groups=groups)
     topics = body.topics if (version >= 2 or body.topics is not None) else []
     wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
-    code, rows = await _fetch_group(service, body.group_id, wanted, require_stable)
+    code, rows = await _fetch_group(ctx, service, body.group_id, wanted, require_stable)
     if code is not E.NONE and version < 2 and wanted:
         # no top-level error field before v2: every partition carries it
         rows = [_row(t, p, code) for t, p in wanted]
@@ -233,11 +265,26 @@ def _row(topic, partition, code):
     return FetchedOffset(topic, partition, error=code)
 
 
-async def _fetch_group(service, group_id, wanted, require_stable):
+async def _fetch_group(ctx, service, group_id, wanted, require_stable):
+    """Kafka: DESCRIBE on the group, then DESCRIBE on each topic; asked-for topics the principal
+    may not describe answer TOPIC_AUTHORIZATION_FAILED, and "all offsets" leaves them out."""
+    if not _group_allowed(ctx, Op.DESCRIBE, group_id):
+        return E.GROUP_AUTHORIZATION_FAILED, []
     code = await service.group_coordinator_error(group_id)
     if code is not E.NONE:
         return code, []
-    return service.groups.fetch_offsets(group_id, wanted, require_stable)
+    if not access.enabled(ctx):
+        return service.groups.fetch_offsets(group_id, wanted, require_stable)
+    if wanted is None:
+        code, rows = service.groups.fetch_offsets(group_id, None, require_stable)
+        visible = access.allowed_names(ctx, Op.DESCRIBE, RT.TOPIC, {r.topic for r in rows},
+                                       log_if_denied=False)
+        return code, [r for r in rows if r.topic in visible]
+    visible = access.allowed_names(ctx, Op.DESCRIBE, RT.TOPIC, {t for t, _ in wanted})
+    code, rows = service.groups.fetch_offsets(
+        group_id, [tp for tp in wanted if tp[0] in visible], require_stable)
+    refused = [_row(t, p, E.TOPIC_AUTHORIZATION_FAILED) for t, p in wanted if t not in visible]
+    return code, list(rows) + refused
 
 
 def _by_topic(rows):
@@ -249,13 +296,16 @@ def _by_topic(rows):
 
 async def offset_delete(ctx, header, body):
     Response = messages.OffsetDeleteResponse
+    if not _group_allowed(ctx, Op.DELETE, body.group_id):
+        return Response(error_code=E.GROUP_AUTHORIZATION_FAILED)
     service = await CoordinatorService.of(ctx.broker)
     code = await service.group_coordinator_error(body.group_id)
     if code is not E.NONE:
         return Response(error_code=code)
     image = ctx.broker.image
     requested = [(t.name, p.partition_index) for t in body.topics for p in t.partitions]
-    known = [tp for tp in requested if image.partition(*tp) is not None]
+    readable = _topics_allowed(ctx, Op.READ, (t.name for t in body.topics))
+    known = [tp for tp in requested if tp[0] in readable and image.partition(*tp) is not None]
     top, per = service.groups.delete_offsets(body.group_id, known)
     await service.settle()
     if top is not E.NONE:
@@ -263,7 +313,9 @@ async def offset_delete(ctx, header, body):
     topics: dict[str, list] = {}
     for name, index in requested:
         topics.setdefault(name, []).append(Response.OffsetDeleteResponsePartition(
-            partition_index=index, error_code=per.get((name, index), E.UNKNOWN_TOPIC_OR_PARTITION)))
+            partition_index=index,
+            error_code=(per.get((name, index), E.UNKNOWN_TOPIC_OR_PARTITION) if name in readable
+                        else E.TOPIC_AUTHORIZATION_FAILED)))
     return Response(topics=[Response.OffsetDeleteResponseTopic(name=n, partitions=ps) for n, ps in topics.items()])
 
 
@@ -274,7 +326,12 @@ async def list_groups(ctx, header, body):
     service = await CoordinatorService.of(ctx.broker)
     rows = service.groups.list_groups(body.states_filter if version >= 4 else (),
                                       body.types_filter if version >= 5 else ())
-    return Response(error_code=E.NONE, groups=[
+    # DESCRIBE on the cluster lists every group; otherwise only the groups one may describe.
+    if not access.cluster_allowed(ctx, Op.DESCRIBE, log_if_denied=False):
+        rows = [row for row in rows if _group_allowed(ctx, Op.DESCRIBE, row[0], False)]
+    # as Kafka: the groups loaded so far, flagged while some of this broker's partitions still load
+    code = E.COORDINATOR_LOAD_IN_PROGRESS if service.loading(OFFSETS_TOPIC) else E.NONE
+    return Response(error_code=code, groups=[
         Response.ListedGroup(group_id=g, protocol_type=ptype, group_state=state if version >= 4 else "",
                              group_type="classic" if version >= 5 else "")
         for g, ptype, state in sorted(rows)])
@@ -286,8 +343,13 @@ async def describe_groups(ctx, header, body):
     service = await CoordinatorService.of(ctx.broker)
     out = []
     for group_id in body.groups:
+        if not _group_allowed(ctx, Op.DESCRIBE, group_id):
+            out.append(Response.DescribedGroup(error_code=E.GROUP_AUTHORIZATION_FAILED,
+                                               group_id=group_id))
+            continue
         code = await service.group_coordinator_error(group_id)
-        ops = GROUP_OPERATIONS if version >= 3 and body.include_authorized_operations else OPERATIONS_NOT_REQUESTED
+        ops = access.authorized_operations(ctx, RT.GROUP, group_id) \
+            if version >= 3 and body.include_authorized_operations else OPERATIONS_NOT_REQUESTED
         if code is not E.NONE:
             out.append(Response.DescribedGroup(error_code=code, group_id=group_id, authorized_operations=ops))
             continue
@@ -312,6 +374,10 @@ async def delete_groups(ctx, header, body):
     service = await CoordinatorService.of(ctx.broker)
     results = []
     for group_id in body.groups_names:
+        if not _group_allowed(ctx, Op.DELETE, group_id):
+            results.append(Response.DeletableGroupResult(group_id=group_id,
+                                                         error_code=E.GROUP_AUTHORIZATION_FAILED))
+            continue
         code = await service.group_coordinator_error(group_id)
         if code is E.NONE:
             code = service.groups.delete_groups([group_id])[group_id]

@@ -14,6 +14,8 @@ from protocol import ErrorCode, messages
 
 from broker.controller.errors import ApiError
 from broker.handlers import common
+from broker.security import access
+from broker.security.acls import AclOperation, ResourceType
 
 log = logging.getLogger(__name__)
 
@@ -51,12 +53,25 @@ def partition_entries(image, topic) -> list:
     return out
 
 
-def topic_entry(image, topic, include_operations: bool):
+def topic_entry(ctx, image, topic, include_operations: bool):
     return Response.MetadataResponseTopic(
         error_code=ErrorCode.NONE, name=topic.name, topic_id=topic.topic_id,
         is_internal=common.is_internal(topic.name), partitions=partition_entries(image, topic),
-        topic_authorized_operations=(common.TOPIC_OPERATIONS if include_operations
-                                     else common.OPERATIONS_NOT_REQUESTED))
+        topic_authorized_operations=(
+            access.authorized_operations(ctx, ResourceType.TOPIC, topic.name)
+            if include_operations else common.OPERATIONS_NOT_REQUESTED))
+
+
+def _describable(ctx, names, log_if_denied=True) -> set[str]:
+    return access.allowed_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, names,
+                                log_if_denied=log_if_denied)
+
+
+def _creatable(ctx, names) -> set[str]:
+    """Auto-creation needs CREATE on the cluster or on each topic."""
+    if access.cluster_allowed(ctx, AclOperation.CREATE, log_if_denied=False):
+        return set(names)
+    return access.allowed_names(ctx, AclOperation.CREATE, ResourceType.TOPIC, names)
 
 
 def error_topic(name, error, topic_id=ZERO_UUID):
@@ -89,19 +104,30 @@ async def handle_metadata(ctx, header, body):
     image = ctx.image
 
     if requested is None:
-        topics = [topic_entry(image, image.topics[name], include_operations)
-                  for name in sorted(image.topics)]
+        # Every topic the principal may DESCRIBE; the others are not even mentioned.
+        visible = _describable(ctx, image.topics, log_if_denied=False)
+        topics = [topic_entry(ctx, image, image.topics[name], include_operations)
+                  for name in sorted(image.topics) if name in visible]
     else:
         allow_auto_create = (body.allow_auto_topic_creation if version >= 4 else True) \
             and ctx.config["auto.create.topics.enable"]
+        by_id = {r.topic_id: image.topics_by_id[r.topic_id].name for r in requested
+                 if r.name is None and getattr(r, "topic_id", ZERO_UUID) in image.topics_by_id}
+        visible = _describable(ctx, [r.name for r in requested if r.name is not None]
+                               + list(by_id.values()))
         to_create = {}   # an ordered set: names may repeat in the request
         for request in requested:
             name = request.name
-            if name is None:
+            if name is None or name not in visible:
                 continue
             if name not in image.topics and allow_auto_create and common.topic_name_error(name) is None \
                     and not common.is_internal(name):
                 to_create[name] = None
+        refused_creation = set()
+        if to_create:
+            creatable = _creatable(ctx, to_create)
+            refused_creation = set(to_create) - creatable
+            to_create = {name: None for name in to_create if name in creatable}
         if to_create:
             try:
                 await common.create_topics_with_defaults(ctx, list(to_create))
@@ -118,16 +144,22 @@ async def handle_metadata(ctx, header, body):
                 topic = image.topics_by_id.get(topic_id)
                 if topic is None:
                     topics.append(error_topic(None, ErrorCode.UNKNOWN_TOPIC_ID, topic_id))
+                elif topic.name not in visible:
+                    # Topic ids are not secret: Kafka answers the id, without the name.
+                    topics.append(error_topic(None, ErrorCode.TOPIC_AUTHORIZATION_FAILED, topic_id))
                 elif topic.name not in seen:
                     seen.add(topic.name)
-                    topics.append(topic_entry(image, topic, include_operations))
+                    topics.append(topic_entry(ctx, image, topic, include_operations))
                 continue
             if name in seen:
                 continue
             seen.add(name)
             topic = image.topics.get(name)
-            if topic is not None:
-                topics.append(topic_entry(image, topic, include_operations))
+            if name not in visible or name in refused_creation:
+                # Never says whether a topic the principal may not DESCRIBE exists.
+                topics.append(error_topic(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+            elif topic is not None:
+                topics.append(topic_entry(ctx, image, topic, include_operations))
             elif common.topic_name_error(name) is not None:
                 topics.append(error_topic(name, ErrorCode.INVALID_TOPIC_EXCEPTION))
             else:
@@ -142,9 +174,16 @@ async def handle_metadata(ctx, header, body):
     )
     if 8 <= version <= 10:
         response.cluster_authorized_operations = (
-            common.CLUSTER_OPERATIONS if body.include_cluster_authorized_operations
+            cluster_operations(ctx) if body.include_cluster_authorized_operations
             else common.OPERATIONS_NOT_REQUESTED)
     return response
+
+
+def cluster_operations(ctx) -> int:
+    """KIP-430 for the cluster: 0 unless the principal may DESCRIBE it (Kafka)."""
+    if not access.cluster_allowed(ctx, AclOperation.DESCRIBE, log_if_denied=False):
+        return 0
+    return access.authorized_operations(ctx, ResourceType.CLUSTER, "kafka-cluster")
 
 
 HANDLERS = {API_KEY: (0, 12, handle_metadata)}

@@ -15,6 +15,8 @@ from protocol import ErrorCode, messages
 from protocol.records import RecordBatchError
 
 from broker.partitions import PartitionError
+from broker.security import access
+from broker.security.acls import AclOperation, ResourceType
 from storage.errors import StorageError
 
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
@@ -48,6 +50,8 @@ async def handle_list_offsets(ctx, header, body):
     # Kafka (ListOffsetsRequest.duplicatePartitions): a partition named twice anywhere in the
     # request is answered INVALID_REQUEST every time it appears, none of its copies looked up.
     named = Counter((topic.name, p.partition_index) for topic in body.topics for p in topic.partitions)
+    describable = access.allowed_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC,
+                                       (topic.name for topic in body.topics))
     topics = []
     for topic in body.topics:
         answers = []
@@ -57,6 +61,9 @@ async def handle_list_offsets(ctx, header, body):
                                                            error_code=ErrorCode.NONE,
                                                            timestamp=-1, offset=-1)
             answers.append(answer)
+            if topic.name not in describable:
+                answer.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                continue
             if named[topic.name, index] > 1:
                 answer.error_code = ErrorCode.INVALID_REQUEST
                 continue
@@ -89,6 +96,12 @@ async def handle_list_offsets(ctx, header, body):
 
 async def handle_offset_for_leader_epoch(ctx, header, body):
     Response = messages.OffsetForLeaderEpochResponse
+    # Replicas use it with CLUSTER_ACTION; consumers (KIP-320) need DESCRIBE on each topic.
+    names = [topic.topic for topic in body.topics]
+    if access.cluster_allowed(ctx, AclOperation.CLUSTER_ACTION, log_if_denied=False):
+        describable = set(names)
+    else:
+        describable = access.allowed_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, names)
     topics = []
     for topic in body.topics:
         answers = []
@@ -96,6 +109,9 @@ async def handle_offset_for_leader_epoch(ctx, header, body):
             answer = Response.EpochEndOffset(partition=request.partition, error_code=0,
                                              leader_epoch=-1, end_offset=-1)
             answers.append(answer)
+            if topic.topic not in describable:
+                answer.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                continue
             try:
                 partition = ctx.partitions.leader(topic.topic, request.partition,
                                                   request.current_leader_epoch)

@@ -4,6 +4,9 @@ Batches are appended as opaque bytes (storage validates the 61-byte headers and 
 checks idempotent / transactional producer state). Once every partition is appended the connection
 may start its next request; then the appends are acknowledged — after the fsync when
 ``log.flush.before.acknowledge`` is on — which advances the high watermark and wakes waiting fetches.
+acks=all then waits (``ReplicaManager.wait_for_replicas``, bounded by the request's timeout) until the
+high watermark covers the batches: NOT_ENOUGH_REPLICAS before appending when the ISR is below
+``min.insync.replicas``, NOT_ENOUGH_REPLICAS_AFTER_APPEND if it shrank meanwhile, REQUEST_TIMED_OUT.
 acks=0 gets no response at all.
 
 Produce v0–v2 carry message format v0/v1, which Kafka 4 no longer stores: the versions stay
@@ -26,6 +29,9 @@ from broker.connection import CloseConnection
 from broker.coordinator.verification import refused_batches
 from broker.handlers import common
 from broker.partitions import PartitionError
+from broker.quotas import identity
+from broker.security import access
+from broker.security.acls import AclOperation, ResourceType
 from storage.errors import StorageError
 
 API_KEY = 0
@@ -39,10 +45,35 @@ def _partition_response(index, error, message=None, base_offset=-1, log_append_t
         log_start_offset=log_start_offset, record_errors=[], error_message=message)
 
 
+# The low byte of a batch's attributes and its transactional bit.
+_ATTRIBUTES_LOW_BYTE = 22
+_TRANSACTIONAL_BIT = 0x10
+
+
+def _has_transactional_records(body) -> bool:
+    return any(data.records is not None and len(data.records) > _ATTRIBUTES_LOW_BYTE
+               and data.records[_ATTRIBUTES_LOW_BYTE] & _TRANSACTIONAL_BIT
+               for topic in body.topic_data for data in topic.partition_data)
+
+
+def _refuse_all(body, code):
+    return Response(responses=[Response.TopicProduceResponse(name=topic.name, partition_responses=[
+        _partition_response(data.index, code) for data in topic.partition_data])
+        for topic in body.topic_data], throttle_time_ms=0)
+
+
 async def handle_produce(ctx, header, body):
     acks = body.acks
+    if body.transactional_id is None and _has_transactional_records(body):
+        # As Kafka: transactional records need the request's transactional id (the one the
+        # producer is authorised for); without it the whole request is refused, nothing appended.
+        if acks == 0:
+            raise CloseConnection("transactional records without a transactional id (acks=0)")
+        return _refuse_all(body, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     results: list[tuple[str, list]] = []
     to_append = []      # (partition, records, answer, first batch header)
+    writable = access.allowed_names(ctx, AclOperation.WRITE, ResourceType.TOPIC,
+                                    (topic.name for topic in body.topic_data))
 
     for topic in body.topic_data:
         answers = []
@@ -50,6 +81,9 @@ async def handle_produce(ctx, header, body):
         for data in topic.partition_data:
             answer = _partition_response(data.index, ErrorCode.NONE)
             answers.append(answer)
+            if topic.name not in writable:
+                answer.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                continue
             try:
                 partition, first_batch = _check(ctx, acks, topic.name, data, header.api_version)
             except PartitionError as exc:
@@ -58,24 +92,54 @@ async def handle_produce(ctx, header, body):
             except RecordBatchError as exc:
                 answer.error_code, answer.error_message = exc.error_code, str(exc)
                 continue
-            to_append.append((partition, data.records, answer, first_batch))
+            to_append.append((partition, data.records, answer, first_batch, None))
 
-    # No checkpoint between the verification and an inline append: no commit/abort marker can
-    # land in between and leave the batch outside its (then closed) transaction.
+    if not _may_write_transactionally(ctx, body.transactional_id, to_append):
+        for _, answers in results:
+            for answer in answers:
+                answer.error_code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+                answer.error_message = None
+        to_append = []
+    # A commit/abort marker landing between the verification and the append would leave the batch
+    # outside its (then closed) transaction: storage's verification guard refuses it then.
     to_append = await _verify_transactional(ctx, body.transactional_id, to_append)
     # Once batches go to the log they must also become visible (high watermark), even if the
     # client disconnects meanwhile: the rest of the request is shielded from cancellation.
     with trio.CancelScope(shield=True):
-        return await _append_and_acknowledge(ctx, acks, results, to_append)
+        return await _append_and_acknowledge(ctx, acks, results, to_append, body.timeout_ms)
 
 
-async def _append_and_acknowledge(ctx, acks, results, to_append):
+async def _wait_for_replicas(ctx, appended, timeout_ms: int) -> None:
+    """acks=all: answer once the high watermark covers each partition's batches (the purgatory)."""
+    waiting = [(p, result, answer) for p, result, answer, _ in appended if not answer.error_code]
+    if not waiting:
+        return
+    codes = await ctx.partitions.replication.wait_for_replicas(
+        [(p, result.last_offset + 1) for p, result, _ in waiting], timeout_ms / 1000)
+    for (_, _, answer), code in zip(waiting, codes):
+        if code:
+            answer.error_code, answer.base_offset = code, -1
+            answer.error_message = _ACKS_MESSAGES.get(code)
+
+
+_ACKS_MESSAGES = {
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND:
+        "The ISR shrank below min.insync.replicas after the records were appended",
+    ErrorCode.REQUEST_TIMED_OUT: "The in-sync replicas did not acknowledge the records in time",
+}
+
+
+async def _append_and_acknowledge(ctx, acks, results, to_append, timeout_ms):
     partitions = ctx.partitions
-    outcomes = await partitions.append_many([(p, records) for p, records, _, _ in to_append])
+    outcomes = await partitions.append_many([(p, records, guard)
+                                             for p, records, _, _, guard in to_append])
     appended = []
-    for (partition, records, answer, _), outcome in zip(to_append, outcomes):
+    for (partition, records, answer, _, _), outcome in zip(to_append, outcomes):
         if isinstance(outcome, StorageError):
             answer.error_code, answer.error_message = outcome.error_code, outcome.message
+            answer.record_errors = [
+                Response.BatchIndexAndErrorMessage(batch_index=index, batch_index_error_message=message)
+                for index, message in getattr(outcome, "record_errors", ())]
             continue
         answer.base_offset = outcome.first_offset
         answer.log_append_time_ms = outcome.log_append_time
@@ -92,7 +156,10 @@ async def _append_and_acknowledge(ctx, acks, results, to_append):
             answer.error_code, answer.error_message, answer.base_offset = \
                 exc.error_code, exc.message, -1
 
+    if acks == -1:
+        await _wait_for_replicas(ctx, appended, timeout_ms)
     ctx.broker.record_produce(appended)
+    _charge_produce_quota(ctx)
     if acks == 0:
         failed = [(name, a.index, a.error_code) for name, answers in results for a in answers
                   if a.error_code]
@@ -105,15 +172,36 @@ async def _append_and_acknowledge(ctx, acks, results, to_append):
                                for name, answers in results], throttle_time_ms=0)
 
 
+def _charge_produce_quota(ctx):
+    """producer_byte_rate counts the whole request's bytes, as Kafka does; over the quota the
+    response carries the throttle and the connection is muted (even for acks=0)."""
+    quotas = ctx.broker.quotas
+    if quotas.produce.enabled:
+        user, client_id = identity(ctx)
+        quotas.throttle(ctx, quotas.produce, quotas.produce.record(user, client_id, ctx.size))
+
+
+def _may_write_transactionally(ctx, transactional_id, to_append) -> bool:
+    """Transactional batches need WRITE on the request's transactional id (Kafka refuses the
+    whole request otherwise)."""
+    if not access.enabled(ctx) or not any(item[3].is_transactional for item in to_append):
+        return True
+    return transactional_id is not None and access.allowed(
+        ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id)
+
+
 async def _verify_transactional(ctx, transactional_id, to_append):
     """`to_append` less the transactional batches the coordinator refuses (their answers say why)."""
     candidates = [(i, item[0], item[3]) for i, item in enumerate(to_append) if item[3].is_transactional]
     if not candidates or not ctx.config["transaction.partition.verification.enable"]:
         return to_append
+    # Guards first (as Kafka): a marker written while the coordinator is asked voids them.
+    guards = {i: partition.log.start_verification(batch.producer_id, batch.producer_epoch)
+              for i, partition, batch in candidates}
     refused = await refused_batches(ctx, transactional_id, candidates)
     for i, (code, message) in refused.items():
         to_append[i][2].error_code, to_append[i][2].error_message = code, message
-    return [item for i, item in enumerate(to_append) if i not in refused]
+    return [(*item[:4], guards.get(i)) for i, item in enumerate(to_append) if i not in refused]
 
 
 def _check(ctx, acks: int, topic: str, data, api_version: int):

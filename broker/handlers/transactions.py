@@ -1,5 +1,5 @@
 """Producer-id and transaction APIs: InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn,
-TxnOffsetCommit, EndTxn, DescribeProducers, DescribeTransactions, ListTransactions.
+TxnOffsetCommit, EndTxn, WriteTxnMarkers, DescribeProducers, DescribeTransactions, ListTransactions.
 
 Thin translations between wire bodies and `broker.coordinator`'s cores. Versions are those of
 transaction protocol version 1 (the broker does not advertise `transaction.version` 2, so clients
@@ -8,12 +8,28 @@ never need EndTxn v5's per-transaction epoch bumps).
 
 from __future__ import annotations
 
+import time
+
+import trio
+
 from protocol import ErrorCode, messages
 
 from broker.coordinator.group_coordinator import OffsetCommitItem
-from broker.coordinator.service import CoordinatorError, CoordinatorService
+from broker.coordinator.markers import Marker, append_markers
+from broker.coordinator.service import (
+    OFFSETS_TOPIC, TRANSACTION_TOPIC, CoordinatorError, CoordinatorService,
+)
+from broker.coordinator.verification import verify_with_coordinator
+from broker.handlers import common
+from broker.security import access
+from broker.security.acls import AclOperation, ResourceType
 
 E = ErrorCode
+Op, RT = AclOperation, ResourceType
+
+
+def _may_write_txn(ctx, transactional_id) -> bool:
+    return access.allowed(ctx, Op.WRITE, RT.TRANSACTIONAL_ID, transactional_id or "")
 
 
 def _fenced(code: ErrorCode, version: int, first_version_with_fenced: int) -> ErrorCode:
@@ -27,8 +43,15 @@ def _fenced(code: ErrorCode, version: int, first_version_with_fenced: int) -> Er
 async def init_producer_id(ctx, header, body):
     Response = messages.InitProducerIdResponse
     version = header.api_version
-    service = await CoordinatorService.of(ctx.broker)
     transactional_id = body.transactional_id
+    # A transactional producer needs WRITE on its id; an idempotent one IDEMPOTENT_WRITE on the
+    # cluster or WRITE on some topic (KIP-679).
+    if transactional_id is not None and not _may_write_txn(ctx, transactional_id):
+        return Response(error_code=E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, producer_id=-1,
+                        producer_epoch=-1)
+    if transactional_id is None and not access.may_write_idempotently(ctx):
+        return Response(error_code=E.CLUSTER_AUTHORIZATION_FAILED, producer_id=-1, producer_epoch=-1)
+    service = await CoordinatorService.of(ctx.broker)
     if transactional_id is not None and transactional_id:
         code = await service.txn_coordinator_error(transactional_id)
         if code is not E.NONE:
@@ -40,9 +63,12 @@ async def init_producer_id(ctx, header, body):
     except Exception:
         return Response(error_code=E.COORDINATOR_LOAD_IN_PROGRESS, producer_id=-1, producer_epoch=-1)
     expected_id, expected_epoch = (body.producer_id, body.producer_epoch) if version >= 3 else (-1, -1)
+    mark = service.write_mark()
     result = service.txns.init_producer_id(transactional_id, body.transaction_timeout_ms, expected_id,
                                            expected_epoch)
-    await service.settle()
+    unacknowledged = await service.settle(since=mark)
+    if result.error is E.NONE and unacknowledged is not E.NONE:
+        return Response(error_code=unacknowledged, producer_id=-1, producer_epoch=-1)
     if result.error is not E.NONE:
         return Response(error_code=_fenced(result.error, version, 4), producer_id=-1, producer_epoch=-1)
     return Response(error_code=E.NONE, producer_id=result.producer_id, producer_epoch=result.producer_epoch)
@@ -52,6 +78,9 @@ async def init_producer_id(ctx, header, body):
 async def add_partitions_to_txn(ctx, header, body):
     Response = messages.AddPartitionsToTxnResponse
     version = header.api_version
+    if version >= 4 and not access.cluster_allowed(ctx, Op.CLUSTER_ACTION):
+        # Batched (v4+) requests come from brokers verifying a produce.
+        return Response(error_code=E.CLUSTER_AUTHORIZATION_FAILED, results_by_transaction=[])
     service = await CoordinatorService.of(ctx.broker)
     if version <= 3:
         results = await _add_partitions(ctx, service, version, body.v3_and_below_transactional_id,
@@ -70,22 +99,31 @@ async def add_partitions_to_txn(ctx, header, body):
 async def _add_partitions(ctx, service, version, transactional_id, producer_id, producer_epoch, topics,
                           verify_only) -> dict[tuple[str, int], ErrorCode]:
     requested = [(t.name, p) for t in topics for p in t.partitions]
+    if version <= 3 and not _may_write_txn(ctx, transactional_id):
+        return {tp: E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED for tp in requested}
+    writable = {t.name for t in topics}
+    if version <= 3 and access.enabled(ctx):   # clients need WRITE on each (non-internal) topic
+        writable = access.allowed_names(ctx, Op.WRITE, RT.TOPIC,
+                                        (t.name for t in topics if not common.is_internal(t.name)))
     code = await service.txn_coordinator_error(transactional_id)
     if code is not E.NONE:
         return {tp: code for tp in requested}
     image = ctx.broker.image
-    unknown = {tp for tp in requested if image.partition(*tp) is None}
-    if unknown:
+    refused = {tp: E.TOPIC_AUTHORIZATION_FAILED for tp in requested if tp[0] not in writable}
+    refused.update({tp: E.UNKNOWN_TOPIC_OR_PARTITION for tp in requested
+                    if tp not in refused and image.partition(*tp) is None})
+    if refused:
         # Kafka adds nothing when one partition is bad: the rest were not attempted
-        return {tp: E.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else E.OPERATION_NOT_ATTEMPTED
-                for tp in requested}
+        return {tp: refused.get(tp, E.OPERATION_NOT_ATTEMPTED) for tp in requested}
     if verify_only:
         per = service.txns.verify_partitions(transactional_id, producer_id, producer_epoch, requested)
         # TRANSACTION_ABORTABLE is new in v5 (KIP-890); v4 callers know the case as INVALID_TXN_STATE
         return {tp: E.INVALID_TXN_STATE if err is E.TRANSACTION_ABORTABLE and version < 5 else err
                 for tp, err in per.items()}
+    mark = service.write_mark()
     code = service.txns.add_partitions(transactional_id, producer_id, producer_epoch, requested)
-    await service.settle()
+    unacknowledged = await service.settle(since=mark)
+    code = unacknowledged if code is E.NONE else code
     return {tp: _fenced(code, version, 2) for tp in requested}
 
 
@@ -104,11 +142,17 @@ async def add_offsets_to_txn(ctx, header, body):
     service = await CoordinatorService.of(ctx.broker)
     code = await service.txn_coordinator_error(body.transactional_id)
     if code is E.NONE:
-        code = await service.group_coordinator_error(body.group_id)  # its offsets partition must exist
+        # the group's offsets partition joins the transaction, wherever its group coordinator is
+        try:
+            await service.ensure_topic(OFFSETS_TOPIC)
+        except CoordinatorError as exc:
+            code = exc.code
         if code is E.NONE:
+            mark = service.write_mark()
             code = service.txns.add_offsets(body.transactional_id, body.producer_id, body.producer_epoch,
                                             body.group_id)
-            await service.settle()
+            unacknowledged = await service.settle(since=mark)
+            code = unacknowledged if code is E.NONE else code
     return messages.AddOffsetsToTxnResponse(error_code=_fenced(code, header.api_version, 2))
 
 
@@ -117,9 +161,17 @@ async def txn_offset_commit(ctx, header, body):
     Response = messages.TxnOffsetCommitResponse
     version = header.api_version
     service = await CoordinatorService.of(ctx.broker)
-    code = await service.group_coordinator_error(body.group_id)
+    readable = set()
+    if not _may_write_txn(ctx, body.transactional_id):
+        code = E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    elif not access.allowed(ctx, Op.READ, RT.GROUP, body.group_id):
+        code = E.GROUP_AUTHORIZATION_FAILED
+    else:
+        readable = access.allowed_names(ctx, Op.READ, RT.TOPIC, (t.name for t in body.topics))
+        code = await service.group_coordinator_error(body.group_id)
     if code is E.NONE:
-        code = _check_producer(service, body.transactional_id, body.producer_id, body.producer_epoch)
+        code = await _check_producer(service, body.transactional_id, body.producer_id, body.producer_epoch,
+                                     body.group_id)
     image = ctx.broker.image
     errors: dict[tuple[str, int], ErrorCode] = {}
     items = []
@@ -128,6 +180,8 @@ async def txn_offset_commit(ctx, header, body):
             key = (topic.name, p.partition_index)
             if code is not E.NONE:
                 errors[key] = code
+            elif topic.name not in readable:
+                errors[key] = E.TOPIC_AUTHORIZATION_FAILED
             elif image.partition(*key) is None:
                 errors[key] = E.UNKNOWN_TOPIC_OR_PARTITION
             else:
@@ -136,12 +190,15 @@ async def txn_offset_commit(ctx, header, body):
                                               p.committed_metadata))
     if items:
         member = (body.member_id, body.group_instance_id, body.generation_id) if version >= 3 else ("", None, -1)
+        mark = service.write_mark()
         top, per = service.groups.commit_offsets(body.group_id, *member, items, producer_id=body.producer_id,
                                                  producer_epoch=body.producer_epoch)
-        await service.settle()
+        unacknowledged = await service.settle(since=mark)
         for item in items:
             key = (item.topic, item.partition)
             errors[key] = top if top is not E.NONE else per.get(key, E.NONE)
+            if errors[key] is E.NONE:
+                errors[key] = unacknowledged
     topics: dict[str, list] = {}
     for topic in body.topics:
         for p in topic.partitions:
@@ -151,17 +208,35 @@ async def txn_offset_commit(ctx, header, body):
     return Response(topics=[Response.TxnOffsetCommitResponseTopic(name=n, partitions=ps) for n, ps in topics.items()])
 
 
-def _check_producer(service, transactional_id, producer_id, producer_epoch) -> ErrorCode:
+async def _check_producer(service, transactional_id, producer_id, producer_epoch, group_id) -> ErrorCode:
     """The offsets must belong to the transaction's current producer, and AddOffsetsToTxn came first.
 
-    Kafka gets this from the producer state of the offsets partition; one node sees the transaction
-    coordinator's state directly."""
-    txn = service.txns.txns.get(transactional_id)
-    if txn is None or txn.producer_id != producer_id:
-        return E.INVALID_PRODUCER_ID_MAPPING
-    if producer_epoch != txn.producer_epoch:
-        return E.PRODUCER_FENCED
-    return E.NONE
+    A transaction coordinated here is checked directly; one coordinated by another broker is asked
+    whether the group's offsets partition is in the transaction (KIP-890's AddPartitionsToTxn verify),
+    its answer translated as Kafka translates it for TxnOffsetCommit."""
+    if service.coordinator_error(TRANSACTION_TOPIC, service.txn_partition(transactional_id)) is E.NONE:
+        txn = service.txns.txns.get(transactional_id)
+        if txn is None or txn.producer_id != producer_id:
+            return E.INVALID_PRODUCER_ID_MAPPING
+        if producer_epoch != txn.producer_epoch:
+            return E.PRODUCER_FENCED
+        return E.NONE
+    offsets_partition = (OFFSETS_TOPIC, service.offsets_partition(group_id))
+    code = (await verify_with_coordinator(service, transactional_id, producer_id, producer_epoch,
+                                          [offsets_partition]))[offsets_partition]
+    return _VERIFY_TO_TXN_OFFSET_COMMIT.get(code, code)
+
+
+# Kafka's translation of a failed verification for TxnOffsetCommit (retriable ones stay retriable
+# without sending the client to look for a transaction coordinator it does not talk to here).
+_VERIFY_TO_TXN_OFFSET_COMMIT = {
+    E.NETWORK_EXCEPTION: E.COORDINATOR_LOAD_IN_PROGRESS,
+    E.NOT_COORDINATOR: E.COORDINATOR_NOT_AVAILABLE,
+    E.COORDINATOR_LOAD_IN_PROGRESS: E.COORDINATOR_NOT_AVAILABLE,
+    E.CONCURRENT_TRANSACTIONS: E.COORDINATOR_NOT_AVAILABLE,
+    E.TRANSACTION_ABORTABLE: E.INVALID_TXN_STATE,
+    E.PRODUCER_FENCED: E.INVALID_PRODUCER_EPOCH,
+}
 
 
 # ---- EndTxn (26) --------------------------------------------------------------------------------------
@@ -169,9 +244,32 @@ async def end_txn(ctx, header, body):
     service = await CoordinatorService.of(ctx.broker)
     code = await service.txn_coordinator_error(body.transactional_id)
     if code is E.NONE:
+        mark = service.write_mark()
         code = service.txns.end_txn(body.transactional_id, body.producer_id, body.producer_epoch, body.committed)
-        await service.settle()
+        unacknowledged = await service.settle(since=mark)
+        code = unacknowledged if code is E.NONE else code
     return messages.EndTxnResponse(error_code=_fenced(code, header.api_version, 2))
+
+
+# ---- WriteTxnMarkers (27) ----------------------------------------------------------------------------
+async def write_txn_markers(ctx, header, body):
+    """A transaction coordinator (on any broker) asks this partition leader to close transactions."""
+    Response = messages.WriteTxnMarkersResponse
+    markers = [Marker(m.producer_id, m.producer_epoch, m.transaction_result, m.coordinator_epoch,
+                      tuple((t.name, index) for t in m.topics for index in t.partition_indexes))
+               for m in body.markers]
+    # once a marker is in the log it must become visible even if the coordinator hangs up meanwhile
+    with trio.CancelScope(shield=True):
+        results = await append_markers(ctx.broker, markers, now_ms=int(time.time() * 1000))
+    out = []
+    for marker, requested, per in zip(body.markers, markers, results):
+        by_topic: dict[str, list] = {}
+        for topic, index in requested.partitions:
+            by_topic.setdefault(topic, []).append(Response.WritableTxnMarkerPartitionResult(
+                partition_index=index, error_code=per[(topic, index)]))
+        out.append(Response.WritableTxnMarkerResult(producer_id=marker.producer_id, topics=[
+            Response.WritableTxnMarkerTopicResult(name=name, partitions=parts) for name, parts in by_topic.items()]))
+    return Response(markers=out)
 
 
 # ---- DescribeProducers (61) ----------------------------------------------------------------------------
@@ -180,10 +278,15 @@ async def describe_producers(ctx, header, body):
     from broker.partitions import PartitionError
 
     Response = messages.DescribeProducersResponse
+    readable = access.allowed_names(ctx, Op.READ, RT.TOPIC, (t.name for t in body.topics))
     topics = []
     for topic in body.topics:
         partitions = []
         for index in topic.partition_indexes:
+            if topic.name not in readable:
+                partitions.append(Response.PartitionResponse(
+                    partition_index=index, error_code=E.TOPIC_AUTHORIZATION_FAILED))
+                continue
             try:
                 partition = ctx.partitions.leader(topic.name, index)
             except PartitionError as exc:
@@ -206,6 +309,10 @@ async def describe_transactions(ctx, header, body):
     service = await CoordinatorService.of(ctx.broker)
     out = []
     for transactional_id in body.transactional_ids:
+        if not access.allowed(ctx, Op.DESCRIBE, RT.TRANSACTIONAL_ID, transactional_id or ""):
+            out.append(Response.TransactionState(error_code=E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                                                 transactional_id=transactional_id))
+            continue
         code = await service.txn_coordinator_error(transactional_id) if transactional_id else E.INVALID_REQUEST
         if code is not E.NONE:
             out.append(Response.TransactionState(error_code=code, transactional_id=transactional_id))
@@ -217,6 +324,9 @@ async def describe_transactions(ctx, header, body):
         topics: dict[str, list[int]] = {}
         for topic, partition in d.partitions:
             topics.setdefault(topic, []).append(partition)
+        # Only the topics the principal may describe (Kafka).
+        visible = access.allowed_names(ctx, Op.DESCRIBE, RT.TOPIC, topics)
+        topics = {t: ps for t, ps in topics.items() if t in visible}
         out.append(Response.TransactionState(
             error_code=E.NONE, transactional_id=transactional_id, transaction_state=d.state,
             transaction_timeout_ms=d.timeout_ms, transaction_start_time_ms=d.start_timestamp,
@@ -229,7 +339,12 @@ async def list_transactions(ctx, header, body):
     Response = messages.ListTransactionsResponse
     service = await CoordinatorService.of(ctx.broker)
     duration = body.duration_filter if header.api_version >= 1 else -1
+    if service.loading(TRANSACTION_TOPIC):
+        return Response(error_code=E.COORDINATOR_LOAD_IN_PROGRESS)   # as Kafka: nothing until all are loaded
     rows, unknown = service.txns.list(body.state_filters, body.producer_id_filters, duration)
+    if access.enabled(ctx):   # only the transactional ids the principal may describe
+        rows = [row for row in rows if access.allowed(ctx, Op.DESCRIBE, RT.TRANSACTIONAL_ID,
+                                                      row[0], log_if_denied=False)]
     return Response(error_code=E.NONE, unknown_state_filters=unknown, transaction_states=[
         Response.TransactionState(transactional_id=t, producer_id=p, transaction_state=s) for t, p, s in sorted(rows)])
 
@@ -239,6 +354,7 @@ HANDLERS = {
     24: (0, 5, add_partitions_to_txn),
     25: (0, 4, add_offsets_to_txn),
     26: (0, 4, end_txn),
+    27: (0, 1, write_txn_markers),
     28: (0, 4, txn_offset_commit),
     61: (0, 0, describe_producers),
     65: (0, 0, describe_transactions),

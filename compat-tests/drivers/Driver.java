@@ -28,12 +28,16 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
 public final class Driver {
     private static final long API_TIMEOUT_MS = 30_000;
     private static String bootstrap;
+    // extra client properties for every client (security.protocol, ssl.*, sasl.*): args[1], a file
+    private static final Properties clientProperties = new Properties();
     private static Admin admin;
     private static final Map<String, GroupMember> members = new HashMap<>();
     private static int nextHandle = 1;
 
     public static void main(String[] args) throws Exception {
         bootstrap = args[0];
+        if (args.length > 1)
+            try (java.io.Reader r = new java.io.FileReader(args[1], StandardCharsets.UTF_8)) { clientProperties.load(r); }
         PrintStream out = new PrintStream(new java.io.FileOutputStream(java.io.FileDescriptor.out), true, "UTF-8");
         System.setOut(new PrintStream(System.err, true, "UTF-8"));  // client chatter must not corrupt answers
         BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
@@ -95,6 +99,7 @@ public final class Driver {
     private static Admin admin() {
         if (admin == null) {
             Properties p = new Properties();
+            p.putAll(clientProperties);
             p.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
             p.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, (int) API_TIMEOUT_MS);
             admin = Admin.create(p);
@@ -147,6 +152,7 @@ public final class Driver {
 
     private static Properties props(Map<String, Object> cmd, String key) {
         Properties p = new Properties();
+        p.putAll(clientProperties);
         for (Map.Entry<String, Object> e : Json.object(cmd.getOrDefault(key, Map.of())).entrySet())
             p.put(e.getKey(), String.valueOf(e.getValue()));
         p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
@@ -176,6 +182,7 @@ public final class Driver {
         String topic = (String) cmd.get("topic");
         List<Future<RecordMetadata>> futures = new ArrayList<>();
         List<Object> results = new ArrayList<>();
+        Map<String, Object> metricsOut = null;
         try (KafkaProducer<byte[], byte[]> producer = producer(props(cmd, "config"))) {
             for (Object r : Json.array(cmd.get("records"))) {
                 try {
@@ -185,6 +192,7 @@ public final class Driver {
                 }
             }
             producer.flush();
+            if (cmd.get("metrics") != null) metricsOut = clientMetrics(producer.metrics(), cmd.get("metrics"));
             for (Future<RecordMetadata> f : futures) {
                 Map<String, Object> res = new LinkedHashMap<>();
                 try {
@@ -197,7 +205,20 @@ public final class Driver {
                 results.add(res);
             }
         }
-        return results;
+        // With "metrics": [names], the client's own metrics come back too (e.g. produce-throttle-time-max).
+        return metricsOut == null ? results : Map.of("results", results, "metrics", metricsOut);
+    }
+
+    private static Map<String, Object> clientMetrics(Map<MetricName, ? extends Metric> metrics, Object names) {
+        Set<Object> wanted = new HashSet<>(Json.array(names));
+        Map<String, Object> out = new TreeMap<>();
+        for (Map.Entry<MetricName, ? extends Metric> e : metrics.entrySet()) {
+            MetricName name = e.getKey();
+            // client-wide values only: per-node/per-topic metrics carry more tags than client-id
+            if (wanted.contains(name.name()) && name.tags().keySet().equals(Set.of("client-id")))
+                out.put(name.name(), e.getValue().metricValue());
+        }
+        return out;
     }
 
     private static List<TopicPartition> partitionsOf(KafkaConsumer<?, ?> c, String topic, Map<String, Object> cmd) {
@@ -233,6 +254,7 @@ public final class Driver {
         long deadline = System.currentTimeMillis() + Json.integer(cmd.getOrDefault("timeout_ms", 30000));
         List<Object> records = new ArrayList<>();
         Map<String, Object> ends = new TreeMap<>();
+        Map<String, Object> metricsOut = null;
         try (KafkaConsumer<byte[], byte[]> c = consumer(p)) {
             List<TopicPartition> tps = partitionsOf(c, topic, cmd);
             c.assign(tps);
@@ -249,7 +271,9 @@ public final class Driver {
                     if (r.offset() < end.get(new TopicPartition(topic, r.partition()))) records.add(recordJson(r));
                 }
             }
+            if (cmd.get("metrics") != null) metricsOut = clientMetrics(c.metrics(), cmd.get("metrics"));
         }
+        if (metricsOut != null) return Map.of("records", records, "end_offsets", ends, "metrics", metricsOut);
         return Map.of("records", records, "end_offsets", ends);
     }
 

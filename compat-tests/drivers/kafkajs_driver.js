@@ -11,7 +11,10 @@ const SnappyCodec = require('kafkajs-snappy')
 CompressionCodecs[CompressionTypes.Snappy] = SnappyCodec
 
 const bootstrap = process.argv[2]
+// optional security settings as KafkaJS takes them ({"ssl": {...}, "sasl": {...}}): argv[3], JSON
+const security = process.argv[3] ? JSON.parse(process.argv[3]) : {}
 const kafka = new Kafka({
+  ...security,
   clientId: 'odradek-compat-kafkajs',
   brokers: [bootstrap],
   logLevel: process.env.KAFKAJS_LOG ? logLevel.INFO : logLevel.NOTHING,

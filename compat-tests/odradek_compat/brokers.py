@@ -17,7 +17,7 @@ import sys
 import tempfile
 import time
 
-STARTUP_TIMEOUT = 30
+STARTUP_TIMEOUT = float(os.environ.get("COMPAT_STARTUP_TIMEOUT", "30"))  # a JVM broker may need more
 
 
 def free_port() -> int:
@@ -37,9 +37,12 @@ def _accepts(port: int) -> bool:
 class BrokerProcess:
     """A broker subprocess on a fixed loopback port, restartable over the same data dir."""
 
-    def __init__(self, name: str = "broker", advertised_port: int | None = None) -> None:
+    def __init__(self, name: str = "broker", advertised_port: int | None = None,
+                 overrides: dict[str, str] | None = None) -> None:
+        self.overrides = dict(overrides or {})   # extra server.properties for Odradek
         self.port = free_port()
         self.advertised_port = advertised_port or self.port
+        self.controller_port = free_port()   # for brokers that need a second listener (Kafka's KRaft)
         self.data_dir = tempfile.mkdtemp(prefix=f"odradek-compat-{name}-")
         self.log_path = os.path.join(self.data_dir, "broker.log")
         self.proc: subprocess.Popen | None = None
@@ -50,13 +53,16 @@ class BrokerProcess:
 
     def command(self) -> list[str]:
         template = os.environ.get("COMPAT_BROKER_CMD")
-        if template:
-            return shlex.split(template.format(port=self.port, data_dir=os.path.join(self.data_dir, "data")))
+        if template:   # placeholders: {port} {data_dir} {advertised_port} {controller_port}
+            return shlex.split(template.format(
+                port=self.port, data_dir=os.path.join(self.data_dir, "data"),
+                advertised_port=self.advertised_port, controller_port=self.controller_port))
         return [sys.executable, "-c", "import sys; from broker.cli import main; sys.exit(main())", "serve",
                 "--override", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
                 "--override", f"advertised.listeners=PLAINTEXT://127.0.0.1:{self.advertised_port}",
                 "--override", f"log.dirs={os.path.join(self.data_dir, 'data')}",
-                "--override", "node.id=1"]
+                "--override", "node.id=1",
+                *[arg for key, value in self.overrides.items() for arg in ("--override", f"{key}={value}")]]
 
     def start(self) -> None:
         log = open(self.log_path, "ab")
@@ -72,6 +78,9 @@ class BrokerProcess:
                 self.stop()
                 raise RuntimeError(f"broker not listening on {self.port} after {STARTUP_TIMEOUT}s:\n{self.log_tail()}")
             time.sleep(0.05)
+
+    # A clean stop on SIGTERM: Odradek exits 0; a JVM broker (Kafka) exits 143 (128 + SIGTERM).
+    CLEAN_EXIT_CODES = (0, 143) if os.environ.get("COMPAT_BROKER_CMD") else (0,)
 
     def stop(self, timeout: float = 20) -> int | None:
         """SIGTERM (a clean shutdown), SIGKILL after `timeout`; returns the exit code."""

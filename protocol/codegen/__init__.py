@@ -13,6 +13,16 @@ from protocol.codegen.spec import load_message
 DEFAULT_SPECS = Path(__file__).resolve().parents[3] / "shared" / "kafka-protocol"
 DEFAULT_OUT = Path(__file__).resolve().parents[1] / "generated"
 KINDS = ("messages", "internal", "metadata")
+# Specs taken from a newer Kafka snapshot than `messages/` (messages-4.3): KIP-996 puts pre-vote on
+# the wire as Vote v2's PreVote field, which the cluster's metadata quorum speaks; KIP-1073's
+# DescribeCluster v2 lists fenced brokers too (`odradek cluster describe`); KIP-848's
+# ConsumerGroupHeartbeat as released (stable v1, client-generated member ids, KIP-1082) and
+# ConsumerGroupDescribe v1 (KIP-1099's MemberType), which Java 4.x and librdkafka speak.
+NEWER_SPECS = {"messages": ("messages-4.3", (
+    "VoteRequest.json", "VoteResponse.json",
+    "DescribeClusterRequest.json", "DescribeClusterResponse.json",
+    "ConsumerGroupHeartbeatRequest.json", "ConsumerGroupHeartbeatResponse.json",
+    "ConsumerGroupDescribeRequest.json", "ConsumerGroupDescribeResponse.json"))}
 
 
 def generate(specs=DEFAULT_SPECS, kinds=KINDS):
@@ -22,6 +32,10 @@ def generate(specs=DEFAULT_SPECS, kinds=KINDS):
         paths = sorted(Path(specs, kind).glob("*.json"))
         if not paths:
             continue
+        newer_dir, newer_names = NEWER_SPECS.get(kind, (None, ()))
+        paths = [Path(specs, newer_dir, p.name)
+                 if p.name in newer_names and Path(specs, newer_dir, p.name).exists() else p
+                 for p in paths]
         msgs = [load_message(p) for p in paths]
         for msg in msgs:
             files[f"{kind}/{module_name(msg)}.py"] = ModuleEmitter(msg).module_source()

@@ -67,9 +67,10 @@ class RawClient:
             timeout_ms=5000))
         return response.topics[0]
 
-    def produce(self, topic: str, partition: int, records: bytes, acks: int = -1, version: int = 9):
+    def produce(self, topic: str, partition: int, records: bytes, acks: int = -1, version: int = 9,
+                transactional_id: str | None = None):
         P = messages.ProduceRequest
-        body = P(transactional_id=None, acks=acks, timeout_ms=5000, topic_data=[
+        body = P(transactional_id=transactional_id, acks=acks, timeout_ms=5000, topic_data=[
             P.TopicProduceData(name=topic, partition_data=[
                 P.PartitionProduceData(index=partition, records=records)])])
         if acks == 0:

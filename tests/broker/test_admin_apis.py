@@ -175,7 +175,15 @@ def test_cluster_views(client, broker):
     codes = [p.error_code for p in elect.replica_election_results[0].partition_result]
     assert codes == [ErrorCode.ELECTION_NOT_NEEDED, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
     everything = client.request(43, 2, E(election_type=0, topic_partitions=None, timeout_ms=1000))
-    assert everything.replica_election_results == []
+    # as Kafka 3.9: every topic appears, without the partitions that need no election
+    assert [(t.topic, t.partition_result) for t in everything.replica_election_results] == [
+        (name, []) for name in sorted(t.topic for t in everything.replica_election_results)]
+    assert everything.replica_election_results
+    bad = client.request(43, 2, E(election_type=5, topic_partitions=[
+        E.TopicPartitions(topic="view-a", partitions=[0])], timeout_ms=1000))
+    assert bad.error_code == ErrorCode.INVALID_REQUEST
+    assert [(p.error_code, p.error_message) for p in bad.replica_election_results[0].partition_result] == [
+        (ErrorCode.INVALID_REQUEST, "Unknown election type 5")]
 
 
 def test_broker_logger_levels(client):

@@ -125,3 +125,30 @@ def test_max_connections_per_ip_counts_each_address_and_frees_on_close(tmp_path)
         assert _wait_until(lambda: running.broker._connections_per_ip == {})
         with RawClient("127.0.0.1", running.port) as again:
             assert again.request(18, 0, messages.ApiVersionsRequest()).error_code == 0
+
+
+def test_max_connections_per_ip_overrides_apply_and_change_without_a_restart(tmp_path):
+    I = messages.IncrementalAlterConfigsRequest
+    with running_broker(tmp_path / "data", {"max.connections.per.ip": "1",
+                                            "max.connections.per.ip.overrides": "127.0.0.1:3"}) as running:
+        with RawClient("127.0.0.1", running.port) as admin, \
+                RawClient("127.0.0.1", running.port) as second, \
+                RawClient("127.0.0.1", running.port) as third:
+            for client in (admin, second, third):    # 3 allowed for 127.0.0.1, 1 for others
+                assert client.request(18, 0, messages.ApiVersionsRequest()).error_code == 0
+            with socket.create_connection(("127.0.0.1", running.port), timeout=5) as fourth:
+                assert _is_closed_by_broker(fourth)
+            altered = admin.request(44, 1, I(resources=[I.AlterConfigsResource(
+                resource_type=4, resource_name="", configs=[I.AlterableConfig(
+                    name="max.connections.per.ip.overrides", config_operation=0,
+                    value="127.0.0.1:5")])], validate_only=False))
+            assert altered.responses[0].error_code == 0
+            assert _wait_until(lambda: running.broker.config[
+                "max.connections.per.ip.overrides"] == "127.0.0.1:5", timeout=10)
+            with RawClient("127.0.0.1", running.port) as fourth:
+                assert fourth.request(18, 0, messages.ApiVersionsRequest()).error_code == 0
+            bad = admin.request(44, 1, I(resources=[I.AlterConfigsResource(
+                resource_type=4, resource_name="", configs=[I.AlterableConfig(
+                    name="max.connections.per.ip.overrides", config_operation=0,
+                    value="127.0.0.1")])], validate_only=True))
+            assert bad.responses[0].error_code == 42   # INVALID_REQUEST, as Kafka

@@ -341,11 +341,22 @@ def test_a_failed_acks_zero_produce_closes_the_connection(client):
 
 
 def test_read_committed_stops_at_the_last_stable_offset(client):
+    # Transactional records need the request's transactional id (as Kafka); partition
+    # verification (KIP-890) is off here so no transaction coordinator round is needed.
+    I = messages.IncrementalAlterConfigsRequest
+    assert client.request(44, 1, I(resources=[I.AlterConfigsResource(
+        resource_type=4, resource_name="", configs=[I.AlterableConfig(
+            name="transaction.partition.verification.enable", config_operation=0, value="false")])],
+        validate_only=False)).responses[0].error_code == 0
     client.create_topic("lso")
     client.produce("lso", 0, batch([b"plain"]))
     open_txn = batch([b"pending-1", b"pending-2"], producer_id=4242, producer_epoch=0,
                      base_sequence=0, transactional=True)
-    assert client.produce("lso", 0, open_txn).error_code == 0
+    deadline = time.monotonic() + 10
+    while (answer := client.produce("lso", 0, open_txn, transactional_id="lso-txn")).error_code \
+            and time.monotonic() < deadline:   # until the config change reaches the broker
+        time.sleep(0.05)
+    assert answer.error_code == 0
     assert client.list_offset("lso", 0, -1, isolation_level=0).offset == 3   # high watermark
     assert client.list_offset("lso", 0, -1, isolation_level=1).offset == 1   # last stable offset
     committed = client.fetch("lso", 0, 0, isolation_level=1).responses[0].partitions[0]

@@ -70,3 +70,17 @@ def test_describe_quorum_response():
     follower = dict(view, node_id=2, leader_id=1, replicas={})
     part = wire.describe_quorum_response(follower).topics[0].partitions[0]
     assert part.error_code == protocol.ErrorCode.NOT_LEADER_OR_FOLLOWER and part.leader_id == 1
+
+
+def test_pre_vote_travels_as_kip_996_vote_v2():
+    """A pre-vote is Vote v2 with PreVote set (not a marker elsewhere); a real vote has it unset."""
+    for pre_vote in (True, False):
+        key, version, client_id, body = wire.encode_request(
+            rm.VoteRequest(7, 2, 6, 40, pre_vote=pre_vote), "cluster-x")
+        assert (key, version, client_id) == (52, 2, wire.CLIENT_ID)
+        header, decoded = protocol.decode_request(
+            protocol.encode_request(key, version, 9, client_id, body))
+        partition = decoded.topics[0].partitions[0]
+        assert partition.pre_vote is pre_vote and partition.replica_epoch == 7
+        assert wire.decode_request(52, header.client_id, decoded) == \
+            (2, rm.VoteRequest(7, 2, 6, 40, pre_vote=pre_vote))

@@ -39,7 +39,8 @@ def jcli(cli, *argv):
 def test_cluster_describe_and_api_versions(cli, kafka):
     doc = jcli(cli, "cluster", "describe")
     assert doc["controller_id"] == 1 and doc["cluster_id"]
-    assert doc["brokers"] == [{"id": 1, "host": "127.0.0.1", "port": kafka.port, "rack": None}]
+    assert doc["brokers"] == [{"id": 1, "host": "127.0.0.1", "port": kafka.port, "rack": None,
+                              "status": "unfenced"}]
     code, out, _ = cli("cluster", "describe")
     assert code == 0 and out.startswith(f"Cluster: {doc['cluster_id']}  Controller: 1")
     versions = {row["name"]: row for row in jcli(cli, "cluster", "api-versions")}

@@ -44,7 +44,8 @@ def test_chart_lints(helm):
 def test_single_broker_rendering(helm):
     docs = render(helm)
     assert set(docs) == {("ConfigMap", "rel-odradek"), ("Service", "rel-odradek"),
-                         ("Service", "rel-odradek-headless"), ("StatefulSet", "rel-odradek")}
+                         ("Service", "rel-odradek-headless"), ("StatefulSet", "rel-odradek"),
+                         ("Pod", "rel-odradek-test-produce-consume")}
     sts = docs[("StatefulSet", "rel-odradek")]["spec"]
     assert sts["serviceName"] == "rel-odradek-headless" and sts["replicas"] == 1
     pod = sts["template"]
@@ -57,11 +58,12 @@ def test_single_broker_rendering(helm):
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
     assert {p["name"]: p["containerPort"] for p in container["ports"]} == \
-        {"kafka": 9092, "metrics": 9404}
+        {"kafka": 9092, "internal": 9094, "metrics": 9404}
     script = container["command"][-1]
-    assert script.startswith("exec odradek serve --config /etc/odradek/server.properties")
-    assert "advertised.listeners=PLAINTEXT://${POD_NAME}.rel-odradek-headless.${POD_NAMESPACE}" \
-           ".svc:9092" in script
+    assert "HOST=${POD_NAME}.rel-odradek-headless.${POD_NAMESPACE}.svc" in script
+    assert 'exec odradek serve --config "$CONFIG"' in script
+    assert "CONFIG=/etc/odradek/server.properties" in script
+    assert "advertised.listeners=CLIENT://$HOST:9092,INTERNAL://$HOST:9094" in script
     (claim,) = sts["volumeClaimTemplates"]
     assert claim["metadata"]["name"] == "data"
     assert claim["spec"]["resources"]["requests"]["storage"] == "10Gi"
@@ -87,13 +89,15 @@ def test_three_brokers_render_a_quorum(helm, tmp_path):
     assert ("PodDisruptionBudget", "rel-odradek") in docs
     sts = docs[("StatefulSet", "rel-odradek")]["spec"]
     assert sts["podManagementPolicy"] == "Parallel" and "volumeClaimTemplates" not in sts
+    host = "rel-odradek-2.rel-odradek-headless.kafka.svc"
     config = BrokerConfig.load(str(_server_properties(docs, tmp_path)), [
-        "node.id=2", "advertised.listeners=PLAINTEXT://rel-odradek-2.rel-odradek-headless"
-                     ".kafka.svc:9092"])
+        "node.id=2", f"advertised.listeners=CLIENT://{host}:9092,INTERNAL://{host}:9094"])
     assert config["controller.quorum.voters"] == [
         f"{i}@rel-odradek-{i}.rel-odradek-headless.kafka.svc:9093" for i in range(3)]
     assert config["default.replication.factor"] == 3 and config["min.insync.replicas"] == 2
     assert config["offsets.topic.replication.factor"] == 3
+    assert config["transaction.state.log.replication.factor"] == 3
+    assert config["transaction.state.log.min.isr"] == 2
 
 
 @pytest.mark.timeout(60)
@@ -112,7 +116,7 @@ def test_rendered_config_runs_a_broker(helm, tmp_path):
         [sys.executable, "-c", "import sys; from broker.cli import main; sys.exit(main())",
          "serve", "--config", str(properties), "--log-level", "info",
          "--override", "node.id=0",
-         "--override", "listeners=PLAINTEXT://127.0.0.1:0",
+         "--override", "listeners=CLIENT://127.0.0.1:0,INTERNAL://127.0.0.1:0",
          "--override", f"log.dirs={tmp_path / 'data'}",
          "--override", f"metrics.port={metrics_port}"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=os.getcwd())

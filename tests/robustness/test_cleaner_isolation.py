@@ -12,11 +12,12 @@ import time
 
 import pytest
 
-from protocol import messages
+from protocol import ErrorCode, messages
 from protocol.records import Compression, SimpleRecord, build_batch, iter_batches
 
 from broker.testing import running_broker
 from tests.broker.raw_client import RawClient, batch
+from storage.validation import AppendOrigin
 from tests.robustness.support import with_fixed_crc
 
 FAST_MAINTENANCE = {"log.retention.check.interval.ms": "200",
@@ -52,6 +53,14 @@ def _compacted_within(client, topic, seconds, produced=12) -> bool:
     return False
 
 
+def _wait_for_log(broker, topic):
+    deadline = time.monotonic() + 10
+    while (log := broker.logs.get_log(topic, 0)) is None:
+        assert time.monotonic() < deadline, f"no log for {topic}"
+        time.sleep(0.05)
+    return log
+
+
 def test_compaction_runs_on_a_healthy_broker(tmp_path):
     # The control for the test below: the same topic compacts within seconds.
     with running_broker(tmp_path / "data", FAST_MAINTENANCE) as running:
@@ -65,13 +74,17 @@ def test_an_uncleanable_partition_does_not_stop_compaction_elsewhere(tmp_path):
     I = messages.IncrementalAlterConfigsRequest
     with running_broker(tmp_path / "data", FAST_MAINTENANCE) as running:
         with RawClient("127.0.0.1", running.port) as client:
-            # A delete-policy topic accepts a gzip batch that does not decompress (see
-            # test_record_validation.py); switching it to compact hands it to the cleaner.
+            # Produce refuses a gzip batch that does not decompress (test_record_validation.py),
+            # but replication stores batches as they come (Kafka's followers do not decompress
+            # them): put one in the log that way; switching to compact hands it to the cleaner.
             assert client.create_topic("poisoned", 1, {"segment.bytes": "1048576"}).error_code == 0
             bad = bytearray(build_batch([SimpleRecord(value=b"x" * 100, key=b"k", timestamp=1000)] * 3,
                                         compression_type=Compression.GZIP))
             bad[61:] = random.Random(1).randbytes(len(bad) - 61)
-            assert client.produce("poisoned", 0, with_fixed_crc(bad)).error_code == 0
+            assert client.produce("poisoned", 0, with_fixed_crc(bad)).error_code \
+                == ErrorCode.UNKNOWN_SERVER_ERROR
+            log = _wait_for_log(running.broker, "poisoned")
+            log.append(with_fixed_crc(bad), origin=AppendOrigin.REPLICATION)
             for _ in range(12):
                 assert client.produce("poisoned", 0, batch([os.urandom(100_000)])).error_code == 0
             altered = client.request(44, 1, I(resources=[I.AlterConfigsResource(

@@ -228,7 +228,8 @@ def test_read_committed_is_bounded_by_the_last_stable_offset(client):
     assert added.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code == 0
     client.produce("tx", 0, batch([b"before"]))
     assert client.produce("tx", 0, batch([b"t1", b"t2"], producer_id=pid, producer_epoch=epoch,
-                                         base_sequence=0, transactional=True)).base_offset == 1
+                                         base_sequence=0, transactional=True),
+                          transactional_id="txn-1").base_offset == 1
     client.produce("tx", 0, batch([b"after"]))
     committed = _fetch_partition(client, "tx", 0, isolation_level=1)
     assert (committed.high_watermark, committed.last_stable_offset) == (4, 1)

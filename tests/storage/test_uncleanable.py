@@ -10,6 +10,7 @@ import crc32c
 
 from protocol.records import CRC_START, Compression, SimpleRecord, build_batch
 from storage.manager import LogManager
+from storage.validation import AppendOrigin
 
 from .conftest import NOW
 from .test_cleaner import COMPACT, all_records, fill
@@ -28,10 +29,10 @@ def undecodable_gzip_batch() -> bytes:
 
 def poisoned_manager(tmp_path, clock) -> LogManager:
     mgr = LogManager(str(tmp_path), {"file.delete.delay.ms": 0}, clock=clock)
-    # A delete-policy log takes the batch as opaque bytes; switching it to compact
-    # hands it to the cleaner, which has to decompress it.
+    # Client appends refuse such a batch, but replication takes batches as they come (Kafka's
+    # followers do not decompress); switching the log to compact hands it to the cleaner.
     poisoned = mgr.get_or_create_log(*POISONED, {"segment.bytes": 1200})
-    poisoned.append(undecodable_gzip_batch())
+    poisoned.append(undecodable_gzip_batch(), origin=AppendOrigin.REPLICATION)
     fill(poisoned)
     mgr.set_topic_config("poisoned", COMPACT)
     return mgr

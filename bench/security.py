@@ -1,0 +1,173 @@
+"""TLS and SASL_SSL next to PLAINTEXT on one Odradek, in one run: produce and consume throughput
+(librdkafka) and handshake rate (connections/s).
+
+    python -m bench.security [--seconds 5] [--record-size 1024] [--json PATH]
+
+One ``odradek serve`` process gets three listeners (PLAINTEXT, SSL, SASL_SSL with SCRAM-SHA-256) and
+certificates made for the run; each workload runs against each listener in turn, so the ratios
+compare the same broker, data path and machine. The goal (issue 15) is TLS >= 0.6x PLAINTEXT.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import time
+
+from bench import workloads
+from bench.targets import ODRADEK_LAUNCHER, REPO_ROOT
+
+LISTENING = re.compile(r"^odradek: listening on (\w+)://[\w.\-]+:(\d+)", re.M)
+SCRAM_USER, SCRAM_PASSWORD = "bench", "bench-secret"
+
+
+def start_broker(directory: str, pki) -> tuple[subprocess.Popen, dict[str, int]]:
+    overrides = {
+        "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
+        "log.dirs": os.path.join(directory, "data"),
+        "ssl.keystore.type": "PEM", "ssl.keystore.location": pki.path("server.pem"),
+        "sasl.enabled.mechanisms": "SCRAM-SHA-256",
+        "num.partitions": "1", "offsets.topic.num.partitions": "1",
+    }
+    argv = [sys.executable, "-c", ODRADEK_LAUNCHER, "serve", "--log-level", "warning"]
+    for key, value in overrides.items():
+        argv += ["--override", f"{key}={value}"]
+    log = open(os.path.join(directory, "odradek.log"), "w")
+    process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT,
+                               env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        with open(log.name) as handle:
+            ports = {name: int(port) for name, port in LISTENING.findall(handle.read())}
+        if len(ports) == 3:
+            return process, ports
+        if process.poll() is not None:
+            break
+        time.sleep(0.1)
+    process.kill()
+    raise RuntimeError("odradek did not start: " + open(log.name).read()[-2000:])
+
+
+def client_configs(pki) -> dict[str, dict]:
+    tls = {"security.protocol": "SSL", "ssl.ca.location": pki.path("ca.pem")}
+    return {
+        "PLAINTEXT": {},
+        "SSL": tls,
+        "SASL_SSL": {**tls, "security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-256",
+                     "sasl.username": SCRAM_USER, "sasl.password": SCRAM_PASSWORD},
+    }
+
+
+def handshake_rate(port: int, listener: str, pki, seconds: float) -> float:
+    """Sequential connections/s, each fully set up: TCP, TLS, (SCRAM), one ApiVersions."""
+    from broker.admin.client import BrokerConnection
+    from broker.security.client import ClientSecurity
+    security = None
+    if listener != "PLAINTEXT":
+        properties = {"security.protocol": listener, "ssl.truststore.type": "PEM",
+                      "ssl.truststore.location": pki.path("ca.pem")}
+        if listener == "SASL_SSL":
+            properties.update({"sasl.mechanism": "SCRAM-SHA-256", "sasl.username": SCRAM_USER,
+                               "sasl.password": SCRAM_PASSWORD})
+        security = ClientSecurity.from_properties(properties)
+    count, deadline = 0, time.monotonic() + seconds
+    started = time.monotonic()
+    while time.monotonic() < deadline:
+        BrokerConnection("127.0.0.1", port, security=security).close()
+        count += 1
+    return count / (time.monotonic() - started)
+
+
+def run(seconds: float, record_size: int, only=None) -> dict:
+    from broker.admin.client import KafkaClient
+    from broker.admin.users import set_credential
+    from broker.security.pki import make_pki
+    directory = tempfile.mkdtemp(prefix="odradek-bench-security-")
+    try:
+        pki = make_pki(os.path.join(directory, "pki"))
+        process, ports = start_broker(directory, pki)
+        try:
+            with KafkaClient(f"127.0.0.1:{ports['PLAINTEXT']}") as client:
+                set_credential(client, SCRAM_USER, "SCRAM-SHA-256", SCRAM_PASSWORD, 4096)
+            results = {}
+            for listener, config in client_configs(pki).items():
+                if only and listener not in only:
+                    continue
+                bootstrap = f"127.0.0.1:{ports[listener]}"
+                topic = f"bench-{listener.lower()}"
+                produced = workloads.produce(bootstrap, topic, record_size, seconds, config,
+                                             time.time() + 0.5)
+                consumed = workloads.consume(bootstrap, topic, {0: produced["records"]},
+                                             record_size, time.time() + 0.5, 120,
+                                             {**config, "group.id": f"bench-{listener}"})
+                results[listener] = {
+                    "produce_mb_s": produced["bytes"] / (produced["end"] - produced["start"]) / 1e6,
+                    "consume_mb_s": consumed["bytes"] / (consumed["end"] - consumed["start"]) / 1e6,
+                    "errors": produced["errors"] + consumed["errors"],
+                    "handshakes_per_s": handshake_rate(ports[listener], listener, pki,
+                                                       min(seconds, 3)),
+                }
+            return {"record_size": record_size, "seconds": seconds, "listeners": results,
+                    "ktls": ktls_status()}
+        finally:
+            process.terminate()
+            process.wait(30)
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def ktls_status() -> str:
+    """Whether Fetch under TLS could use sendfile (kernel TLS) with this Python and kernel."""
+    python = "yes" if hasattr(ssl, "OP_ENABLE_KTLS") else "no"
+    try:
+        with open("/proc/modules") as handle:
+            kernel = "loaded" if any(line.startswith("tls ") for line in handle) else "not loaded"
+    except OSError:
+        kernel = "unknown"
+    return (f"Python ssl.OP_ENABLE_KTLS: {python} (Python {sys.version.split()[0]}, "
+            f"{ssl.OPENSSL_VERSION}); kernel tls module: {kernel}; trio's SSLStream runs OpenSSL "
+            "over memory BIOs, which kTLS cannot offload in any case")
+
+
+def report(result: dict) -> str:
+    rows = result["listeners"]
+    base = rows.get("PLAINTEXT") or next(iter(rows.values()))
+    lines = [f"record size {result['record_size']} B, {result['seconds']:g} s per workload",
+             f"{'listener':<11}{'produce MB/s':>14}{'ratio':>7}{'consume MB/s':>14}{'ratio':>7}"
+             f"{'handshakes/s':>14}{'errors':>8}"]
+    for name, row in rows.items():
+        lines.append(f"{name:<11}{row['produce_mb_s']:>14.1f}"
+                     f"{row['produce_mb_s'] / base['produce_mb_s']:>7.2f}"
+                     f"{row['consume_mb_s']:>14.1f}{row['consume_mb_s'] / base['consume_mb_s']:>7.2f}"
+                     f"{row['handshakes_per_s']:>14.0f}{row['errors']:>8}")
+    lines.append("kTLS: " + result["ktls"])
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.security")
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--record-size", type=int, default=1024)
+    parser.add_argument("--json", metavar="PATH")
+    parser.add_argument("--listeners", nargs="*", metavar="NAME",
+                        help="only these (PLAINTEXT first for the ratios)")
+    args = parser.parse_args(argv)
+    result = run(args.seconds, args.record_size, args.listeners)
+    print(report(result))
+    if args.json:
+        with open(args.json, "w") as handle:
+            json.dump(result, handle, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    socket.setdefaulttimeout(None)
+    sys.exit(main())

@@ -1,0 +1,161 @@
+"""This node's replica of the metadata log, opened from Kafka's quorum settings.
+
+``open_metadata(config, log_dir, settings, validator)`` (an async context manager) yields what the
+broker calls ``controller``:
+
+- no ``controller.quorum.voters`` / ``bootstrap.servers``: the single-node ``Controller`` (a quorum of
+  one, as before);
+- otherwise a ``ClusterController`` over a ``Controller`` that is a voter (process.roles has
+  controller: it serves the KRaft RPCs and ``ControllerApi`` on the controller listener) or an observer
+  (broker only: it fetches the log from the voters and applies it to its image).
+
+Cluster id: ``cluster.id`` in ``<log dir>/meta.properties`` when the node was formatted (or ran
+before); a fresh controller derives it from the voter set (so controllers started with the same
+``controller.quorum.voters`` agree), a fresh broker asks the controllers for theirs (DescribeCluster on
+the controller listener); either writes it there. A node whose id differs from the quorum's is
+refused by the voters (INCONSISTENT_CLUSTER_ID), and ``open_metadata`` raises ``ConfigError``.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import logging
+import os
+import uuid
+from contextlib import asynccontextmanager
+
+import trio
+
+from broker.config import ConfigError
+from broker.config.quorum import standalone_voters
+from broker.controller.controller import Controller
+from broker.controller.raft import RaftConfig
+from broker.controller.transport import TcpTransport
+
+from .client import ControllerClient
+from .controller_api import ControllerApi
+from .discovery import discover_voters, quorum_cluster_id
+from .router import ClusterController
+
+log = logging.getLogger("odradek.cluster")
+
+
+def derived_cluster_id(voters: dict[int, tuple[str, int]]) -> str:
+    """A cluster id every node computes alike from the voter set (22 base64url characters)."""
+    text = ",".join(f"{node}@{host}:{port}" for node, (host, port) in sorted(voters.items()))
+    digest = hashlib.sha256(b"odradek-cluster:" + text.encode()).digest()[:16]
+    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+
+
+def _read_cluster_id(log_dir: str) -> str | None:
+    try:
+        with open(os.path.join(log_dir, "meta.properties")) as handle:
+            for line in handle:
+                key, _, value = line.strip().partition("=")
+                if key == "cluster.id" and value:
+                    return value
+    except FileNotFoundError:
+        return None
+    return None
+
+
+def _write_meta_properties(log_dir: str, cluster_id: str, node_id: int) -> None:
+    path = os.path.join(log_dir, "meta.properties")
+    with open(path + ".tmp", "w") as handle:
+        handle.write(f"version=1\ncluster.id={cluster_id}\nnode.id={node_id}\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(path + ".tmp", path)
+
+
+def controller_settings(config):
+    from broker.controller.controller import ControllerSettings
+
+    return ControllerSettings(
+        num_partitions=config["num.partitions"],
+        default_replication_factor=config["default.replication.factor"],
+        delete_topic_enable=config["delete.topic.enable"],
+        broker_session_timeout_ms=config["broker.session.timeout.ms"],
+        unclean_leader_election_enable=config["unclean.leader.election.enable"],
+        auto_leader_rebalance_enable=config["auto.leader.rebalance.enable"],
+        leader_imbalance_check_interval_s=config["leader.imbalance.check.interval.seconds"],
+        leader_imbalance_per_broker_percentage=config["leader.imbalance.per.broker.percentage"])
+
+
+def raft_config(config) -> RaftConfig:
+    return RaftConfig(election_timeout=config["controller.quorum.election.timeout.ms"] / 1000,
+                      fetch_timeout=config["controller.quorum.fetch.timeout.ms"] / 1000,
+                      request_timeout=config["controller.quorum.request.timeout.ms"] / 1000)
+
+
+@asynccontextmanager
+async def open_metadata(config, log_dir: str, settings, validator):
+    node_id = config.node_id
+    if not config.multi_node:
+        async with Controller.open(log_dir, node_id=node_id, settings=settings,
+                                   config_validator=validator) as controller:
+            yield controller
+        return
+    os.makedirs(log_dir, exist_ok=True)
+    voters = config.quorum_voters or standalone_voters(config) or await discover_voters(config)
+    cluster_id = _read_cluster_id(log_dir)
+    if cluster_id is None:
+        if "controller" in config.roles:
+            cluster_id = derived_cluster_id(voters)
+        else:
+            cluster_id = await quorum_cluster_id(voters)
+        _write_meta_properties(log_dir, cluster_id, node_id)
+    bind = None
+    if "controller" in config.roles:
+        listener = config.controller_listener
+        bind = (listener.host, listener.port)
+    transport = TcpTransport(node_id, voters, cluster_id, bind=bind)
+    async with Controller.open(log_dir, node_id=node_id, cluster_id=cluster_id, settings=settings,
+                               config_validator=validator, voters=voters, transport=transport,
+                               raft_config=raft_config(config)) as local:
+        client, lifecycle = (ControllerClient(lambda: voters, lambda: local.leader_id,
+                                              client_id=f"odradek-node-{node_id}")
+                             for _ in range(2))
+        for each in (client, lifecycle):
+            local.add_leader_listener(lambda epoch, leader, each=each: each.leader_changed())
+        transport.admin_handler = ControllerApi(local, config, voters).handle
+        cluster = ClusterController(local, client, lifecycle)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_refuse_foreign_cluster, transport)
+            if "controller" in config.roles:
+                nursery.start_soon(_keep_controller_registered, cluster, config, voters[node_id])
+            try:
+                yield cluster
+            finally:
+                nursery.cancel_scope.cancel()
+                with trio.CancelScope(shield=True):
+                    await client.aclose()
+                    await lifecycle.aclose()
+                    if local.is_active:          # hand leadership over before going away
+                        with trio.move_on_after(1.0):
+                            await local.resign()
+                            await trio.sleep(0.2)   # let EndQuorumEpoch reach the voters
+
+
+async def _keep_controller_registered(cluster: ClusterController, config, address) -> None:
+    """ControllerRegistration with this controller's listener, again whenever the active
+    controller's image lacks this incarnation (a fresh log, a restart)."""
+    from broker.controller.errors import ApiError
+
+    listener = config.controller_listener
+    endpoints = [(listener.name, address[0], address[1], 0)]   # 0: PLAINTEXT
+    incarnation = uuid.uuid4()
+    while True:
+        known = cluster.image.controllers.get(config.node_id)
+        if cluster.leader_id >= 0 and (known is None or known.incarnation_id != incarnation):
+            try:
+                await cluster.register_controller(config.node_id, incarnation, endpoints)
+            except ApiError as exc:
+                log.debug("controller registration failed: %s", exc)
+        await trio.sleep(1.0)
+
+
+async def _refuse_foreign_cluster(transport: TcpTransport) -> None:
+    await transport.inconsistent_cluster_event.wait()
+    raise ConfigError(transport.inconsistent_cluster)

@@ -1,0 +1,81 @@
+"""A broker-to-broker connection for replica fetches: Kafka requests one at a time, answers decoded.
+
+The response frame is gathered once (one join of the received chunks); records in a decoded Fetch
+response are views into that frame, appended to the follower's log without another copy.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import trio
+
+import protocol
+
+_SIZE = struct.Struct(">i")
+MAX_RESPONSE_BYTES = 1 << 30
+
+
+class ChannelError(Exception):
+    """The connection failed or answered nonsense: reconnect and try again."""
+
+
+class BrokerChannel:
+    def __init__(self, address: tuple[str, int], client_id: str, connect_timeout_s: float = 10.0):
+        self.address = address
+        self.client_id = client_id
+        self.connect_timeout_s = connect_timeout_s
+        self._stream: trio.SocketStream | None = None
+        self._correlation_id = 0
+        self._pending = bytearray()
+
+    async def call(self, api_key: int, version: int, body):
+        try:
+            if self._stream is None:
+                with trio.fail_after(self.connect_timeout_s):
+                    self._stream = await trio.open_tcp_stream(*self.address)
+                self._pending = bytearray()
+            self._correlation_id += 1
+            data = protocol.encode_request(api_key, version, self._correlation_id, self.client_id, body)
+            await self._stream.send_all(_SIZE.pack(len(data)) + data)
+            frame = await self._read_frame()
+            correlation_id, response = protocol.decode_response(api_key, version, frame)
+        except (OSError, trio.TooSlowError, trio.BrokenResourceError, trio.ClosedResourceError,
+                protocol.DecodeError) as exc:
+            await self.aclose()
+            raise ChannelError(f"{self.address[0]}:{self.address[1]}: {exc}") from exc
+        if correlation_id != self._correlation_id:
+            await self.aclose()
+            raise ChannelError("response out of order")
+        return response
+
+    async def _read_frame(self) -> bytes:
+        stream = self._stream
+        pending = self._pending
+        while len(pending) < 4:
+            chunk = await stream.receive_some(65536)
+            if not chunk:
+                raise trio.BrokenResourceError("connection closed")
+            pending += chunk
+        (size,) = _SIZE.unpack_from(pending, 0)
+        if not 0 <= size <= MAX_RESPONSE_BYTES:
+            raise protocol.DecodeError(f"bad frame size {size}")
+        chunks = [bytes(pending[4:4 + size])]
+        have = len(chunks[0])
+        rest = pending[4 + size:]
+        while have < size:
+            chunk = await stream.receive_some(max(65536, min(size - have, 1 << 22)))
+            if not chunk:
+                raise trio.BrokenResourceError("connection closed mid-frame")
+            if have + len(chunk) > size:
+                rest = bytearray(chunk[size - have:])
+                chunk = chunk[:size - have]
+            chunks.append(chunk)
+            have += len(chunk)
+        self._pending = bytearray(rest)
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+    async def aclose(self) -> None:
+        stream, self._stream = self._stream, None
+        if stream is not None:
+            await trio.aclose_forcefully(stream)

@@ -1,0 +1,119 @@
+"""Differential check: the recorded golden request frames (real clients' conversations with Kafka)
+replayed against the reference Apache Kafka 3.9 and against Odradek, the decoded responses compared
+field by field (compare.py holds the allow-list of fields that legitimately differ).
+
+Also every API and version both advertise, sent with its emptiest body (sweep.py). Differences left
+are decisions, listed with the reason; anything else fails. The default run replays two clients'
+conversations; all four and the sweep with `-m slow`, or by command:
+
+    python -m tests.differential.replay KAFKA_HOST:PORT ODRADEK_HOST:PORT
+    python -m tests.differential.sweep KAFKA_HOST:PORT ODRADEK_HOST:PORT
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from broker.testing import running_broker
+from tests import apache_kafka as oracle
+from tests.differential.replay import GOLDEN, compare_replays, load_requests, replay
+
+apache_kafka = oracle.apache_kafka   # the session fixture
+
+# Differences that are decisions, not bugs: {pattern on the difference line: why}.
+DECISIONS = {
+    "* CreateTopics v* .topics[0].configs: 36 entries != 33":
+        "Kafka 3.9 still lists message.format.version, message.downconversion.enable and "
+        "message.timestamp.difference.max.ms, which Kafka 4.0 removed (Odradek is a 4.x broker)",
+    "* DescribeConfigs v* .results[0].configs: 36 entries != 33": "the same three 3.9-only topic configs",
+    "* WriteTxnMarkers v1: connection closed by Odradek only":
+        "single node: no inter-broker WriteTxnMarkers (not advertised; an unadvertised API closes the "
+        "connection, as Kafka does)",
+    "* ConsumerGroupDescribe v0: connection closed by Odradek only":
+        "the KIP-848 consumer group protocol is not implemented (not advertised)",
+    "* ListGroups v* .groups: * entries != *":
+        "Kafka keeps a group left empty without offsets (e.g. after MEMBER_ID_REQUIRED) until its "
+        "offsets-retention check, up to 10 minutes; Odradek forgets it at once",
+    "* DescribeGroups v* .groups[0].group_state: 'Empty' != 'Dead'": "the same empty-group retention",
+    "* OffsetCommit v* .topics[0].partitions[0].error_code: 25 != 22": "the same: Kafka's retained empty group knows no member "
+                                               "(UNKNOWN_MEMBER_ID), Odradek has no group (ILLEGAL_GENERATION)",
+}
+
+
+def _pattern(text: str) -> re.Pattern:
+    """A DECISIONS key: literal text where * matches anything."""
+    return re.compile(".*".join(re.escape(part) for part in text.split("*")) + "$")
+
+
+_DECIDED = [_pattern(p) for p in DECISIONS]
+
+
+def _unexplained(found: list[str]) -> list[str]:
+    return [line for line in found if not any(p.match(line) for p in _DECIDED)]
+
+
+@pytest.fixture(scope="module")
+def odradek(tmp_path_factory):
+    with running_broker(tmp_path_factory.mktemp("differential") / "data",
+                        {"group.initial.rebalance.delay.ms": "0"}) as running:
+        yield running
+
+
+def _check(client: str, kafka, odradek) -> None:
+    frames = load_requests(GOLDEN / f"{client}.jsonl")
+    found = compare_replays(replay(frames, ("127.0.0.1", kafka.port)),
+                            replay(frames, ("127.0.0.1", odradek.port)))
+    assert _unexplained(found) == []
+
+
+@pytest.mark.parametrize("client", ["kafka-python", "aiokafka"])
+def test_golden_conversations_answer_as_kafka(apache_kafka, odradek, client):
+    _check(client, apache_kafka, odradek)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("client", ["confluent-kafka", "java"])
+def test_golden_conversations_answer_as_kafka_all_clients(apache_kafka, odradek, client):
+    _check(client, apache_kafka, odradek)
+
+
+# ------------------------------------------------------------------------ every API, emptiest bodies
+
+# Sweep differences that are decisions or broker state (the session's Kafka has other tests' topics).
+SWEEP_DECISIONS = {
+    "Metadata v* .topics*": "all-topics answers: each broker holds other tests' topics",
+    "DescribeLogDirs v* .results[0].log_dir: *": "each broker's own log dir",
+    "DescribeLogDirs v* .results[0].topics*": "state: each broker holds other tests' topics (and its "
+                                              "own number of __consumer_offsets partitions)",
+    "DescribeLogDirs v* .results[0].total_bytes: *": "each broker's own disk",
+    "DescribeLogDirs v* .results[0].usable_bytes: *": "each broker's own disk",
+    "ListTransactions v* .transaction_states: * entries != *": "state: other tests' transactions",
+    "DescribeTopicPartitions v* .next_cursor.*":
+        "all topics, one partition at most: where the cursor lands depends on each broker's topics and "
+        "its __consumer_offsets partition count (1 in tests, 50 in Kafka's default)",
+    "OffsetFetch v8*: connection closed by Kafka only":
+        "an OffsetFetch v8+ without groups: Kafka fails on it and closes; Odradek answers an empty list",
+    "OffsetFetch v9*: connection closed by Kafka only": "the same",
+    "AddPartitionsToTxn v4*: connection closed by Kafka only":
+        "v4+ is the inter-broker form (KIP-890): Kafka refuses an empty one by closing, Odradek answers",
+    "AddPartitionsToTxn v5*: connection closed by Kafka only": "the same",
+    "ElectLeaders v* nulls .error_code: 7 != 0":
+        "an election of every partition with timeout 0: Kafka times out (REQUEST_TIMED_OUT); a single "
+        "node has nothing to wait for",
+}
+_SWEEP_DECIDED = [_pattern(p) for p in SWEEP_DECISIONS]
+
+
+@pytest.mark.slow   # about two minutes: ~300 requests to each broker
+def test_every_api_with_its_emptiest_body_answers_as_kafka(apache_kafka, odradek):
+    from tests.differential.sweep import advertised, cases, compare_case, warm_up
+
+    kafka, ours = ("127.0.0.1", apache_kafka.port), ("127.0.0.1", odradek.port)
+    warm_up(kafka)
+    warm_up(ours)
+    found = []
+    for key, version, nulls in cases(advertised(kafka), advertised(ours)):
+        found += compare_case(kafka, ours, key, version, nulls)
+    assert [line for line in found if not any(p.match(line) for p in _SWEEP_DECIDED)] == []

@@ -1,0 +1,119 @@
+"""Configs as the reference Apache Kafka 3.9 knows them: every broker and topic config it describes
+is known to Odradek with the same type and sensitivity, and dynamic updates are refused (or
+accepted) with Kafka's codes and messages. The refusal cases run against both brokers."""
+
+from __future__ import annotations
+
+import pytest
+
+from protocol import ErrorCode, messages
+
+from tests import apache_kafka as oracle
+from tests.broker.raw_client import RawClient
+
+apache_kafka = oracle.apache_kafka   # the session fixture
+
+BROKER, TOPIC = 4, 2
+D = messages.DescribeConfigsRequest
+I = messages.IncrementalAlterConfigsRequest
+A = messages.AlterConfigsRequest
+
+# Kafka 3.9 still describes these; Kafka 4.0 removed them, and so does Odradek (a 4.x broker).
+REMOVED_IN_4 = {"broker.id.generation.enable", "reserved.broker.max.id", "control.plane.listener.name",
+                "inter.broker.protocol.version", "log.message.format.version",
+                "log.message.downconversion.enable", "log.message.timestamp.difference.max.ms",
+                "offsets.commit.required.acks", "delegation.token.master.key",
+                "message.downconversion.enable", "message.format.version",
+                "message.timestamp.difference.max.ms"}
+# Dynamic per broker in Kafka, static here: Odradek does not rebind listeners at runtime.
+STATIC_HERE = {"listeners", "advertised.listeners", "listener.security.protocol.map"}
+
+
+def _describe(port, resource_type, name):
+    with RawClient("127.0.0.1", port, timeout=30) as client:
+        answer = client.request(32, 4, D(resources=[D.DescribeConfigsResource(
+            resource_type=resource_type, resource_name=name, configuration_keys=None)],
+            include_synonyms=False, include_documentation=False))
+    result = answer.results[0]
+    assert result.error_code == 0
+    return {c.name: c for c in result.configs}
+
+
+def _known(name: str) -> bool:
+    return not name.startswith("zookeeper.") and not name.startswith("password.encoder.") \
+        and name not in REMOVED_IN_4
+
+
+def test_every_broker_config_kafka_describes_is_known(apache_kafka, shared_broker):
+    theirs = _describe(apache_kafka.port, BROKER, "1")
+    ours = _describe(shared_broker.port, BROKER, str(shared_broker.broker.node_id))
+    expected = {name for name in theirs if _known(name)}
+    assert expected - set(ours) == set()
+    for name in expected:
+        kafka, odradek = theirs[name], ours[name]
+        assert (odradek.config_type, odradek.is_sensitive) == (kafka.config_type, kafka.is_sensitive), name
+        if name not in STATIC_HERE:
+            assert odradek.read_only == kafka.read_only, name
+        if kafka.is_sensitive:
+            assert odradek.value is None, name
+
+
+def test_every_topic_config_kafka_describes_is_known(apache_kafka, shared_broker):
+    with RawClient("127.0.0.1", apache_kafka.port) as kafka, \
+            RawClient("127.0.0.1", shared_broker.port) as odradek:
+        for client in (kafka, odradek):
+            assert client.create_topic("described", 1).error_code in (0, ErrorCode.TOPIC_ALREADY_EXISTS)
+    theirs = _describe(apache_kafka.port, TOPIC, "described")
+    ours = _describe(shared_broker.port, TOPIC, "described")
+    assert {n for n in theirs if _known(n)} == set(ours)
+    for name, entry in ours.items():
+        assert entry.config_type == theirs[name].config_type, name
+
+
+@pytest.fixture(params=["odradek", "kafka"])
+def target(request, shared_broker):
+    if request.param == "kafka":
+        return request.getfixturevalue("apache_kafka").port, "1"
+    return shared_broker.port, str(shared_broker.broker.node_id)
+
+
+# (resource: "" cluster default or "broker" = this broker's id, key, value, Kafka's code, message start)
+ALTER_CASES = [
+    ("broker", "log.dirs", "/x", ErrorCode.INVALID_REQUEST,
+     "Cannot update these configs dynamically: Set(log.dirs)"),
+    ("", "log.dirs", "/x", ErrorCode.INVALID_REQUEST, "Cannot update these configs dynamically"),
+    ("", "sasl.enabled.mechanisms", "PLAIN", ErrorCode.INVALID_REQUEST,
+     "Cannot update these configs at default cluster level, broker id must be specified: "
+     "Set(sasl.enabled.mechanisms)"),
+    ("broker", "sasl.enabled.mechanisms", "PLAIN", ErrorCode.NONE, None),
+    ("broker", "sasl.jaas.config", "x required;", ErrorCode.NONE, None),
+    ("broker", "ssl.keystore.location", "/x", ErrorCode.INVALID_REQUEST,
+     "These security configs can be dynamically updated only per-listener using the listener "
+     "prefix: HashSet(ssl.keystore.location)"),
+    ("broker", "listener.name.plaintext.sasl.enabled.mechanisms", "PLAIN", ErrorCode.NONE, None),
+    ("", "max.connections.per.ip.overrides", "127.0.0.1:5", ErrorCode.NONE, None),
+    ("", "log.cleaner.threads", "abc", ErrorCode.INVALID_REQUEST,
+     "Invalid value abc for configuration log.cleaner.threads: Not a number of type INT"),
+    ("", "num.io.threads", "4", ErrorCode.NONE, None),
+    ("broker", "background.threads", "5", ErrorCode.NONE, None),
+    ("", "no.such.config", "1", ErrorCode.NONE, None),      # Kafka accepts names it does not know
+]
+
+
+@pytest.mark.parametrize("resource,key,value,code,message", ALTER_CASES,
+                         ids=[f"{c[0] or 'cluster'}-{c[1]}" for c in ALTER_CASES])
+def test_dynamic_broker_config_answers_match_kafka(target, resource, key, value, code, message):
+    port, broker_id = target
+    name = broker_id if resource == "broker" else ""
+    with RawClient("127.0.0.1", port, timeout=30) as client:
+        incremental = client.request(44, 1, I(resources=[I.AlterConfigsResource(
+            resource_type=BROKER, resource_name=name,
+            configs=[I.AlterableConfig(name=key, config_operation=0, value=value)])],
+            validate_only=True)).responses[0]
+        legacy = client.request(33, 2, A(resources=[A.AlterConfigsResource(
+            resource_type=BROKER, resource_name=name, configs=[A.AlterableConfig(name=key, value=value)])],
+            validate_only=True)).responses[0]
+    for answer in (incremental, legacy):
+        assert answer.error_code == code
+        if message:
+            assert answer.error_message.startswith(message)
