@@ -8,7 +8,7 @@ import uuid
 import confluent_kafka
 import pytest
 
-from conftest import SCRAM_USERS
+from tests.security.conftest import SCRAM_USERS
 from tokens import unsecured_token
 
 

@@ -15,7 +15,7 @@ import uuid
 
 import pytest
 
-from conftest import SCRAM_USERS
+from tests.security.conftest import SCRAM_USERS
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "compat-tests"))
 

@@ -11,7 +11,7 @@ import pytest
 from protocol import ErrorCode, messages
 from broker.testing import running_broker
 from broker.security.sasl.oauthbearer import client_initial_response
-from conftest import PLAIN_JAAS
+from tests.security.conftest import PLAIN_JAAS
 from test_sasl_protocol import Wire
 from tokens import unsecured_token
 

@@ -17,7 +17,7 @@ from protocol import ErrorCode, messages
 
 from broker.security.sasl.oauthbearer import client_initial_response
 from broker.security.sasl.scram import ScramClient
-from conftest import SCRAM_USERS
+from tests.security.conftest import SCRAM_USERS
 from tokens import unsecured_token
 
 HANDSHAKE, AUTHENTICATE, API_VERSIONS, METADATA = 17, 36, 18, 3

@@ -15,7 +15,7 @@ from protocol import ErrorCode, messages
 from broker.admin.client import KafkaClient
 from broker.security.client import ClientSecurity
 from broker.security.sasl.scram import salted_password
-from conftest import SCRAM_USERS
+from tests.security.conftest import SCRAM_USERS
 
 Upsertion = messages.AlterUserScramCredentialsRequest.ScramCredentialUpsertion
 Deletion = messages.AlterUserScramCredentialsRequest.ScramCredentialDeletion
