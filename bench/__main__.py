@@ -11,10 +11,19 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
-from bench import report, suite, targets
+from bench import kafka, report, suite, targets
 from bench.loopback import loopback_bytes_per_second
 
-ALL_TARGETS = ("odradek", "peer", "sink")
+ALL_TARGETS = ("odradek", "peer", "sink", "kafka", "odradek-durable", "kafka-durable")
+KAFKA_TARGETS = ("kafka", "kafka-durable")
+# The durability-matched twins: fsync before every acknowledgement on both sides.
+ODRADEK_DURABLE = {"log.flush.before.acknowledge": "true"}
+KAFKA_DURABLE = {"log.flush.interval.messages": "1"}
+
+
+def default_targets() -> list[str]:
+    """Every target; Apache Kafka's two only where it can run (`bench.kafka.available`)."""
+    return [name for name in ALL_TARGETS if name not in KAFKA_TARGETS or kafka.available() is None]
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -23,8 +32,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         description="Throughput and latency of Odradek next to a peer broker (Tansu, in-memory) and a "
                     "null-sink ceiling, on free loopback ports, in one run.")
     parser.add_argument("--quick", action="store_true", help="about a minute: short runs, no repetition")
-    parser.add_argument("--targets", default=",".join(ALL_TARGETS),
-                        help="comma-separated subset of odradek,peer,sink (default: all)")
+    parser.add_argument("--targets", default=None,
+                        help=f"comma-separated subset of {','.join(ALL_TARGETS)} (default: all; the Kafka "
+                             "ones only when $APACHE_KAFKA_HOME or /work/shared/apache-kafka and java exist)")
+    parser.add_argument("--scale", action="store_true",
+                        help="also the slow scale rows: 10,000 partitions on Odradek and Kafka (bench/scale.py)")
     parser.add_argument("--only", default="", help="run only cases whose name contains this text")
     parser.add_argument("--duration", type=float, help="override seconds of load per throughput run")
     parser.add_argument("--repeats", type=int, help="override repetitions per cell")
@@ -40,7 +52,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--profile", metavar="DIR", help="record py-spy profiles of Odradek into DIR")
     parser.add_argument("--no-results-md", action="store_true", help="do not rewrite bench/RESULTS.md")
     args = parser.parse_args(argv)
-    args.targets = [name.strip() for name in args.targets.split(",") if name.strip()]
+    args.default_targets = args.targets is None
+    args.targets = default_targets() if args.targets is None else [
+        name.strip() for name in args.targets.split(",") if name.strip()]
     unknown = set(args.targets) - set(ALL_TARGETS)
     if unknown:
         parser.error(f"unknown targets: {', '.join(sorted(unknown))}")
@@ -55,6 +69,8 @@ def idle_cpu(running: list[targets.Target], seconds: float) -> suite.Row:
     time.sleep(seconds)
     elapsed = time.monotonic() - began
     for target in running:
+        if target.column != target.name:  # a durable twin: the row has no column of its own for it
+            continue
         after = target.cpu_seconds()
         if before[target.name] is not None and after is not None:
             row.samples[target.name] = [100.0 * (after - before[target.name]) / elapsed]
@@ -93,10 +109,19 @@ def main(argv: list[str] | None = None) -> int:
             log_dir, overrides, shlex.split(args.odradek_command) if args.odradek_command else None),
         "peer": lambda: targets.start_peer(log_dir),
         "sink": lambda: targets.start_sink(log_dir, settings.partitions),
+        "kafka": lambda: kafka.start_kafka(log_dir),
+        "odradek-durable": lambda: targets.start_odradek(
+            log_dir, {**overrides, **ODRADEK_DURABLE},
+            shlex.split(args.odradek_command) if args.odradek_command else None,
+            name="odradek-durable", column="odradek"),
+        "kafka-durable": lambda: kafka.start_kafka(log_dir, KAFKA_DURABLE, name="kafka-durable", column="kafka"),
         "candidate": lambda: targets.start_odradek(
             log_dir, overrides, shlex.split(args.candidate_command), name="candidate"),
     }
     wanted = args.targets + (["candidate"] if args.candidate_command else [])
+    unavailable = kafka.available()
+    if unavailable and args.default_targets:
+        print(f"kafka: not available ({unavailable}): no Odradek/Kafka column in this run", flush=True)
     profiler = None
     try:
         for name in wanted:
@@ -108,6 +133,8 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             running.append(target)
             print(f"{target.name}: {target.label} at {target.bootstrap} (pid {target.pid})", flush=True)
+            if target.details.get("jvm_flags"):
+                print(f"  JVM flags (jcmd VM.flags): {target.details['jvm_flags']}", flush=True)
         if args.profile:
             from bench.profile import PySpy
 
@@ -116,16 +143,23 @@ def main(argv: list[str] | None = None) -> int:
         idle_row = idle_cpu(running, settings.idle_seconds)
         with suite.Suite(settings, running, profiler=profiler) as bench_suite:
             cases = [case for case in suite.build_cases(bench_suite) if args.only in case.name]
+            scale_cases = []
+            if args.scale:
+                from bench.scale import scale_case
+
+                scale_cases = [case for case in [scale_case(bench_suite)] if args.only in case.name]
+            rss_row = suite.Row("broker RSS after the workloads (before any scale rows)", "RSS MiB",
+                                higher_is_better=False)
             try:
                 bench_suite.run(cases)
+                for target in running:  # before the scale rows fill the brokers with partitions
+                    rss = target.rss_bytes()
+                    if rss is not None and target.name in ("odradek", "peer", "kafka", "candidate"):
+                        rss_row.samples[target.name] = [rss / (1 << 20)]
+                bench_suite.run(scale_cases)
             except KeyboardInterrupt:  # Ctrl-C or SIGTERM: keep what was measured
                 errors.append("run interrupted: later cases missing")
                 print("interrupted: writing what was measured so far", flush=True)
-            rss_row = suite.Row("broker RSS at the end", "RSS MiB", higher_is_better=False)
-            for target in running:
-                rss = target.rss_bytes()
-                if rss is not None and target.name != "sink":
-                    rss_row.samples[target.name] = [rss / (1 << 20)]
             rows = bench_suite.rows + [idle_row, rss_row]
             errors += bench_suite.errors
             rss_timeline = bench_suite.rss_timeline
@@ -144,6 +178,7 @@ def main(argv: list[str] | None = None) -> int:
         "settings": settings.__dict__ | {"partition_counts": list(settings.partition_counts),
                                          "connection_counts": list(settings.connection_counts)},
         "targets": {target.name: target.label for target in running},
+        "target_details": {target.name: target.details for target in running if target.details},
         "loopback_bytes_per_s": loopback,
         "rows": [{"case": row.case, "metric": row.metric, "higher_is_better": row.higher_is_better,
                   "samples": row.samples, "median": {k: row.median(k) for k in row.samples}} for row in rows],
@@ -154,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     checks_table = report.format_checks(report.target_checks(rows))
     run["checks_table"] = checks_table
-    complete = (not args.only and set(args.targets) == set(ALL_TARGETS) and not args.no_results_md
+    complete = (not args.only and set(args.targets) >= set(default_targets()) and not args.no_results_md
                 and not args.candidate_command and not args.odradek_command
                 and "run interrupted: later cases missing" not in errors)
     path = report.write_results(run, table, results_md=report.RESULTS_MD if complete else None)

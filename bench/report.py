@@ -14,7 +14,8 @@ BENCH_DIR = Path(__file__).resolve().parent
 RESULTS_DIR = BENCH_DIR / "results"
 RESULTS_MD = BENCH_DIR / "RESULTS.md"
 
-COLUMNS = (("odradek", "Odradek"), ("candidate", "candidate"), ("peer", "peer"), ("sink", "null sink"))
+COLUMNS = (("odradek", "Odradek"), ("candidate", "candidate"), ("peer", "peer"), ("kafka", "Kafka"),
+           ("sink", "null sink"))
 
 
 def machine_info() -> dict:
@@ -74,14 +75,15 @@ def format_ratio(value: float | None) -> str:
 
 
 def format_table(rows: list[Row], columns=COLUMNS, extra_rows: list[tuple[str, str, str]] = ()) -> str:
-    """A Markdown table: median per server and the Odradek/peer and Odradek/sink ratios.
+    """A Markdown table: median per server and the Odradek/peer, Odradek/Kafka and Odradek/sink ratios.
 
     `extra_rows` are (case, metric, ceiling value) lines that only have a ceiling, e.g. raw loopback.
     """
     present = [(key, title) for key, title in columns if any(row.samples.get(key) for row in rows)]
     present_keys = {key for key, _ in present}
     header = ["workload", "metric"] + [title for _, title in present]
-    ratios = [("odradek", "peer", "Odradek/peer"), ("odradek", "sink", "Odradek/sink"),
+    ratios = [("odradek", "peer", "Odradek/peer"), ("odradek", "kafka", "Odradek/Kafka"),
+              ("odradek", "sink", "Odradek/sink"),
               ("candidate", "odradek", "candidate/Odradek")]
     ratios = [r for r in ratios if {r[0], r[1]} <= present_keys]
     header += [title for _, _, title in ratios]
@@ -122,6 +124,31 @@ def target_checks(rows: list[Row]) -> list[tuple[str, str, str]]:
         ratio_check(f"batched produce {label} ≥ 1.0× peer", f"produce batched {label}", "records/s", "peer", 1.0)
     ratio_check("consume ≥ 1.0× peer", "consume", "records/s", "peer", 1.0)
     ratio_check("unbatched produce ≥ 0.5× peer (stretch 1.0×)", "produce unbatched", "records/s", "peer", 0.5)
+    # Issue 21: against warmed-up Apache Kafka
+    for label in ("100 B acks=1", "100 B acks=all", "1 KiB acks=1", "1 KiB acks=all"):
+        ratio_check(f"batched produce {label} ≥ 1.0× Kafka", f"produce batched {label}", "records/s", "kafka", 1.0)
+    ratio_check("consume ≥ 1.0× Kafka", "consume", "records/s", "kafka", 1.0)
+    ratio_check("unbatched produce ≥ 1.0× Kafka", "produce unbatched", "records/s", "kafka", 1.0)
+    ratio_check("durable batched produce ≥ 1.0× durable Kafka", "durable: produce batched", "records/s", "kafka", 1.0)
+    ratio_check("durable unbatched produce ≥ 1.0× durable Kafka", "durable: produce unbatched", "records/s",
+                "kafka", 1.0)
+    latency = _find(rows, "end-to-end latency", "p99 ms")
+    value = latency.ratio("odradek", "kafka") if latency else None
+    checks.append(("p99 end-to-end ≤ Kafka's", format_ratio(value),
+                   "n/a" if value is None else "met" if value <= 1.0 else "missed"))
+    for metric in ("CreateTopics s", "full Metadata ms"):
+        row = _find(rows, "scale:", metric)
+        value = row.ratio("odradek", "kafka") if row else None
+        checks.append((f"10,000 partitions: {metric} within 2× Kafka's", format_ratio(value),
+                       "n/a" if value is None else "met" if value <= 2.0 else "missed"))
+    quiet = _find(rows, "scale:", "e2e p99 ms, quiet")
+    value = quiet.median("odradek") if quiet else None
+    checks.append(("10,000 partitions: p99 on a quiet topic ≤ 10 ms", "n/a" if value is None else f"{value:.1f} ms",
+                   "n/a" if value is None else "met" if value <= 10 else "missed"))
+    busy = _find(rows, "scale:", "e2e p99 ms, + full")
+    value = busy.ratio("odradek", "kafka") if busy else None
+    checks.append(("10,000 partitions: p99 with metadata pollers ≤ Kafka's", format_ratio(value),
+                   "n/a" if value is None else "met" if value <= 1.0 else "missed"))
     for label in ("100 B acks=1", "1 KiB acks=1"):
         ratio_check(f"batched produce {label} ≥ 50% of the null sink", f"produce batched {label}", "records/s",
                     "sink", 0.5)
@@ -163,6 +190,9 @@ def format_checks(checks: list[tuple[str, str, str]]) -> str:
 def results_document(run: dict, table: str) -> str:
     """The text of bench/RESULTS.md for one run."""
     targets = "\n".join(f"- **{name}**: {label}" for name, label in run["targets"].items())
+    for name, details in run.get("target_details", {}).items():
+        if details.get("jvm_flags"):
+            targets += f"\n  - {name} JVM flags (`jcmd PID VM.flags`): `{details['jvm_flags']}`"
     errors = "\n".join(f"- {error}" for error in run["errors"]) or "- none"
     return f"""# Benchmark results
 
@@ -172,7 +202,10 @@ Latest run of `{run['command']}` on {run['date']} ({run['settings']['mode']} mod
 
 Machine: {run['machine_text']}.
 The machine is shared with other work: absolute figures are noisy, the ratios from one run are what we
-compare. The peer keeps everything in memory (no disk at all); Odradek writes to its log directory.
+compare. The peer keeps everything in memory (no disk at all); Odradek and Kafka write to their log
+directories at their default durability (page cache, flushed by the OS) except in the `durable:` rows,
+where both fsync before acknowledging (separate instances, shown in the Odradek and Kafka columns).
+Kafka runs one unmeasured warm-up pass of every case before its measured ones (its JIT is warm).
 "server CPU µs/record" is the server process's CPU time (all threads) during a run divided by the
 records it handled: the client shares the cores, so records/s is often client-bound while this shows
 each server's own cost. Profiles and what to change next: `bench/PROFILE.md`.
@@ -182,7 +215,7 @@ Servers:
 
 {table}
 
-Issue 9's targets, as measured in this run (single runs on a loaded machine swing; re-run before
+Issue 9's and issue 21's targets, as measured in this run (single runs on a loaded machine swing; re-run before
 trusting a verdict near its threshold):
 
 {run.get('checks_table', 'n/a')}

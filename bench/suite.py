@@ -1,8 +1,10 @@
 """The workload suite: which cases run against which servers, how often, and how results reduce.
 
 Cases run one at a time; within a case the repetitions alternate between servers (Odradek, peer,
-sink, Odradek, peer, sink, ...), so a noisy neighbour on the shared machine hurts every server
-alike and the ratios stay meaningful. Each case reports metrics per repetition; rows keep every
+Kafka, sink, Odradek, peer, ...), so a noisy neighbour on the shared machine hurts every server
+alike and the ratios stay meaningful. A server with `warmup` (Apache Kafka's JVM) gets an unmeasured
+warm-up (`warmup_seconds` of produce and consume) before its first case and one unmeasured pass of
+each case before its measured repetitions, so its JIT has compiled the path we measure. Each case reports metrics per repetition; rows keep every
 sample and the table shows the median.
 """
 
@@ -43,6 +45,12 @@ class Settings:
     rss_growth_step: int = 0  # bytes per step of the RSS-flatness case (0: skip it)
     scaling_repeats: int | None = None  # the scaling cases are many: fewer repetitions keep runs short
     idle_seconds: float = 2.0  # servers' CPU use measured while idle, before the workloads
+    warmup_seconds: float = 60.0  # a JVM's unmeasured warm-up before its first case (plus one pass per case)
+    # --scale (bench/scale.py): topics × partitions each, and the quiet topic's latency run
+    scale_topics: int = 50
+    scale_partitions_per_topic: int = 200
+    scale_latency_rate: int = 2000
+    scale_latency_duration: float = 5.0
 
 
 # Producer processes: one per two cores. Each librdkafka client is a Python loop plus C threads, and
@@ -50,9 +58,11 @@ class Settings:
 PRODUCERS = max(1, min(4, (os.cpu_count() or 2) // 2))
 
 QUICK = Settings("quick", duration=1.0, repeats=1, producers=PRODUCERS, partitions=2, consume_records=60_000,
-                 latency_rate=5000, latency_duration=3.0, loopback_duration=0.5, idle_seconds=1.0)
+                 latency_rate=5000, latency_duration=3.0, loopback_duration=0.5, idle_seconds=1.0,
+                 warmup_seconds=30.0)
 FULL = Settings("full", duration=3.0, repeats=3, producers=PRODUCERS, partitions=2, consume_records=300_000,
-                latency_rate=5000, latency_duration=6.0, scaling_repeats=2, rss_growth_step=1 << 30)
+                latency_rate=5000, latency_duration=6.0, scaling_repeats=2, rss_growth_step=1 << 30,
+                scale_latency_duration=10.0)
 
 
 @dataclass
@@ -82,10 +92,12 @@ class Case:
     name: str
     run: Callable[[Target], dict[str, float]]
     metrics: list[tuple[str, bool]]  # (metric, higher_is_better), in table order
-    targets: tuple[str, ...] = ("odradek", "peer", "sink")
+    targets: tuple[str, ...] = ("odradek", "peer", "kafka", "sink")
     repeats: int | None = None  # None: the suite's setting
     prepare: Callable[[Target], None] | None = None  # once per server, not timed
     finish: Callable[[Target], None] | None = None
+    warmup: bool = True  # servers that want it (Kafka's JVM) run it once unmeasured first (after the
+    # suite's JVM warm-up, which every case gets)
 
 
 class Suite:
@@ -101,6 +113,7 @@ class Suite:
         self._admins: dict[str, object] = {}
         self._pool = None
         self._strikes: dict[str, int] = {}  # consecutive failed cases per server
+        self._warmed: set[str] = set()
 
     # -- plumbing ---------------------------------------------------------------------------------
 
@@ -195,6 +208,19 @@ class Suite:
             except Exception as error:  # noqa: BLE001 - one server failing must not stop the run
                 self._record_error(case, target, error)
                 failed.add(target.name)
+        for target in list(ready):  # a JVM compiles its hot paths first: that is not what we measure
+            if getattr(target, "warmup", False):
+                try:
+                    if target.name not in self._warmed:
+                        self._warm_up(target)
+                    if case.warmup:
+                        began = time.monotonic()
+                        case.run(target)
+                        self.log(f"  {target.name:9} warm-up pass: {time.monotonic() - began:.1f} s (discarded)")
+                except Exception as error:  # noqa: BLE001
+                    self._record_error(case, target, error)
+                    failed.add(target.name)
+                    ready.remove(target)
         for repeat in range(case.repeats or self.settings.repeats):
             for target in list(ready):
                 if not target.alive():
@@ -211,8 +237,9 @@ class Suite:
                     failed.add(target.name)
                     ready.remove(target)
                     continue
+                column = getattr(target, "column", target.name)  # a durable twin fills its kind's column
                 for metric, value in values.items():
-                    rows[metric].samples.setdefault(target.name, []).append(value)
+                    rows[metric].samples.setdefault(column, []).append(value)
                 self.log(f"  {target.name:9} #{repeat + 1}: " + ", ".join(
                     f"{metric} {_short(value)}" for metric, value in values.items()))
         for target in ready:
@@ -233,6 +260,27 @@ class Suite:
         reason = f"{type(error).__name__}: {error}".strip().rstrip(":")
         self.errors.append(f"{case.name} / {target.name}: {reason}")
         self.log(f"  {target.name:9} FAILED: {reason}")
+
+    def _warm_up(self, target: Target) -> None:
+        """Before a JVM's first measured case: `warmup_seconds` of unbatched and batched produce and
+        a consume, unmeasured. Its JIT needs tens of thousands of requests through a path before it
+        runs at full speed (a 1 s pass left Kafka's unbatched produce at ~7× its warm CPU/request)."""
+        self._warmed.add(target.name)
+        if self.settings.warmup_seconds <= 0:
+            return
+        began = time.monotonic()
+        rounds = 0
+        with self._topic(target, "warmup", self.settings.partitions) as topic:
+            while time.monotonic() - began < self.settings.warmup_seconds:
+                self.produce_run(target, topic, 100, UNBATCHED)
+                self.produce_run(target, topic, KIB, {**BATCHED, "acks": "all"})
+                [filled] = self._gather([(workloads.fill, (target.bootstrap, topic, 0, KIB, 20_000,
+                                                           {**BATCHED, "acks": "1"}))], timeout=300)
+                self._gather([(workloads.consume, (target.bootstrap, topic, {0: filled["records"]}, KIB, 0.0,
+                                                   120, {"fetch.wait.max.ms": 100}))], timeout=200)
+                rounds += 1
+        self.log(f"  {target.name:9} JVM warm-up: {rounds} round(s) of unbatched + batched produce and "
+                 f"consume, {time.monotonic() - began:.0f} s (discarded)")
 
     # -- workload building blocks -----------------------------------------------------------------
 
@@ -289,6 +337,7 @@ BATCHED = {"linger.ms": 5, "batch.size": 1 << 20}
 # One record per request; a small local queue keeps the backlog (and so the final flush) short.
 UNBATCHED = {"linger.ms": 0, "batch.num.messages": 1, "acks": "1", "queue.buffering.max.messages": 2_000}
 CPU_METRIC = "server CPU µs/record"
+DURABLE_NOTE = "Odradek log.flush.before.acknowledge=true, Kafka log.flush.interval.messages=1"
 THROUGHPUT = [("records/s", True), ("MB/s", True), (CPU_METRIC, False)]
 
 
@@ -297,7 +346,7 @@ def build_cases(suite: Suite) -> list[Case]:
     cases: list[Case] = []
 
     def produce_case(name: str, slug: str, size: int, config: dict, partitions: int | None = None,
-                     targets=("odradek", "peer", "sink"), with_rss: bool = False) -> Case:
+                     targets=("odradek", "peer", "kafka", "sink"), with_rss: bool = False) -> Case:
         def run(target: Target) -> dict[str, float]:
             with suite._topic(target, slug, partitions or s.partitions) as topic:
                 values = suite.produce_run(target, topic, size, config)
@@ -313,12 +362,18 @@ def build_cases(suite: Suite) -> list[Case]:
             cases.append(produce_case(f"produce batched {label} acks={acks}", f"p{size}-{acks}", size,
                                       {**BATCHED, "acks": acks}))
     cases.append(produce_case("produce unbatched 100 B acks=1", "unbatched", 100, UNBATCHED))
+    # "Acknowledged means on disk" on both: the durable twins fill the Odradek and Kafka columns.
+    durable = ("odradek-durable", "kafka-durable")
+    cases.append(produce_case(f"durable: produce batched 100 B acks=all ({DURABLE_NOTE})", "durable-b", 100,
+                              {**BATCHED, "acks": "all"}, targets=durable))
+    cases.append(produce_case(f"durable: produce unbatched 100 B acks=all ({DURABLE_NOTE})", "durable-u", 100,
+                              {**UNBATCHED, "acks": "all"}, targets=durable))
     cases.append(_consume_case(suite))
     cases.append(_latency_case(suite))
     for count in s.partition_counts:
         cases.append(produce_case(f"scaling: {count} partition{'s' * (count > 1)} (100 B acks=1)",
                                   f"parts{count}", 100, {**BATCHED, "acks": "1"}, partitions=count,
-                                  targets=("odradek", "peer"), with_rss=True))
+                                  targets=("odradek", "peer", "kafka"), with_rss=True))
     for count in s.connection_counts:
         cases.append(_connections_case(suite, count))
     if s.rss_growth_step:
@@ -359,7 +414,7 @@ def _consume_case(suite: Suite) -> Case:
         suite.delete_topic(target, filled.pop(target.name)[0])
 
     return Case(f"consume from earliest, 1 KiB ({s.consume_records:,} records)", run, THROUGHPUT,
-                targets=("odradek", "peer"), prepare=prepare, finish=finish)
+                targets=("odradek", "peer", "kafka"), prepare=prepare, finish=finish)
 
 
 def _latency_case(suite: Suite) -> Case:
@@ -387,7 +442,7 @@ def _latency_case(suite: Suite) -> Case:
                 "p99.9 ms": percentile(latencies, 0.999)}
 
     return Case(f"end-to-end latency at {s.latency_rate:,} records/s (100 B, acks=all, linger.ms=1)", run,
-                [("p50 ms", False), ("p99 ms", False), ("p99.9 ms", False)], targets=("odradek", "peer"))
+                [("p50 ms", False), ("p99 ms", False), ("p99.9 ms", False)], targets=("odradek", "peer", "kafka"))
 
 
 def _connections_case(suite: Suite, count: int) -> Case:
@@ -403,7 +458,7 @@ def _connections_case(suite: Suite, count: int) -> Case:
         return values
 
     name = f"scaling: {count} connection{'s' * (count > 1)} (1 producer{f' + {count - 1} idle' if count > 1 else ''})"
-    return Case(name, run, THROUGHPUT + [("RSS MiB", False)], targets=("odradek", "peer"),
+    return Case(name, run, THROUGHPUT + [("RSS MiB", False)], targets=("odradek", "peer", "kafka"),
                 repeats=suite.settings.scaling_repeats)
 
 

@@ -1,5 +1,7 @@
 """Starting and stopping the servers under test: Odradek, the peer (Tansu) and the null sink.
 
+(Apache Kafka itself is in `bench.kafka`.)
+
 Each runs as its own process on a free loopback port, with its output going to a log file (never a
 pipe that could fill up and stall it). A `Target` knows its bootstrap address, its process id (for
 RSS and py-spy) and whether it can create topics.
@@ -44,6 +46,13 @@ class Target:
     log_path: Path
     can_create_topics: bool = True
     cleanup: list[Path] = field(default_factory=list)
+    column: str = ""  # the table column its samples go to (default: its name), e.g. a durable twin's
+    warmup: bool = False  # run every case once, discarded, before measuring (a JVM's JIT)
+    stop_timeout: float = 10.0
+    details: dict = field(default_factory=dict)  # what the results JSON records about it (JVM flags)
+
+    def __post_init__(self) -> None:
+        self.column = self.column or self.name
 
     @property
     def pid(self) -> int:
@@ -58,11 +67,17 @@ class Target:
     def cpu_seconds(self) -> float | None:
         return cpu_seconds(self.pid)
 
+    def open_files(self) -> int | None:
+        try:
+            return len(os.listdir(f"/proc/{self.pid}/fd"))
+        except OSError:
+            return None
+
     def stop(self) -> None:
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
             try:
-                self.process.wait(timeout=10)
+                self.process.wait(timeout=self.stop_timeout)
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait(timeout=10)
@@ -125,7 +140,7 @@ def _spawn(cmd: list[str], log_path: Path, **kwargs) -> subprocess.Popen:
 
 
 def start_odradek(log_dir: Path, overrides: dict[str, str] | None = None,
-                  command: list[str] | None = None, name: str = "odradek") -> Target:
+                  command: list[str] | None = None, name: str = "odradek", column: str = "") -> Target:
     """`odradek serve` on a fresh data dir with its default durability, on an OS-chosen port.
 
     `command` replaces the launcher (default: this checkout's broker.cli under this interpreter),
@@ -145,10 +160,11 @@ def start_odradek(log_dir: Path, overrides: dict[str, str] | None = None,
     except TargetError:
         shutil.rmtree(data_dir, ignore_errors=True)
         raise
-    label = "Odradek (fresh data dir, default durability)"
+    durable = (overrides or {}).get("log.flush.before.acknowledge") == "true"
+    label = "Odradek (fresh data dir, " + ("log.flush.before.acknowledge=true)" if durable else "default durability)")
     if command:
         label += f", launched as `{' '.join(command)}`"
-    return Target(name, label, f"{host}:{port}", process, log_path, cleanup=[data_dir])
+    return Target(name, label, f"{host}:{port}", process, log_path, cleanup=[data_dir], column=column)
 
 
 def start_peer(log_dir: Path, attempts: int = 3) -> Target:

@@ -1,12 +1,15 @@
 """One client connection: Kafka's length-prefixed frames in, responses out in request order.
 
-A reader task takes frames off the socket and starts a task per request; a writer task sends the
-responses strictly in the order the requests arrived, all that are ready in one gather write
-(``sendmsg``), record file slices with ``os.sendfile``. Requests start one after another: request N+1
+A reader task takes frames off the socket and queues them; a runner task handles the queued requests
+one after another; a writer task sends the responses strictly in the order the requests arrived, all
+that are ready in one gather write (``sendmsg``), record file slices with ``os.sendfile``. Request N+1
 starts when request N has finished or has called ``RequestContext.release_order()`` — Produce does
-that once its batches are in the log, so pipelined produce requests share one fsync while their
-appends stay in order. At most ``MAX_IN_FLIGHT`` requests are pending per connection; past that the
-reader stops reading, so a client that does not read its responses only slows itself down.
+that when it has to wait (fsync, replicas) once its batches are in the log, so pipelined produce
+requests share one fsync while their appends stay in order. Releasing the order hands the queue to a
+fresh runner task, so a request costs a task of its own only when it waits while later ones go
+ahead (a task per request was most of the per-request cost of unbatched produce). At most
+``MAX_IN_FLIGHT`` requests are pending per connection; past that the reader stops reading, so a client
+that does not read its responses only slows itself down.
 
 A large frame's buffer grows as its bytes arrive (``FRAME_STEP`` at a time), so a declared size
 pins no memory by itself; ``RequestMemory`` bounds the bytes of requests read but not yet processed
@@ -18,6 +21,7 @@ version we do not serve (other than ApiVersions, KIP-511) close the connection, 
 
 from __future__ import annotations
 
+import collections
 import errno
 import logging
 import os
@@ -94,11 +98,11 @@ class CloseConnection(Exception):
 class _Slot:
     """One request's place in the response order."""
 
-    __slots__ = ("done", "parts", "started", "close_after")
+    __slots__ = ("done", "parts", "order_released", "close_after")
 
     def __init__(self):
         self.done = trio.Event()      # response (or its absence) is known
-        self.started = trio.Event()   # the next request may start
+        self.order_released = False   # the next request may start (its runner took the queue)
         self.parts: list[Any] | None = None
         self.close_after = False      # close the connection once this response is out
 
@@ -124,7 +128,7 @@ class RequestContext:
 
     def release_order(self):
         """Let the connection's next request start although this one is still running."""
-        self._slot.started.set()
+        self.connection._release_order(self._slot)
 
     def close_after_response(self):
         """Send this request's response, then close the connection (failed authentication)."""
@@ -174,7 +178,9 @@ class Connection:
         self._start = 0                         # first byte not yet handed out as a frame
         self._end = 0                           # end of the bytes received so far
         self._send_slots, self._receive_slots = trio.open_memory_channel[_Slot](MAX_IN_FLIGHT)
-        self._previous_started: trio.Event | None = None
+        self._queue: collections.deque = collections.deque()   # requests read, not started yet
+        self._runner_active = False   # a runner task is taking requests off _queue
+        self._nursery: trio.Nursery | None = None
         self._read_scope = trio.CancelScope()
         self._pending = 0    # requests read whose response is not written yet
         self._broken = False  # the socket failed: responses are dropped, requests still finish
@@ -191,6 +197,7 @@ class Connection:
     async def serve(self):
         try:
             async with trio.open_nursery() as nursery:
+                self._nursery = nursery
                 nursery.start_soon(self._write_loop, nursery.cancel_scope)
                 if self.idle_ms >= 0:
                     nursery.start_soon(self._idle_watchdog, nursery.cancel_scope)
@@ -315,12 +322,14 @@ class Connection:
 
     async def _read_loop(self, nursery: trio.Nursery):
         memory = self.broker.request_memory
+        send_slot = self._send_slots
         while True:
             try:
                 size = await self._read_size()
                 if size is None:
                     return
-                await memory.reserve(size)   # queued.max.request.bytes: wait for room
+                if memory.limit > 0:
+                    await memory.reserve(size)   # queued.max.request.bytes: wait for room
                 try:
                     frame = await self._read_frame(size)
                     if frame is None:
@@ -328,9 +337,10 @@ class Connection:
                         return
                     slot = _Slot()
                     self._pending += 1
-                    previous = self._previous_started
-                    self._previous_started = slot.started
-                    await self._send_slots.send(slot)   # blocks when MAX_IN_FLIGHT are pending
+                    try:
+                        send_slot.send_nowait(slot)
+                    except trio.WouldBlock:   # MAX_IN_FLIGHT are pending: wait for the writer
+                        await send_slot.send(slot)
                 except BaseException:
                     memory.release(size)
                     raise
@@ -341,14 +351,35 @@ class Connection:
                 return
             if self._muted_until:
                 await self._wait_unmuted()
-            nursery.start_soon(self._handle, frame, size, slot, previous, time.monotonic())
+            self._queue.append((frame, size, slot, time.monotonic()))
+            if not self._runner_active:
+                self._runner_active = True
+                nursery.start_soon(self._run_queue)
 
     # ----------------------------------------------------------------------------- processing
-    async def _handle(self, frame, size: int, slot: _Slot, previous: trio.Event | None,
-                      received: float):
+    async def _run_queue(self):
+        """Handle queued requests in order until the queue is empty or one releases the order
+        (then a fresh runner has taken the queue and this one only finishes its request)."""
+        queue = self._queue
+        while queue:
+            frame, size, slot, received = queue.popleft()
+            await self._handle(frame, size, slot, received)
+            if slot.order_released:
+                return
+        self._runner_active = False
+
+    def _release_order(self, slot: _Slot):
+        """Request `slot` lets the next ones start while it keeps running: hand the queue over."""
+        if slot.order_released:
+            return
+        slot.order_released = True
+        if self._queue:
+            self._nursery.start_soon(self._run_queue)
+        else:
+            self._runner_active = False   # the reader starts a runner for the next request
+
+    async def _handle(self, frame, size: int, slot: _Slot, received: float):
         try:
-            if previous is not None:
-                await previous.wait()
             if self._muted_until:
                 # Requests read before a quota throttle wait it out too: as in Kafka, where a
                 # throttled channel processes nothing more until the throttle time has passed.
@@ -362,7 +393,6 @@ class Connection:
             slot.parts = _CLOSE
         finally:
             self.broker.request_memory.release(size)
-            slot.started.set()
             slot.done.set()
 
     async def _process(self, frame, size: int, slot: _Slot, received: float):
@@ -421,7 +451,8 @@ class Connection:
                     slot = await self._receive_slots.receive()
                 except trio.EndOfChannel:
                     break
-            await slot.done.wait()
+            if not slot.done.is_set():
+                await slot.done.wait()
             ready = [slot]
             # Clients pipeline: every response already done behind this one goes out in the
             # same write (one syscall per burst, not per response), still in request order.
@@ -480,13 +511,24 @@ class Connection:
         await self._send_buffers(buffers)
 
     async def _send_buffers(self, buffers: list[Any]):
-        """sendmsg (gather write) of `buffers` until all of it is out."""
+        """sendmsg (gather write) of `buffers` until all of it is out.
+
+        The common case, a burst that fits one writev, is tried straight on the descriptor:
+        trio's sendmsg would add two scheduler round trips per burst; only a full socket
+        buffer waits for writability."""
         sock = self.stream.socket
         index = 0
         while index < len(buffers):
             chunk = buffers[index:index + _MAX_IOV]
             more = index + len(chunk) < len(buffers)   # the next sendmsg follows at once
-            sent = await sock.sendmsg(chunk, (), _MSG_MORE if more else 0)
+            if more:
+                sent = await sock.sendmsg(chunk, (), _MSG_MORE)
+            else:
+                try:
+                    sent = os.writev(self._fileno, chunk)
+                except BlockingIOError:
+                    await trio.lowlevel.wait_writable(sock)
+                    continue
             for buffer in chunk:
                 size = len(buffer)
                 if sent < size:

@@ -100,6 +100,10 @@ def _appends_inline(items) -> bool:
     return total <= INLINE_APPEND_BYTES
 
 
+INLINE_OPENS = 64    # new local partitions per image change whose logs are opened on the loop
+OPEN_CHUNK = 64      # logs opened per worker trip, then installed on the loop, past INLINE_OPENS
+
+
 class PartitionManager:
     def __init__(self, broker):
         self.broker = broker
@@ -108,6 +112,12 @@ class PartitionManager:
         self.durable_acks = broker.config["log.flush.before.acknowledge"]
         self._partitions: dict[tuple[str, int], Partition] = {}
         self._closed = False
+        # New local partitions past INLINE_OPENS in one image change: their logs are opened off
+        # the loop (`_open_queued`), installed in chunks; meanwhile they answer NOT_LEADER_OR_FOLLOWER.
+        self._opening: set[tuple[str, int]] = set()
+        self._open_queue: list[tuple[str, int]] = []
+        self._open_wanted = trio.Event()
+        self._opener_running = False
         from broker.replication.manager import ReplicaManager
         self.replication = ReplicaManager(broker, self)
 
@@ -215,22 +225,33 @@ class PartitionManager:
                     self.logs.delete_log(topic.name, index)
                 except StorageError:
                     log.exception("deleting log %s-%d failed", topic.name, index)
+        fresh = []   # partitions new to this broker
         for topic, partition in change.changed_partitions:
             key = (topic.name, partition.partition_id)
+            if key in self._opening:
+                continue   # its log is being opened: installed from the image of that moment
             state = self._partitions.get(key)
             if self.node_id not in partition.replicas:
                 if state is not None and state.topic_id == topic.topic_id:
                     self._drop_replica(state)   # reassigned away from this broker
                 continue
             if state is None or state.topic_id != topic.topic_id:
-                opened = self._open_log(topic, partition, new)
-                self._install(topic, partition, opened)
+                fresh.append((topic, partition))
             else:
                 state.leader = partition.leader
                 state.leader_epoch = partition.leader_epoch
                 state.isr = tuple(partition.isr)
                 self.replication.on_partition(state, partition)
                 state.wake()
+        if len(fresh) > INLINE_OPENS and self._opener_running:
+            for topic, partition in fresh:
+                key = (topic.name, partition.partition_id)
+                self._opening.add(key)
+                self._open_queue.append(key)
+            self._open_wanted.set()
+        else:
+            for topic, partition in fresh:
+                self._install(topic, partition, self._open_log(topic, partition, new))
         if change.old.broker_configs != new.broker_configs:
             self.broker.config.set_dynamic(new.broker_configs.get("", {}),
                                            new.broker_configs.get(str(self.node_id), {}))
@@ -243,6 +264,74 @@ class PartitionManager:
             for state in self._partitions.values():
                 if state.topic == name:
                     state.min_insync_replicas = self._min_insync_replicas(name)
+
+    async def _open_queued(self) -> None:
+        """Open the logs of partitions queued by a large image change (a CreateTopics of
+        thousands, a reassignment) in a worker thread, OPEN_CHUNK at a time, and install each
+        chunk on the loop: creating thousands of logs (directories, files) must not hold it."""
+        self._opener_running = True
+        try:
+            while True:
+                await self._open_wanted.wait()
+                self._open_wanted = trio.Event()
+                while self._open_queue and not self._closed:
+                    chunk = self._open_queue[:OPEN_CHUNK]
+                    del self._open_queue[:OPEN_CHUNK]
+                    wanted = self._placed_here(chunk)
+                    image = self.broker.image
+                    opened = await self.broker.run_blocking(self._open_logs, wanted, image)
+                    self._install_opened(opened)
+                    await trio.lowlevel.checkpoint()
+        finally:
+            self._opener_running = False
+
+    def _placed_here(self, keys) -> list:
+        """(topic, partition) images of `keys` the current image still places on this broker."""
+        image = self.broker.image
+        placed = []
+        for name, index in keys:
+            topic = image.topics.get(name)
+            partition = topic.partitions.get(index) if topic is not None else None
+            if partition is not None and self.node_id in partition.replicas:
+                placed.append((topic, partition))
+            else:
+                self._opening.discard((name, index))   # deleted or moved before we got to it
+        return placed
+
+    def _open_logs(self, wanted, image) -> list:
+        """(topic, partition, log) for each of `wanted` (a worker thread); a log that cannot be
+        opened is left out (its partition is unserved here, as when its log dir failed)."""
+        opened = []
+        for topic, partition in wanted:
+            try:
+                opened.append((topic, partition, self._open_log(topic, partition, image)))
+            except (StorageError, OSError):
+                log.exception("opening the log of %s-%d failed", topic.name, partition.partition_id)
+                self._opening.discard((topic.name, partition.partition_id))
+        return opened
+
+    def _install_opened(self, opened) -> None:
+        if self._closed:
+            return
+        image = self.broker.image
+        for topic, partition, opened_log in opened:
+            key = (topic.name, partition.partition_id)
+            self._opening.discard(key)
+            current_topic = image.topics.get(topic.name)
+            current = current_topic.partitions.get(key[1]) if current_topic is not None else None
+            if current is None or current_topic.topic_id != topic.topic_id \
+                    or self.node_id not in current.replicas:
+                # Changed while its log was opened: deleted (or recreated under a new id).
+                try:
+                    self.logs.delete_log(*key)
+                except StorageError:
+                    log.exception("deleting log %s-%d failed", *key)
+                if current is not None and self.node_id in current.replicas:
+                    self._opening.add(key)
+                    self._open_queue.append(key)
+                    self._open_wanted.set()
+                continue
+            self._install(current_topic, current, opened_log)
 
     def _drop_replica(self, state: Partition) -> None:
         """This broker is no longer a replica (a completed reassignment): stop and delete the log."""
@@ -361,6 +450,7 @@ class PartitionManager:
         self.broker.replication_nursery = nursery
         self.replication.start(nursery)
         nursery.start_soon(self._maintenance_loop)
+        nursery.start_soon(self._open_queued)
 
     async def _maintenance_loop(self) -> None:
         """Storage housekeeping (flush.ms, retention, delayed deletes) and checkpoints, off the loop."""

@@ -19,14 +19,18 @@ CLEAN_SHUTDOWN = ".kafka_cleanshutdown"
 _VERSION = 0
 
 
-def write_atomically(path: str, text: str) -> None:
+def write_atomically(path: str, text: str, sync: bool = True) -> None:
+    """Replace `path` by `text` (write a temporary file, rename it over); sync=False leaves the
+    fsyncs to a caller that syncs the whole filesystem afterwards."""
     tmp = path + ".tmp"
     with open(tmp, "w", encoding="utf-8") as f:
         f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
+        if sync:
+            f.flush()
+            os.fsync(f.fileno())
     os.replace(tmp, path)
-    fsync_dir(os.path.dirname(path) or ".")
+    if sync:
+        fsync_dir(os.path.dirname(path) or ".")
 
 
 def fsync_dir(directory: str) -> None:
@@ -95,9 +99,9 @@ def read_offsets(path: str) -> dict[tuple[str, int], int]:
     return out
 
 
-def write_leader_epochs(path: str, epochs: list[tuple[int, int]]) -> None:
+def write_leader_epochs(path: str, epochs: list[tuple[int, int]], sync: bool = True) -> None:
     lines = [str(_VERSION), str(len(epochs))] + [f"{e} {s}" for e, s in epochs]
-    write_atomically(path, "\n".join(lines) + "\n")
+    write_atomically(path, "\n".join(lines) + "\n", sync)
 
 
 def read_leader_epochs(path: str) -> list[tuple[int, int]]:

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import threading
+
 from storage import checkpoints
 
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
@@ -13,17 +15,32 @@ class LeaderEpochCache:
         """`path` None keeps the cache in memory only (the replication simulation)."""
         self.path = path
         self.entries: list[tuple[int, int]] = checkpoints.read_leader_epochs(path) if path else []
+        self.unwritten = False               # entries newer than the file (assign(write=False))
+        self._file_lock = threading.Lock()   # one writer at a time; the last one writes the latest
 
     @property
     def latest(self) -> int:
         return self.entries[-1][0] if self.entries else -1
 
-    def assign(self, epoch: int, start_offset: int) -> None:
-        """A batch of `epoch` was appended at `start_offset`; only a newer epoch is news."""
+    def assign(self, epoch: int, start_offset: int, write: bool = True) -> None:
+        """A batch of `epoch` was appended at `start_offset`; only a newer epoch is news.
+
+        write=False keeps the news in memory for `write_unwritten` (off the event loop, many
+        partitions at once); the log writes it before it makes any record durable."""
         if self.entries and epoch <= self.entries[-1][0]:
             return
         self.entries.append((epoch, start_offset))
-        self._write()
+        if write:
+            self._write()
+        else:
+            self.unwritten = True
+
+    def write_unwritten(self, sync: bool = True) -> bool:
+        """Write what assign(write=False) kept in memory; True if there was something."""
+        if not self.unwritten:
+            return False
+        self._write(sync)
+        return True
 
     def truncate_from(self, end_offset: int) -> None:
         """The log now ends at end_offset: epochs starting there or later are gone."""
@@ -65,6 +82,15 @@ class LeaderEpochCache:
                 return start
         return None
 
-    def _write(self) -> None:
-        if self.path:
-            checkpoints.write_leader_epochs(self.path, self.entries)
+    def _write(self, sync: bool = True) -> None:
+        if not self.path:
+            self.unwritten = False
+            return
+        with self._file_lock:
+            # Cleared before the copy: an entry added meanwhile sets it again, for the next write.
+            self.unwritten = False
+            try:
+                checkpoints.write_leader_epochs(self.path, list(self.entries), sync)
+            except BaseException:
+                self.unwritten = True
+                raise

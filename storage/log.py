@@ -513,6 +513,12 @@ class Log(LogReads, LogRetention, LogTruncation):
     def flush(self, up_to: int | None = None) -> None:
         """fsync everything below `up_to` (default: the log end) and advance the
         recovery point.  The fsync itself runs without the partition lock."""
+        # The records made durable here must not outlive their leader epoch's checkpoint entry.
+        try:
+            self.epochs.write_unwritten()
+        except OSError as exc:
+            with self._lock:
+                raise self._go_offline(exc) from exc
         with self._lock:
             self._check_online()
             target = self.log_end_offset if up_to is None else min(up_to, self.log_end_offset)
@@ -605,6 +611,7 @@ class Log(LogReads, LogRetention, LogTruncation):
     def close_clean(self, sync: bool = True) -> None:
         """Snapshot producer state at the log end so the next start replays nothing
         (sync=False when the caller syncs the whole filesystem afterwards)."""
+        self.epochs.write_unwritten(sync)
         with self._lock:
             self.producer_state.map_end_offset = self.log_end_offset
             self.producer_state.take_snapshot(sync)

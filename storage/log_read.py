@@ -26,11 +26,18 @@ class LogReads:
     def latest_epoch(self) -> int:
         return self.epochs.latest
 
-    def assign_epoch_start(self, epoch: int) -> None:
+    def assign_epoch_start(self, epoch: int, write: bool = True) -> None:
         """Becoming leader for `epoch` starts it at the log end (Kafka's maybeAssignEpochStartOffset),
-        so OffsetForLeaderEpoch answers it before the first append of the epoch."""
+        so OffsetForLeaderEpoch answers it before the first append of the epoch. write=False leaves
+        the checkpoint file to `write_epochs` (a broker becoming leader of thousands of partitions
+        at once must not fsync a file per partition on its event loop)."""
         with self._lock:
-            self.epochs.assign(epoch, self.log_end_offset)
+            self.epochs.assign(epoch, self.log_end_offset, write=write)
+
+    def write_epochs(self, sync: bool = True) -> bool:
+        """Write the leader-epoch checkpoint if `assign_epoch_start(write=False)` left it behind
+        (the file write happens outside the log's lock: appends do not wait for it)."""
+        return self.epochs.write_unwritten(sync)
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         """OffsetForLeaderEpoch: (largest known epoch <= epoch, its end offset), or (-1, -1)."""

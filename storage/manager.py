@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import logging
 import os
 import shutil
@@ -49,7 +50,7 @@ class LogManager:
         self.handles = OpenFiles(max_open_files or _default_open_segments())
         self._lock = threading.RLock()
         self._logs: dict[tuple[str, int], Log] = {}
-        self._dir_of: dict[tuple[str, int], str] = {}
+        self._dir_of = _LogDirs()
         self._topic_overrides: dict[str, dict[str, Any]] = {}
         self._pending_dir_deletes: list[tuple[int, str]] = []
         self.had_clean_shutdown: dict[str, bool] = {}
@@ -203,10 +204,7 @@ class LogManager:
         online = [d for d in self.log_dirs if d not in self.offline_dirs]
         if not online:
             raise KafkaStorageError("every log dir is offline")
-        counts = {d: 0 for d in online}
-        for d in self._dir_of.values():
-            if d in counts:
-                counts[d] += 1
+        counts = self._dir_of.counts
         return min(online, key=lambda d: counts[d])
 
     def logs(self) -> dict[tuple[str, int], Log]:
@@ -388,3 +386,28 @@ class LogManager:
             for log in self._logs.values():
                 log.close()
             self._logs.clear()
+
+
+class _LogDirs(dict):
+    """(topic, partition) -> its log dir, with the number of logs per dir kept up to date: placing
+    a new log costs O(dirs), not a count over every log (quadratic when creating thousands)."""
+
+    def __init__(self):
+        super().__init__()
+        self.counts: collections.Counter = collections.Counter()
+
+    def __setitem__(self, key, log_dir):
+        previous = self.get(key)
+        if previous is not None:
+            self.counts[previous] -= 1
+        super().__setitem__(key, log_dir)
+        self.counts[log_dir] += 1
+
+    def __delitem__(self, key):
+        self.counts[self[key]] -= 1
+        super().__delitem__(key)
+
+    def pop(self, key, *default):
+        if key in self:
+            self.counts[self[key]] -= 1
+        return super().pop(key, *default)

@@ -39,8 +39,25 @@ def broker_entries(ctx, image, listener_name: str) -> list:
     return out
 
 
+# topic name -> (its TopicImage, the live brokers, its partition entries): images are immutable,
+# so a topic's entries are built once per change, not for every full Metadata answer (at 10,000
+# partitions building them was a large part of each answer, on the event loop).
+_entries_cache: dict[str, tuple] = {}
+
+
 def partition_entries(image, topic) -> list:
-    live = {b.broker_id for b in image.brokers.values() if not b.fenced}
+    live = frozenset(b.broker_id for b in image.brokers.values() if not b.fenced)
+    cached = _entries_cache.get(topic.name)
+    if cached is not None and cached[0] is topic and cached[1] == live:
+        return cached[2]
+    out = _build_partition_entries(topic, live)
+    if len(_entries_cache) > 2 * len(image.topics) + 64:
+        _entries_cache.clear()   # deleted topics: let their entries go
+    _entries_cache[topic.name] = (topic, live, out)
+    return out
+
+
+def _build_partition_entries(topic, live) -> list:
     out = []
     for index in sorted(topic.partitions):
         partition = topic.partitions[index]

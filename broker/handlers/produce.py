@@ -147,8 +147,10 @@ async def _append_and_acknowledge(ctx, acks, results, to_append, timeout_ms):
         appended.append((partition, outcome, answer, len(records)))
 
     # The batches are in the log in request order: the connection's next request may go ahead
-    # (its appends queue behind these) while these wait for durability.
-    ctx.release_order()
+    # (its appends queue behind these) while these wait for durability or the replicas. Without
+    # such a wait the rest is immediate, and keeping the order spares the connection a task.
+    if acks == -1 or partitions.durable_acks:
+        ctx.release_order()
     try:
         await partitions.acknowledge_many([(p, result) for p, result, _, _ in appended])
     except StorageError as exc:

@@ -25,6 +25,7 @@ import trio
 from protocol import ErrorCode
 
 from .acks import acks_all_outcome
+from .epoch_checkpoints import EpochCheckpointWriter
 from .leader import LeaderState
 
 log = logging.getLogger("odradek.replication")
@@ -47,6 +48,7 @@ class ReplicaManager:
         self.fetchers = None          # FetcherPool, once started
         self.isr_updates = None       # IsrUpdates, once started
         self._isr_check = trio.Event()
+        self.epoch_checkpoints = EpochCheckpointWriter(broker)
 
     # ------------------------------------------------------------------------------ leadership
     def on_partition(self, partition, image_partition) -> None:
@@ -75,7 +77,8 @@ class ReplicaManager:
             # where the log ends once it is done (the fetcher calls epoch_start_after_io).
             partition.deferred_epoch_start = True
         else:
-            log_.assign_epoch_start(image_partition.leader_epoch)
+            log_.assign_epoch_start(image_partition.leader_epoch, write=False)
+            self.epoch_checkpoints.write_later(log_)
         if len(image_partition.replicas) <= 1:
             # One replica: everything in the log is committed.
             log_.set_high_watermark(log_.log_end_offset)
@@ -107,7 +110,8 @@ class ReplicaManager:
         partition.deferred_epoch_start = False
         state = partition.replica_state
         if state is not None:
-            partition.log.assign_epoch_start(state.leader_epoch)
+            partition.log.assign_epoch_start(state.leader_epoch, write=False)
+            self.epoch_checkpoints.write_later(partition.log)
             state.epoch_start_offset = partition.log.log_end_offset
             self._advance(partition)
 
@@ -280,6 +284,7 @@ class ReplicaManager:
             if image_partition is not None and image_partition.leader != self.node_id:
                 self._become_follower(partition, image_partition)
         nursery.start_soon(self._isr_loop)
+        nursery.start_soon(self.epoch_checkpoints.run)
 
     async def _isr_loop(self) -> None:
         """Kafka's isr-expiration task (every replica.lag.time.max.ms / 2) plus prompt expansion."""

@@ -26,7 +26,7 @@ def test_send_buffers_writes_everything_in_order_through_partial_writes():
                 await trio.sleep(0)
 
         with left, right:
-            fake = SimpleNamespace(stream=SimpleNamespace(socket=left))
+            fake = SimpleNamespace(stream=SimpleNamespace(socket=left), _fileno=left.fileno())
             with trio.fail_after(20):
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(read_slowly)

@@ -21,8 +21,11 @@ class FakeLog:
     def set_high_watermark(self, offset):
         self.high_watermark = min(offset, self.log_end_offset)
 
-    def assign_epoch_start(self, epoch):
+    def assign_epoch_start(self, epoch, write=True):
         self.epochs.append((epoch, self.log_end_offset))
+
+    def write_epochs(self, sync=True):
+        return False
 
 
 class FakePartitions:

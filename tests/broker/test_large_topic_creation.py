@@ -1,0 +1,44 @@
+"""A topic of many partitions: their logs are opened off the event loop, in chunks, after the
+CreateTopics answer; until a partition's log is open it answers NOT_LEADER_OR_FOLLOWER (a client
+retries), then it takes records. Deleting or recreating the topic meanwhile leaves no stray log."""
+
+import time
+
+from protocol import ErrorCode, messages
+
+from broker.partitions import INLINE_OPENS
+from tests.broker.raw_client import batch
+
+PARTITIONS = INLINE_OPENS * 3 + 5
+
+
+def _produce_until_accepted(client, topic, partition, deadline):
+    while True:
+        answer = client.produce(topic, partition, batch([b"x"]), acks=1)
+        if answer.error_code != ErrorCode.NOT_LEADER_OR_FOLLOWER or time.monotonic() > deadline:
+            return answer
+        time.sleep(0.05)
+
+
+def test_every_partition_of_a_large_topic_takes_records(client, broker):
+    assert client.create_topic("wide", PARTITIONS).error_code == 0
+    deadline = time.monotonic() + 60
+    for partition in range(PARTITIONS):
+        answer = _produce_until_accepted(client, "wide", partition, deadline)
+        assert (answer.error_code, answer.base_offset) == (0, 0), partition
+    assert client.list_offset("wide", PARTITIONS - 1, -1).offset == 1
+
+
+def test_deleting_and_recreating_while_logs_open(client, broker):
+    assert client.create_topic("churn", PARTITIONS).error_code == 0
+    D = messages.DeleteTopicsRequest
+    deleted = client.request(20, 4, D(topic_names=["churn"], timeout_ms=5000))
+    assert deleted.responses[0].error_code == 0
+    assert client.create_topic("churn", 2).error_code == 0
+    deadline = time.monotonic() + 60
+    for partition in range(2):
+        answer = _produce_until_accepted(client, "churn", partition, deadline)
+        assert (answer.error_code, answer.base_offset) == (0, 0), partition
+    # the partitions of the deleted incarnation are gone, none was installed
+    answer = client.produce("churn", PARTITIONS - 1, batch([b"x"]), acks=1)
+    assert answer.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
