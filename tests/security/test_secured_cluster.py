@@ -1,6 +1,6 @@
 """A 3-node cluster with every listener secured, in real processes, with certificates made here.
 
-Each node (broker and controller) listens on
+Each node (broker and controller; with -m slow also dedicated controllers + brokers) listens on
 - CLIENT (SASL_SSL, PLAIN and SCRAM-SHA-256) for clients,
 - INTERNAL (SSL, client certificates required: mTLS) for replica fetches and inter-broker requests
   (``inter.broker.listener.name``),
@@ -77,8 +77,8 @@ def _client_properties(pki, user: str, password: str, mechanism: str = "PLAIN") 
 class SecuredCluster(Cluster):
     """The harness's cluster, observed over the secured listeners."""
 
-    def __init__(self, root, pki):
-        super().__init__(root, 3, overrides=_settings(pki))
+    def __init__(self, root, pki, topology: str = "combined"):
+        super().__init__(root, 3, topology, overrides=_settings(pki))
         self.pki = pki
         self.admin_security = ClientSecurity.from_properties(
             _client_properties(pki, "admin", "admin-secret"))
@@ -86,10 +86,14 @@ class SecuredCluster(Cluster):
             _client_properties(pki, "broker", BROKER_SECRET))
         self.internal_ports = {}
         for node in self.nodes.values():
-            internal = self.internal_ports[node.node_id] = free_port()
-            node.settings["listeners"] = (f"CLIENT://127.0.0.1:{node.port},"
-                                          f"INTERNAL://127.0.0.1:{internal},"
-                                          f"CONTROLLER://127.0.0.1:{node.controller_port}")
+            listeners = []
+            if node.is_broker:
+                internal = self.internal_ports[node.node_id] = free_port()
+                listeners += [f"CLIENT://127.0.0.1:{node.port}",
+                              f"INTERNAL://127.0.0.1:{internal}"]
+            if node.is_controller:
+                listeners.append(f"CONTROLLER://127.0.0.1:{node.controller_port}")
+            node.settings["listeners"] = ",".join(listeners)
 
     def connect(self, address, security) -> BrokerConnection:
         return BrokerConnection(*address, security=security, timeout=30)
@@ -126,10 +130,12 @@ class SecuredCluster(Cluster):
         return last
 
 
-@pytest.fixture(scope="module")
-def secured_cluster(tmp_path_factory):
-    root = tmp_path_factory.mktemp("secured-cluster")
-    cluster = SecuredCluster(root, make_pki(root / "pki"))
+@pytest.fixture(scope="module", params=["combined", pytest.param("split", marks=pytest.mark.slow)])
+def secured_cluster(request, tmp_path_factory):
+    """combined: 3 × broker+controller; split (-m slow): 3 dedicated controllers and 3 brokers
+    that reach the controller listener as clients only (its protocol from the map)."""
+    root = tmp_path_factory.mktemp(f"secured-{request.param}")
+    cluster = SecuredCluster(root, make_pki(root / "pki"), request.param)
     with running_cluster(root, cluster=cluster, timeout=120) as running:
         yield running
 
@@ -157,22 +163,23 @@ def test_quorum_and_registration_over_secured_listeners(secured_cluster):
     quorum = secured_cluster.describe_quorum()
     partition = quorum.topics[0].partitions[0]
     assert partition.leader_id in secured_cluster.controllers
-    assert {v.replica_id for v in partition.current_voters} == {1, 2, 3}
+    assert {v.replica_id for v in partition.current_voters} == set(secured_cluster.controllers)
     # every voter fetches the metadata log from the leader: its end offset is known and recent
     assert all(v.log_end_offset >= 0 for v in partition.current_voters)
     for node_id in secured_cluster.brokers:
         brokers = secured_cluster.metadata(node_id).brokers
-        assert sorted(b.node_id for b in brokers) == [1, 2, 3]
+        assert sorted(b.node_id for b in brokers) == secured_cluster.brokers
         # clients are told about CLIENT only (the listener they came in on)
-        assert {b.port for b in brokers} == {n.port for n in secured_cluster.nodes.values()}
+        assert {b.port for b in brokers} == {secured_cluster.nodes[n].port
+                                             for n in secured_cluster.brokers}
 
 
 def test_nodes_without_credentials_get_nothing(secured_cluster):
     pki = secured_cluster.pki
-    node = secured_cluster.nodes[1]
+    broker, controller = secured_cluster.brokers[0], secured_cluster.controllers[0]
     # INTERNAL requires a client certificate
     context = ssl.create_default_context(cafile=pki.path("ca.pem"))
-    with socket.create_connection(("127.0.0.1", secured_cluster.internal_ports[1]), 10) as raw:
+    with socket.create_connection(("127.0.0.1", secured_cluster.internal_ports[broker]), 10) as raw:
         with pytest.raises((ssl.SSLError, ConnectionError, OSError)):
             with context.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
                 tls.sendall(b"\x00\x00\x00\x00")
@@ -181,7 +188,8 @@ def test_nodes_without_credentials_get_nothing(secured_cluster):
     # CONTROLLER refuses a wrong password
     wrong = ClientSecurity.from_properties(_client_properties(pki, "broker", "guess"))
     with pytest.raises(Exception, match="SASL_AUTHENTICATION_FAILED|Authentication failed"):
-        secured_cluster.connect(("127.0.0.1", node.controller_port), wrong)
+        secured_cluster.connect(
+            ("127.0.0.1", secured_cluster.nodes[controller].controller_port), wrong)
 
 
 def test_replica_fetch_needs_cluster_action(secured_cluster):
@@ -190,7 +198,8 @@ def test_replica_fetch_needs_cluster_action(secured_cluster):
     cluster = secured_cluster
     topic = f"fetch-{uuid.uuid4().hex[:8]}"
     C = m.CreateTopicsRequest
-    connection = cluster.connect(cluster.nodes[1].address, cluster.admin_security)
+    first = cluster.brokers[0]
+    connection = cluster.connect(cluster.nodes[first].address, cluster.admin_security)
     try:
         _, created = connection.request(19, C(topics=[C.CreatableTopic(
             name=topic, num_partitions=1, replication_factor=3)], timeout_ms=30000),
@@ -199,7 +208,7 @@ def test_replica_fetch_needs_cluster_action(secured_cluster):
         connection.close()
     assert created.topics[0].error_code == 0
     leader = cluster.wait_until(lambda: max(
-        cluster.metadata(1, [topic]).topics[0].partitions[0].leader_id, 0), 30, "a leader")
+        cluster.metadata(first, [topic]).topics[0].partitions[0].leader_id, 0), 30, "a leader")
     R = m.FetchRequest
     follower = next(n for n in cluster.brokers if n != leader)
     body = lambda v: R(replica_id=follower, max_wait_ms=0, min_bytes=0, max_bytes=1024,
@@ -289,9 +298,9 @@ def test_clients_produce_acks_all_rf3_and_consume_over_sasl_ssl(secured_cluster,
     # followers caught up over mTLS: every replica of every partition is in sync
     metadata = cluster.metadata(cluster.brokers[0], [topic])
     for partition in metadata.topics[0].partitions:
-        assert sorted(partition.replica_nodes) == [1, 2, 3]
+        assert sorted(partition.replica_nodes) == cluster.brokers
     cluster.wait_until(lambda: all(
-        sorted(p.isr_nodes) == [1, 2, 3]
+        sorted(p.isr_nodes) == cluster.brokers
         for p in cluster.metadata(cluster.brokers[0], [topic]).topics[0].partitions),
         60, "every replica in sync")
 
