@@ -323,3 +323,67 @@ def test_clients_produce_acks_all_rf3_and_consume_over_sasl_ssl(secured_cluster,
         assert set(values) <= java_values
     finally:
         client.close()
+
+
+def test_transactions_write_markers_across_brokers(secured_cluster):
+    """A transactional producer (non-super user alice) commits to partitions led by several
+    brokers: the coordinator's WriteTxnMarkers go over INTERNAL with its certificate principal
+    (a super user: CLUSTER_ACTION), and read_committed consumers see the committed records only."""
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    cluster, pki = secured_cluster, secured_cluster.pki
+    topic, txn = f"txn-{uuid.uuid4().hex[:8]}", f"tx-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap, "security.protocol": "SASL_SSL",
+                         "sasl.mechanism": "PLAIN", "sasl.username": "admin",
+                         "sasl.password": "admin-secret", "ssl.ca.location": pki.path("ca.pem")})
+    admin.create_topics([NewTopic(topic, 3, 3)])[topic].result(60)
+    cluster.wait_until(lambda: len({p.leader_id for p in cluster.metadata(
+        cluster.brokers[0], [topic]).topics[0].partitions} - {-1}) >= 2, 30,
+        "partitions led by more than one broker")
+    _admin_run(cluster, "users", "scram", "set", "alice", "--mechanism", "SCRAM-SHA-256",
+               "--password", "alice-scram")
+    _admin_run(cluster, "acls", "create", "--allow-principal", "User:alice", "--producer",
+               "--topic", topic, "--transactional-id", txn)
+    _admin_run(cluster, "acls", "create", "--allow-principal", "User:alice", "--operation", "Read",
+               "--topic", topic)
+    alice = {"bootstrap.servers": cluster.bootstrap, "security.protocol": "SASL_SSL",
+             "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": "alice",
+             "sasl.password": "alice-scram", "ssl.ca.location": pki.path("ca.pem")}
+
+    def committed_transaction():
+        producer = confluent_kafka.Producer({**alice, "transactional.id": txn,
+                                             "transaction.timeout.ms": 30000})
+        try:
+            producer.init_transactions(30)
+            producer.begin_transaction()
+            for partition in range(3):
+                producer.produce(topic, b"aborted", partition=partition)
+            producer.abort_transaction(30)
+            producer.begin_transaction()
+            for partition in range(3):
+                producer.produce(topic, b"committed-%d" % partition, partition=partition)
+            producer.commit_transaction(30)
+            return True
+        except confluent_kafka.KafkaException as exc:   # ACLs still reaching a broker: retry
+            print("transaction attempt failed:", exc)
+            return False
+    cluster.wait_until(committed_transaction, 120, "alice's transaction to commit")
+
+    consumer = confluent_kafka.Consumer({**alice, "group.id": f"g-{uuid.uuid4().hex[:6]}",
+                                         "isolation.level": "read_committed",
+                                         "enable.auto.commit": False})
+    consumer.assign([confluent_kafka.TopicPartition(topic, p, confluent_kafka.OFFSET_BEGINNING)
+                     for p in range(3)])
+    got = []
+    try:
+        for _ in range(240):
+            message = consumer.poll(0.5)
+            if message is not None and not message.error():
+                got.append(message.value())
+            if len(set(got)) == 3:
+                break
+    finally:
+        consumer.close()
+    assert b"aborted" not in got
+    assert set(got) == {b"committed-0", b"committed-1", b"committed-2"}
