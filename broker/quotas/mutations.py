@@ -19,10 +19,9 @@ STRICT_SINCE = {19: 6, 37: 3, 20: 5}
 class MutationQuota:
     def __init__(self, ctx, header):
         self.ctx = ctx
-        # On a controller (ctx.broker is None) the request was forwarded by a broker that charged
-        # the quota already.
-        quotas = getattr(ctx.broker, "quotas", None)
-        self.manager = quotas.controller_mutation if quotas is not None else None
+        # On a controller running a forwarded request there is no broker: the broker that took the
+        # request charged its quota already.
+        self.manager = ctx.broker.quotas.controller_mutation if ctx.broker is not None else None
         self.enabled = self.manager is not None and self.manager.enabled
         self.strict = header.api_version >= STRICT_SINCE[header.api_key]
         self.user, self.client_id = identity(ctx) if self.enabled else ("", "")
