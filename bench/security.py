@@ -1,7 +1,7 @@
 """TLS and SASL_SSL next to PLAINTEXT on one Odradek, in one run: produce and consume throughput
 (librdkafka) and handshake rate (connections/s).
 
-    python -m bench.security [--seconds 5] [--record-size 1024] [--json PATH]
+    python -m bench.security [--seconds 5] [--rounds 3] [--record-size 1024] [--json PATH]
 
 One ``odradek serve`` process gets three listeners (PLAINTEXT, SSL, SASL_SSL with SCRAM-SHA-256) and
 certificates made for the run; each workload runs against each listener in turn, so the ratios
@@ -86,42 +86,79 @@ def handshake_rate(port: int, listener: str, pki, seconds: float) -> float:
     return count / (time.monotonic() - started)
 
 
-def run(seconds: float, record_size: int, only=None) -> dict:
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time the process used so far (from /proc: load-independent cost)."""
+    with open(f"/proc/{pid}/stat") as handle:
+        fields = handle.read().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _median(values):
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
+def run(seconds: float, record_size: int, only=None, rounds: int = 3) -> dict:
+    """`rounds` rounds, each running every listener's workloads in turn (so a burst of load from
+    elsewhere hits every listener alike); each figure is the median over the rounds. Besides
+    throughput, the broker's own CPU time per MB moved: a cost that the machine's load barely
+    changes, unlike wall-clock throughput on a shared machine."""
     from broker.admin.client import KafkaClient
     from broker.admin.users import set_credential
     from broker.security.pki import make_pki
     directory = tempfile.mkdtemp(prefix="odradek-bench-security-")
+    load_before = os.getloadavg()[0]
     try:
         pki = make_pki(os.path.join(directory, "pki"))
         process, ports = start_broker(directory, pki)
         try:
             with KafkaClient(f"127.0.0.1:{ports['PLAINTEXT']}") as client:
                 set_credential(client, SCRAM_USER, "SCRAM-SHA-256", SCRAM_PASSWORD, 4096)
+            listeners = {name: config for name, config in client_configs(pki).items()
+                         if not only or name in only}
+            samples = {name: [] for name in listeners}
+            for round_number in range(rounds):
+                for listener, config in listeners.items():
+                    samples[listener].append(_one_round(process.pid, ports[listener], listener,
+                                                        config, record_size, seconds,
+                                                        round_number))
             results = {}
-            for listener, config in client_configs(pki).items():
-                if only and listener not in only:
-                    continue
-                bootstrap = f"127.0.0.1:{ports[listener]}"
-                topic = f"bench-{listener.lower()}"
-                produced = workloads.produce(bootstrap, topic, record_size, seconds, config,
-                                             time.time() + 0.5)
-                consumed = workloads.consume(bootstrap, topic, {0: produced["records"]},
-                                             record_size, time.time() + 0.5, 120,
-                                             {**config, "group.id": f"bench-{listener}"})
-                results[listener] = {
-                    "produce_mb_s": produced["bytes"] / (produced["end"] - produced["start"]) / 1e6,
-                    "consume_mb_s": consumed["bytes"] / (consumed["end"] - consumed["start"]) / 1e6,
-                    "errors": produced["errors"] + consumed["errors"],
-                    "handshakes_per_s": handshake_rate(ports[listener], listener, pki,
-                                                       min(seconds, 3)),
-                }
-            return {"record_size": record_size, "seconds": seconds, "listeners": results,
-                    "ktls": ktls_status()}
+            for listener, rows in samples.items():
+                results[listener] = {key: _median([row[key] for row in rows]) for key in rows[0]}
+                results[listener]["errors"] = sum(row["errors"] for row in rows)
+                results[listener]["handshakes_per_s"] = handshake_rate(
+                    ports[listener], listener, pki, min(seconds, 3))
+            return {"record_size": record_size, "seconds": seconds, "rounds": rounds,
+                    "listeners": results, "samples": samples, "ktls": ktls_status(),
+                    "load_average": (load_before, os.getloadavg()[0])}
         finally:
             process.terminate()
             process.wait(30)
     finally:
         shutil.rmtree(directory, ignore_errors=True)
+
+
+def _one_round(pid: int, port: int, listener: str, config: dict, record_size: int,
+               seconds: float, round_number: int) -> dict:
+    bootstrap = f"127.0.0.1:{port}"
+    topic = f"bench-{listener.lower()}-{round_number}"
+    cpu = cpu_seconds(pid)
+    produced = workloads.produce(bootstrap, topic, record_size, seconds, config, time.time() + 0.5)
+    produce_cpu, cpu = cpu_seconds(pid) - cpu, cpu_seconds(pid)
+    consumed = workloads.consume(bootstrap, topic, {0: produced["records"]}, record_size,
+                                 time.time() + 0.5, 120,
+                                 {**config, "group.id": f"bench-{listener}-{round_number}"})
+    consume_cpu = cpu_seconds(pid) - cpu
+    produced_mb, consumed_mb = produced["bytes"] / 1e6, consumed["bytes"] / 1e6
+    return {
+        "produce_mb_s": produced_mb / (produced["end"] - produced["start"]),
+        "consume_mb_s": consumed_mb / (consumed["end"] - consumed["start"]),
+        # broker CPU ms per MB (includes the 0.5 s idle lead-in: a few ms)
+        "produce_cpu_ms_per_mb": 1000 * produce_cpu / max(produced_mb, 1e-9),
+        "consume_cpu_ms_per_mb": 1000 * consume_cpu / max(consumed_mb, 1e-9),
+        "errors": produced["errors"] + consumed["errors"],
+    }
 
 
 def ktls_status() -> str:
@@ -140,14 +177,27 @@ def ktls_status() -> str:
 def report(result: dict) -> str:
     rows = result["listeners"]
     base = rows.get("PLAINTEXT") or next(iter(rows.values()))
-    lines = [f"record size {result['record_size']} B, {result['seconds']:g} s per workload",
-             f"{'listener':<11}{'produce MB/s':>14}{'ratio':>7}{'consume MB/s':>14}{'ratio':>7}"
-             f"{'handshakes/s':>14}{'errors':>8}"]
+    before, after = result["load_average"]
+    lines = [f"record size {result['record_size']} B, {result['seconds']:g} s per workload, "
+             f"median of {result['rounds']} interleaved rounds; load average {before:.1f} -> "
+             f"{after:.1f}",
+             f"{'listener':<11}{'produce MB/s':>13}{'ratio':>7}{'consume MB/s':>13}{'ratio':>7}"
+             f"{'produce CPU':>13}{'ratio':>7}{'consume CPU':>13}{'ratio':>7}"
+             f"{'handshakes/s':>13}{'errors':>7}",
+             f"{'':<11}{'':>13}{'':>7}{'':>13}{'':>7}{'ms/MB':>13}{'(inv)':>7}{'ms/MB':>13}"
+             f"{'(inv)':>7}"]
     for name, row in rows.items():
-        lines.append(f"{name:<11}{row['produce_mb_s']:>14.1f}"
-                     f"{row['produce_mb_s'] / base['produce_mb_s']:>7.2f}"
-                     f"{row['consume_mb_s']:>14.1f}{row['consume_mb_s'] / base['consume_mb_s']:>7.2f}"
-                     f"{row['handshakes_per_s']:>14.0f}{row['errors']:>8}")
+        lines.append(
+            f"{name:<11}{row['produce_mb_s']:>13.1f}"
+            f"{row['produce_mb_s'] / base['produce_mb_s']:>7.2f}"
+            f"{row['consume_mb_s']:>13.1f}{row['consume_mb_s'] / base['consume_mb_s']:>7.2f}"
+            f"{row['produce_cpu_ms_per_mb']:>13.2f}"
+            f"{base['produce_cpu_ms_per_mb'] / row['produce_cpu_ms_per_mb']:>7.2f}"
+            f"{row['consume_cpu_ms_per_mb']:>13.2f}"
+            f"{base['consume_cpu_ms_per_mb'] / row['consume_cpu_ms_per_mb']:>7.2f}"
+            f"{row['handshakes_per_s']:>13.0f}{row['errors']:>7}")
+    lines.append("ratios: throughput vs PLAINTEXT; CPU (inv): PLAINTEXT's broker CPU per MB over "
+                 "this listener's (1.0 = TLS costs the broker nothing extra)")
     lines.append("kTLS: " + result["ktls"])
     return "\n".join(lines)
 
@@ -159,8 +209,10 @@ def main(argv=None) -> int:
     parser.add_argument("--json", metavar="PATH")
     parser.add_argument("--listeners", nargs="*", metavar="NAME",
                         help="only these (PLAINTEXT first for the ratios)")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="interleaved rounds; figures are medians (default 3)")
     args = parser.parse_args(argv)
-    result = run(args.seconds, args.record_size, args.listeners)
+    result = run(args.seconds, args.record_size, args.listeners, args.rounds)
     print(report(result))
     if args.json:
         with open(args.json, "w") as handle:

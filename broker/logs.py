@@ -107,7 +107,22 @@ def log_startup_banner(*, version: str, node_id: int, listeners: Sequence[str],
         fields["metrics_port"] = metrics_port
     logger.info("Odradek broker started", extra={"fields": fields})
     for key, value in sorted((overrides or {}).items()):
+        if _is_sensitive(key):
+            value = "[hidden]"   # passwords, keys and JAAS entries never reach the log, as Kafka
         logger.info("config override", extra={"fields": {"key": key, "value": value}})
+
+
+def _is_sensitive(key: str) -> bool:
+    """Whether `key`, or the key it overrides per listener or mechanism
+    (listener.name.<listener>.[<mechanism>.]<key>), is a sensitive setting."""
+    from broker.config.broker_catalog import BROKER_CONFIGS
+
+    parts = key.split(".")
+    for start in range(len(parts)):
+        definition = BROKER_CONFIGS.get(".".join(parts[start:]))
+        if definition is not None:
+            return definition.sensitive
+    return False
 
 
 class RequestLogger:

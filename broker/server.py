@@ -36,6 +36,7 @@ from broker.quotas.metrics import QuotaCollector
 from broker.security.authorizer import AuthorizerMetricsCollector, StandardAuthorizer
 from broker.security.audit import AuthenticationAudit
 from broker.security.listener import ListenerSecurity
+from broker.security.streams import inter_broker_security
 
 log = logging.getLogger("odradek.server")
 
@@ -72,6 +73,8 @@ class Broker:
         # authentication per listener (TLS contexts, SASL mechanisms); ConfigError stops start-up
         self.listener_security = {l.name: ListenerSecurity.for_listener(config, l)
                                   for l in config.client_listeners}
+        # how replica fetchers and inter-broker requests reach the other brokers' listener
+        self.inter_broker_security = inter_broker_security(config) if config.multi_node else None
         self.auth_audit = AuthenticationAudit()
         self.metrics.registry.register(self.auth_audit)
         self._bound: list[tuple[Listener, int]] = []   # (listener, bound port)

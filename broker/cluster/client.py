@@ -21,6 +21,7 @@ from protocol import ErrorCode
 from protocol.body import Body
 
 from broker.controller.errors import ApiError
+from broker.security.streams import open_stream
 
 log = logging.getLogger("odradek.cluster")
 
@@ -46,7 +47,7 @@ def mentions_not_controller(body) -> bool:
 class _Connection:
     """One connection to one controller; requests strictly one at a time."""
 
-    def __init__(self, node_id: int, stream: trio.SocketStream):
+    def __init__(self, node_id: int, stream: trio.abc.Stream):
         self.node_id = node_id
         self.stream = stream
         self.lock = trio.Lock()
@@ -71,8 +72,10 @@ class _Connection:
 
 class ControllerClient:
     def __init__(self, endpoints: Callable[[], dict[int, tuple[str, int]]],
-                 leader_id: Callable[[], int], client_id: str, timeout_s: float = 30.0):
+                 leader_id: Callable[[], int], client_id: str, timeout_s: float = 30.0,
+                 security=None):
         self._endpoints = endpoints
+        self._security = security   # ClientSecurity of the controller listener (None: PLAINTEXT)
         self._leader_id = leader_id
         self.client_id = client_id
         self.timeout_s = timeout_s
@@ -97,7 +100,7 @@ class ControllerClient:
                     connection = await self._connect(leader, address)
                     response = await connection.call(api_key, version, self.client_id, body)
                 except (OSError, ConnectionError, ValueError, trio.BrokenResourceError,
-                        trio.ClosedResourceError, protocol.DecodeError) as exc:
+                        trio.ClosedResourceError, trio.TooSlowError, protocol.DecodeError) as exc:
                     log.debug("request %d to controller %d failed: %s", api_key, leader, exc)
                     await self._drop(leader)
                     await trio.sleep(RETRY_BACKOFF_S)
@@ -114,7 +117,7 @@ class ControllerClient:
         connection = self._connections.get(node_id)
         if connection is None:
             with trio.fail_after(5):
-                stream = await trio.open_tcp_stream(*address)
+                stream = await open_stream(address, self._security, self.client_id)
             connection = self._connections[node_id] = _Connection(node_id, stream)
         return connection
 

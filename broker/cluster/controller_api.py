@@ -5,7 +5,8 @@ AllocateProducerIds (67), AlterPartition (56), DescribeQuorum (55), ControllerRe
 the other controllers, ApiVersions (18) and DescribeCluster (60, controllers: KIP-919) for admin
 clients bootstrapped with controllers, and the admin mutations they
 forward (CreateTopics 19, DeleteTopics 20, CreatePartitions 37, AlterConfigs 33,
-IncrementalAlterConfigs 44, ElectLeaders 43). A controller that is not active answers NOT_CONTROLLER, which makes the
+IncrementalAlterConfigs 44, ElectLeaders 43, CreateAcls 30, DeleteAcls 31,
+AlterUserScramCredentials 51). A controller that is not active answers NOT_CONTROLLER, which makes the
 sender retry on the new one. ``ControllerApi(controller, config).handle(header, body)`` is the
 transport's ``admin_handler``.
 """
@@ -19,6 +20,7 @@ import protocol
 from protocol import ErrorCode, messages as m
 
 from broker.controller import admin
+from broker.controller.acls import AclCreateResult, AclDeleteResult
 from broker.controller.errors import ApiError
 from broker.handlers.api_versions import handle_api_versions
 from broker.handlers.cluster import handle_elect_leaders
@@ -29,12 +31,15 @@ from broker.handlers.topics import (
     handle_create_partitions, handle_create_topics, handle_delete_topics,
 )
 
+from . import security_wire
+
 log = logging.getLogger("odradek.cluster")
 
 
 CONTROLLERS_ENDPOINT_TYPE = 2
 # The KRaft RPCs on this listener (transport.py answers them) with the versions it speaks.
 RAFT_VERSIONS = {52: (0, 2), 53: (0, 1), 54: (0, 1), 1: (15, 17), 59: (0, 1)}
+SASL_APIS = (17, 36)   # SaslHandshake, SaslAuthenticate
 
 
 class _HandlerContext:
@@ -83,6 +88,9 @@ class ControllerApi:
             70: self._controller_registration,
             60: self._describe_cluster,
             18: self._api_versions,
+            30: self._create_acls,
+            31: self._delete_acls,
+            51: self._alter_user_scram_credentials,
         }
         self._versions = self._version_ranges()
 
@@ -137,7 +145,7 @@ class ControllerApi:
 
         registry = load_registry()
         ranges = {key: (low, high, None) for key, (low, high) in RAFT_VERSIONS.items()}
-        for key in self._handlers:
+        for key in (*self._handlers, *SASL_APIS):   # SASL: the listener's guard answers them
             if key in registry:
                 ranges[key] = (registry[key][0], registry[key][1], None)
             else:
@@ -148,6 +156,30 @@ class ControllerApi:
     async def _api_versions(self, header, body):
         return await handle_api_versions(
             _HandlerContext(self.controller, self.config, self._versions), header, body)
+
+    # ACLs and SCRAM credentials forwarded by brokers (security_wire has the mapping)
+    async def _create_acls(self, header, body):
+        try:
+            results = await self.controller.create_acls(security_wire.create_acls_args(body))
+        except ApiError as exc:
+            results = [AclCreateResult(int(exc.code), exc.message) for _ in body.creations]
+        return security_wire.create_acls_response(results)
+
+    async def _delete_acls(self, header, body):
+        try:
+            results = await self.controller.delete_acls(security_wire.delete_acls_args(body))
+        except ApiError as exc:
+            results = [AclDeleteResult(int(exc.code), exc.message) for _ in body.filters]
+        return security_wire.delete_acls_response(results)
+
+    async def _alter_user_scram_credentials(self, header, body):
+        deletions, upsertions = security_wire.alter_scram_args(body)
+        try:
+            outcome = await self.controller.alter_user_scram_credentials(deletions, upsertions)
+        except ApiError as exc:
+            outcome = {user: (int(exc.code), exc.message) for user in dict.fromkeys(
+                [d.name for d in deletions] + [u.name for u in upsertions])}
+        return security_wire.alter_scram_response(outcome)
 
     async def _controller_registration(self, header, body):
         endpoints = [(l.name, l.host, l.port, l.security_protocol) for l in body.listeners]

@@ -16,6 +16,8 @@ import trio
 import protocol
 from protocol import messages as m
 
+from broker.security.streams import open_stream
+
 from broker.controller.wire import METADATA_TOPIC
 
 log = logging.getLogger("odradek.cluster")
@@ -32,13 +34,14 @@ def describe_quorum_request():
 
 
 async def ask(address: tuple[str, int], api_key: int, version: int, body,
-              timeout_s: float = 2.0):
-    """One request/response round trip to a controller listener (raises OSError, ValueError,
-    trio.TooSlowError or protocol.DecodeError)."""
+              timeout_s: float = 2.0, security=None):
+    """One request/response round trip to a controller listener, secured with `security` (a
+    ClientSecurity, None for PLAINTEXT); raises OSError (ConnectionError: TLS or SASL refused),
+    ValueError, trio.TooSlowError or protocol.DecodeError."""
     from broker.controller.transport import read_frame
 
     with trio.fail_after(timeout_s):
-        stream = await trio.open_tcp_stream(*address)
+        stream = await open_stream(address, security, "odradek-discovery")
         async with stream:
             data = protocol.encode_request(api_key, version, 1, "odradek-discovery", body)
             await stream.send_all(_SIZE.pack(len(data)) + data)
@@ -48,11 +51,12 @@ async def ask(address: tuple[str, int], api_key: int, version: int, body,
             return protocol.decode_response(api_key, version, frame)[1]
 
 
-async def ask_describe_quorum(address: tuple[str, int], version: int = 2, timeout_s: float = 2.0):
-    return await ask(address, 55, version, describe_quorum_request(), timeout_s)
+async def ask_describe_quorum(address: tuple[str, int], version: int = 2, timeout_s: float = 2.0,
+                             security=None):
+    return await ask(address, 55, version, describe_quorum_request(), timeout_s, security)
 
 
-async def quorum_cluster_id(voters: dict[int, tuple[str, int]]) -> str:
+async def quorum_cluster_id(voters: dict[int, tuple[str, int]], security=None) -> str:
     """The cluster id the controllers hold (DescribeCluster on their listener), for a fresh broker
     that was not formatted: it joins their cluster rather than deriving an id of its own."""
     last_log = -LOG_EVERY_S
@@ -60,7 +64,7 @@ async def quorum_cluster_id(voters: dict[int, tuple[str, int]]) -> str:
     while True:
         for address in voters.values():
             try:
-                response = await ask(address, 60, 1, request)
+                response = await ask(address, 60, 1, request, security=security)
             except (OSError, ValueError, trio.TooSlowError, protocol.DecodeError):
                 continue
             if response.cluster_id:
@@ -88,14 +92,14 @@ def voters_from(response, listener_name: str) -> dict[int, tuple[str, int]] | No
     return voters if voters and None not in voters.values() else None
 
 
-async def discover_voters(config) -> dict[int, tuple[str, int]]:
+async def discover_voters(config, security=None) -> dict[int, tuple[str, int]]:
     servers = config.quorum_bootstrap_servers
     listener_name = config.controller_listener_names[0]
     last_log = -LOG_EVERY_S
     while True:
         for address in servers:
             try:
-                response = await ask_describe_quorum(address)
+                response = await ask_describe_quorum(address, security=security)
             except (OSError, ValueError, trio.TooSlowError, protocol.DecodeError):
                 continue
             voters = voters_from(response, listener_name)

@@ -19,6 +19,7 @@ refused by the voters (INCONSISTENT_CLUSTER_ID), and ``open_metadata`` raises ``
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import logging
 import os
@@ -32,10 +33,13 @@ from broker.config.quorum import standalone_voters
 from broker.controller.controller import Controller
 from broker.controller.raft import RaftConfig
 from broker.controller.transport import TcpTransport
+from broker.security.controller_listener import ControllerListenerGuard
+from broker.security.streams import controller_security, open_stream
 
 from .client import ControllerClient
 from .controller_api import ControllerApi
 from .discovery import discover_voters, quorum_cluster_id
+from .liveness import SECURITY_PROTOCOL_IDS
 from .router import ClusterController
 
 log = logging.getLogger("odradek.cluster")
@@ -98,24 +102,33 @@ async def open_metadata(config, log_dir: str, settings, validator):
             yield controller
         return
     os.makedirs(log_dir, exist_ok=True)
-    voters = config.quorum_voters or standalone_voters(config) or await discover_voters(config)
+    # the controller listener's security, both ways (ConfigError here stops start-up)
+    security = controller_security(config)
+    guard = ControllerListenerGuard.for_config(config) if "controller" in config.roles else None
+    voters = (config.quorum_voters or standalone_voters(config)
+              or await discover_voters(config, security))
     cluster_id = _read_cluster_id(log_dir)
     if cluster_id is None:
         if "controller" in config.roles:
             cluster_id = derived_cluster_id(voters)
         else:
-            cluster_id = await quorum_cluster_id(voters)
+            cluster_id = await quorum_cluster_id(voters, security)
         _write_meta_properties(log_dir, cluster_id, node_id)
     bind = None
     if "controller" in config.roles:
         listener = config.controller_listener
         bind = (listener.host, listener.port)
-    transport = TcpTransport(node_id, voters, cluster_id, bind=bind)
+    transport = TcpTransport(node_id, voters, cluster_id, bind=bind, guard=guard,
+                             connect=functools.partial(open_stream, security=security,
+                                                       client_id=f"odradek-raft-{node_id}"))
     async with Controller.open(log_dir, node_id=node_id, cluster_id=cluster_id, settings=settings,
                                config_validator=validator, voters=voters, transport=transport,
                                raft_config=raft_config(config)) as local:
+        if guard is not None:
+            guard.attach(local)
         client, lifecycle = (ControllerClient(lambda: voters, lambda: local.leader_id,
-                                              client_id=f"odradek-node-{node_id}")
+                                              client_id=f"odradek-node-{node_id}",
+                                              security=security)
                              for _ in range(2))
         for each in (client, lifecycle):
             local.add_leader_listener(lambda epoch, leader, each=each: each.leader_changed())
@@ -145,7 +158,8 @@ async def _keep_controller_registered(cluster: ClusterController, config, addres
     from broker.controller.errors import ApiError
 
     listener = config.controller_listener
-    endpoints = [(listener.name, address[0], address[1], 0)]   # 0: PLAINTEXT
+    endpoints = [(listener.name, address[0], address[1],
+                  SECURITY_PROTOCOL_IDS[listener.security_protocol])]
     incarnation = uuid.uuid4()
     while True:
         known = cluster.image.controllers.get(config.node_id)

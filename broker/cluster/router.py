@@ -24,6 +24,7 @@ from broker.controller.controller import (
 from broker.controller.errors import ApiError
 from broker.controller.wire import METADATA_TOPIC
 
+from . import security_wire
 from .client import ControllerClient
 
 DYNAMIC_TOPIC_CONFIG = 1
@@ -171,6 +172,34 @@ class ClusterController:
         if not validate_only:
             await self._catch_up()
         return results
+
+    # -- ACLs and SCRAM credentials ----------------------------------------------------------------
+    async def create_acls(self, bindings) -> list:
+        done = await self._local_or_none("create_acls", bindings)
+        if done is not None:
+            return done
+        response = await self.client.call(30, security_wire.ACL_VERSION,
+                                          security_wire.create_acls_request(bindings))
+        await self._catch_up()
+        return security_wire.create_acls_results(response)
+
+    async def delete_acls(self, filters) -> list:
+        done = await self._local_or_none("delete_acls", filters)
+        if done is not None:
+            return done
+        response = await self.client.call(31, security_wire.ACL_VERSION,
+                                          security_wire.delete_acls_request(filters))
+        await self._catch_up()
+        return security_wire.delete_acls_results(response)
+
+    async def alter_user_scram_credentials(self, deletions, upsertions) -> dict:
+        done = await self._local_or_none("alter_user_scram_credentials", deletions, upsertions)
+        if done is not None:
+            return done
+        response = await self.client.call(51, security_wire.SCRAM_VERSION,
+                                          security_wire.alter_scram_request(deletions, upsertions))
+        await self._catch_up()
+        return security_wire.alter_scram_results(response)
 
     # -- configs -----------------------------------------------------------------------------------
     async def alter_configs(self, resources, validate_only: bool = False) -> list[ConfigResult]:

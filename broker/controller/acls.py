@@ -11,10 +11,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from broker.security.acls import (
-    AclBinding, AclBindingFilter, AclOperation, AclPermissionType, InvalidAcl, PatternType, ResourceType,
-    record_fields,
-)
+from broker.security.acls import AclBinding, AclBindingFilter, InvalidAcl, record_fields
 
 from . import records as r
 from .errors import ErrorCode
@@ -41,17 +38,6 @@ def _new_id(taken) -> uuid.UUID:
             return candidate
 
 
-def _creation_error(binding: AclBinding) -> int:
-    """Kafka 3.9 refuses an unrecognised code on the broker (INVALID_REQUEST) but any other invalid
-    binding (ANY, MATCH, a bad principal or cluster name) in its controller, which reaches the client
-    as UNKNOWN_SERVER_ERROR; both checked against the real broker."""
-    unknown = (binding.resource_type == ResourceType.UNKNOWN
-               or binding.pattern_type == PatternType.UNKNOWN
-               or binding.operation == AclOperation.UNKNOWN
-               or binding.permission == AclPermissionType.UNKNOWN)
-    return int(ErrorCode.INVALID_REQUEST if unknown else ErrorCode.UNKNOWN_SERVER_ERROR)
-
-
 def plan_create(image: MetadataImage, bindings: Sequence[AclBinding]):
     stored = set(image.acls.values())
     records, results = [], []
@@ -61,7 +47,7 @@ def plan_create(image: MetadataImage, bindings: Sequence[AclBinding]):
         try:
             binding.validate_new()
         except InvalidAcl as exc:
-            result.error_code, result.error_message = _creation_error(binding), str(exc)
+            result.error_code, result.error_message = int(ErrorCode.INVALID_REQUEST), str(exc)
             continue
         if binding in stored:
             continue

@@ -9,6 +9,8 @@
 - `serve(listener_socket_or_port)` accepts peers and admin clients on the controller listener; requests
   that are not KRaft RPCs go to `admin_handler(header, body) -> response body` if one is set.
 Each peer gets one outbound connection, reconnected with backoff; requests on it are answered in order.
+Security stays outside: `connect(address)` opens an outbound connection (TLS and SASL done; default
+plain TCP) and `guard` (broker.security.controller_listener) screens inbound connections and requests.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ log = logging.getLogger(__name__)
 _SIZE = struct.Struct(">i")
 MAX_FRAME = 64 * 1024 * 1024
 RAFT_APIS = set(wire.VERSIONS)
+CONNECT_TIMEOUT_S = 10.0   # TCP, TLS handshake and SASL together
 
 
 async def read_frame(stream: trio.SocketStream, buffer: bytearray) -> bytes | None:
@@ -51,8 +54,10 @@ async def read_frame(stream: trio.SocketStream, buffer: bytearray) -> bytes | No
 
 class TcpTransport:
     def __init__(self, node_id: int, voters: dict[int, tuple[str, int]], cluster_id: str,
-                 bind: tuple[str, int] | None = None):
+                 bind: tuple[str, int] | None = None, connect=None, guard=None):
         self.node_id = node_id
+        self.connect = connect or (lambda address: trio.open_tcp_stream(*address))
+        self.guard = guard
         self.voters = dict(voters)
         self.cluster_id = cluster_id
         self.bind = bind                      # where a voter listens (default: its voter address)
@@ -97,25 +102,41 @@ class TcpTransport:
     # -- inbound connections ---------------------------------------------------------------------------
 
     async def _serve_connection(self, stream: trio.SocketStream) -> None:
+        from broker.security.authenticator import RequestRefused
+
         buffer = bytearray()
+        session = None
+        if self.guard is not None:
+            session = await self.guard.accept(stream)
+            if session is None:               # failed TLS: already logged by the guard
+                await trio.aclose_forcefully(stream)
+                return
+            stream = session.stream
         try:
             async with stream:
                 while True:
                     frame = await read_frame(stream, buffer)
                     if frame is None:
                         return
-                    response = await self._answer(frame)
+                    response = await self._answer(frame, session)
                     if response is None:
                         return
                     await stream.send_all(_SIZE.pack(len(response)) + response)
-        except (trio.BrokenResourceError, trio.ClosedResourceError, ValueError, protocol.DecodeError) as exc:
+                    if session is not None and session.close_after_answer:
+                        return
+        except (trio.BrokenResourceError, trio.ClosedResourceError, ValueError, protocol.DecodeError,
+                RequestRefused) as exc:
             log.debug("controller connection closed: %s", exc)
         except Exception:                     # a handler bug closes this connection, not the quorum
             log.exception("controller connection failed")
 
-    async def _answer(self, frame: bytes) -> bytes | None:
+    async def _answer(self, frame: bytes, session=None) -> bytes | None:
         header, body = protocol.decode_request(frame)
         key, version, cid = header.api_key, header.api_version, header.correlation_id
+        if session is not None:
+            answer = session.screen(header, body)
+            if answer is not None:
+                return protocol.encode_response(key, version, cid, answer)
         if key not in RAFT_APIS:
             if self.admin_handler is None:
                 return None
@@ -156,8 +177,10 @@ class TcpTransport:
         backoff = 0.05
         while True:
             try:
-                stream = await trio.open_tcp_stream(host, port)
-            except OSError:
+                with trio.fail_after(CONNECT_TIMEOUT_S):
+                    stream = await self.connect((host, port))
+            except (OSError, trio.TooSlowError) as exc:
+                log.debug("cannot reach controller %d: %s", peer, exc)
                 await trio.sleep(backoff)
                 backoff = min(backoff * 2, 1.0)
                 continue

@@ -3,8 +3,14 @@
 Like Kafka: CreateAcls and DeleteAcls need ALTER on the cluster, DescribeAcls DESCRIBE
 (CLUSTER_AUTHORIZATION_FAILED otherwise); with no authorizer configured they answer
 SECURITY_DISABLED. A request naming UNKNOWN (code 0) for a resource type, pattern type, operation
-or permission fails Kafka's request validation, so the connection is closed. Changes go through the controller (AccessControlEntryRecord /
-RemoveAccessControlEntryRecord), so they survive restarts and reach every broker's image.
+or permission fails Kafka's request validation, so the connection is closed. CreateAcls validates
+in Kafka 3.9's three stages (tests/security/test_acl_requests_match_kafka.py compares them with the
+real broker): a binding with a filter-only value (ANY, MATCH) fails the whole request with
+UNKNOWN_SERVER_ERROR; a CLUSTER not named kafka-cluster or an empty name fails that binding with
+INVALID_REQUEST; the controller refuses an unrecognised code (INVALID_REQUEST, "Invalid ... UNKNOWN").
+Principal and host are stored as given. Changes go through the controller
+(AccessControlEntryRecord / RemoveAccessControlEntryRecord), so they survive restarts and reach
+every broker's image.
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ from protocol import ErrorCode, messages
 from broker.connection import CloseConnection
 from broker.controller.errors import ApiError
 from broker.security import access
-from broker.security.acls import AclBinding, AclBindingFilter, AclOperation
+from broker.security.acls import AclBinding, AclBindingFilter, AclOperation, InvalidAcl
 
 NO_AUTHORIZER = "No Authorizer is configured."
 CLUSTER_DENIED = "Cluster authorization failed."
@@ -57,15 +63,28 @@ async def create_acls(ctx, header, body):
     bindings = [AclBinding.of(c.resource_type, c.resource_name, c.resource_pattern_type,
                               c.principal, c.host, c.operation, c.permission_type)
                 for c in body.creations]
-    try:
-        results = await ctx.controller.create_acls(bindings)
-    except ApiError as exc:
+    if not all(b.is_constructible for b in bindings):   # Kafka fails the whole request
         return Response(throttle_time_ms=0, results=[
-            Response.AclCreationResult(error_code=int(exc.code), error_message=exc.message)
+            Response.AclCreationResult(error_code=ErrorCode.UNKNOWN_SERVER_ERROR, error_message=None)
             for _ in body.creations])
-    return Response(throttle_time_ms=0, results=[
-        Response.AclCreationResult(error_code=r.error_code, error_message=r.error_message)
-        for r in results])
+    results: list = [None] * len(bindings)
+    valid = []
+    for index, binding in enumerate(bindings):
+        try:
+            binding.validate_name()
+            valid.append(index)
+        except InvalidAcl as exc:
+            results[index] = (ErrorCode.INVALID_REQUEST, str(exc))
+    try:
+        created = await ctx.controller.create_acls([bindings[i] for i in valid]) if valid else []
+        for index, result in zip(valid, created):
+            results[index] = (result.error_code, result.error_message)
+    except ApiError as exc:
+        for index in valid:
+            results[index] = (int(exc.code), exc.message)
+    return Response(throttle_time_ms=0, results=[   # Kafka: an empty message on success
+        Response.AclCreationResult(error_code=code, error_message=message if code else "")
+        for code, message in results])
 
 
 async def describe_acls(ctx, header, body):

@@ -15,10 +15,13 @@ import trio
 
 import protocol
 
+from broker.security.streams import open_stream
+
 log = logging.getLogger("odradek.interbroker")
 
 _SIZE = struct.Struct(">i")
 MAX_RESPONSE_BYTES = 100 * 1024 * 1024
+CONNECT_TIMEOUT_S = 10.0   # TCP, TLS handshake and SASL together
 
 
 class PeerUnavailable(Exception):
@@ -53,7 +56,7 @@ def endpoint_of(image, node_id: int, listener_name: str | None):
 @dataclass(eq=False)
 class _Connection:
     address: tuple[str, int]
-    stream: trio.SocketStream
+    stream: trio.abc.Stream
     send_lock: trio.Lock = field(default_factory=trio.Lock)
     waiting: dict = field(default_factory=dict)   # correlation id -> (event, [frame])
     order: list = field(default_factory=list)     # correlation ids in send order
@@ -107,8 +110,10 @@ class BrokerClient:
             if connection is not None:
                 await self._drop(node_id, connection)
             try:
-                stream = await trio.open_tcp_stream(*address)
-            except OSError as exc:
+                with trio.fail_after(CONNECT_TIMEOUT_S):
+                    stream = await open_stream(address, getattr(self.broker, "inter_broker_security",
+                                                                None), self.client_id)
+            except (OSError, trio.TooSlowError) as exc:
                 raise PeerUnavailable(f"broker {node_id} at {address[0]}:{address[1]}: {exc}") from None
             connection = _Connection(address, stream)
             self._connections[node_id] = connection

@@ -12,6 +12,8 @@ import trio
 
 import protocol
 
+from broker.security.streams import open_stream
+
 _SIZE = struct.Struct(">i")
 MAX_RESPONSE_BYTES = 1 << 30
 
@@ -21,11 +23,13 @@ class ChannelError(Exception):
 
 
 class BrokerChannel:
-    def __init__(self, address: tuple[str, int], client_id: str, connect_timeout_s: float = 10.0):
+    def __init__(self, address: tuple[str, int], client_id: str, connect_timeout_s: float = 10.0,
+                 security=None):
         self.address = address
+        self.security = security   # ClientSecurity of the inter-broker listener (None: PLAINTEXT)
         self.client_id = client_id
         self.connect_timeout_s = connect_timeout_s
-        self._stream: trio.SocketStream | None = None
+        self._stream: trio.abc.Stream | None = None
         self._correlation_id = 0
         self._pending = bytearray()
 
@@ -33,7 +37,7 @@ class BrokerChannel:
         try:
             if self._stream is None:
                 with trio.fail_after(self.connect_timeout_s):
-                    self._stream = await trio.open_tcp_stream(*self.address)
+                    self._stream = await open_stream(self.address, self.security, self.client_id)
                 self._pending = bytearray()
             self._correlation_id += 1
             data = protocol.encode_request(api_key, version, self._correlation_id, self.client_id, body)

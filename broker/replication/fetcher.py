@@ -28,13 +28,14 @@ from protocol.records import LOG_OVERHEAD
 
 from storage.errors import StorageError
 
+from broker.interbroker.client import inter_broker_listener_name
+
 from .channel import BrokerChannel, ChannelError
 from .divergence import truncation_offset
 
 log = logging.getLogger("odradek.replication")
 
 FETCH_VERSION = 17
-PLAINTEXT = 0
 # Appends past this size go to a worker thread (the same bound the Produce path uses).
 INLINE_APPEND_BYTES = 64 * 1024
 
@@ -60,18 +61,13 @@ def whole_batches(records) -> memoryview:
 
 
 def endpoint_for(broker_image, config) -> tuple[str, int] | None:
-    """The address to reach a broker on: inter.broker.listener.name, else a PLAINTEXT listener."""
-    wanted = config["inter.broker.listener.name"]
+    """The address to reach a broker on: its endpoint of our inter-broker listener (by name:
+    inter.broker.listener.name, else the listener of security.inter.broker.protocol)."""
+    wanted = inter_broker_listener_name(config)
     for endpoint in broker_image.endpoints:
-        if wanted and endpoint.name == wanted:
+        if endpoint.name == wanted:
             return endpoint.host, endpoint.port
-    if wanted:
-        return None
-    for endpoint in broker_image.endpoints:
-        if endpoint.security_protocol == PLAINTEXT:
-            return endpoint.host, endpoint.port
-    return (broker_image.endpoints[0].host, broker_image.endpoints[0].port) \
-        if broker_image.endpoints else None
+    return None
 
 
 class FetcherPool:
@@ -175,7 +171,9 @@ class ReplicaFetcher:
         if address is None:
             return None
         if self._channel is None or self._channel.address != address:
-            self._channel = BrokerChannel(address, f"broker-{self.broker.node_id}-fetcher-{self.key[1]}")
+            self._channel = BrokerChannel(
+                address, f"broker-{self.broker.node_id}-fetcher-{self.key[1]}",
+                security=getattr(self.broker, "inter_broker_security", None))
         return self._channel
 
     def _request(self, ready):

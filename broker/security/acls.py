@@ -120,26 +120,37 @@ class AclBinding:
                    _enum(PatternType, pattern_type), principal, host,
                    _enum(AclOperation, operation), _enum(AclPermissionType, permission))
 
+    @property
+    def is_constructible(self) -> bool:
+        """Whether Kafka can build this binding at all: its ResourcePattern and AccessControlEntry
+        refuse the filter-only values ANY and MATCH (a broker then fails the whole CreateAcls
+        request with UNKNOWN_SERVER_ERROR, checked against Kafka 3.9)."""
+        return (self.resource_type != ResourceType.ANY
+                and self.pattern_type not in (PatternType.ANY, PatternType.MATCH)
+                and self.operation != Op.ANY and self.permission != AclPermissionType.ANY)
+
+    def validate_name(self) -> None:
+        """The broker's checks (INVALID_REQUEST for this binding alone)."""
+        if self.resource_type == ResourceType.CLUSTER and self.resource_name != CLUSTER_NAME:
+            raise InvalidAcl("The only valid name for the CLUSTER resource is " + CLUSTER_NAME)
+        if not self.resource_name:
+            raise InvalidAcl("Invalid empty resource name")
+
     def validate_new(self) -> None:
-        """Raise InvalidAcl unless Kafka would store this binding (AclControlManager's checks
-        plus the broker's: a CLUSTER resource is named kafka-cluster)."""
-        if self.pattern_type not in (PatternType.LITERAL, PatternType.PREFIXED):
-            raise InvalidAcl(f"Invalid patternType {self.pattern_type.name}")
+        """Raise InvalidAcl unless Kafka's controller would store this binding (AclControlManager:
+        codes it does not know, filter-only values, an empty name). Principal and host are stored
+        as given, as Kafka does (an ACL whose principal matches no one is harmless)."""
         if self.resource_type in (ResourceType.UNKNOWN, ResourceType.ANY):
             raise InvalidAcl(f"Invalid resourceType {self.resource_type.name}")
+        if self.pattern_type not in (PatternType.LITERAL, PatternType.PREFIXED):
+            raise InvalidAcl(f"Invalid patternType {self.pattern_type.name}")
         if self.operation in (Op.UNKNOWN, Op.ANY):
             raise InvalidAcl(f"Invalid operation {self.operation.name}")
         if self.permission not in (AclPermissionType.DENY, AclPermissionType.ALLOW):
             raise InvalidAcl(f"Invalid permissionType {self.permission.name}")
-        if not self.resource_name:
-            raise InvalidAcl("Invalid empty resource name")
-        if self.resource_type == ResourceType.CLUSTER and self.resource_name != CLUSTER_NAME:
-            raise InvalidAcl("The only valid name for the CLUSTER resource is " + CLUSTER_NAME)
-        if self.principal is None or ":" not in self.principal:
-            raise InvalidAcl(f"Could not parse principal from `{self.principal}` (no colon is "
-                             "present separating the principal type from the principal name)")
-        if self.host is None:
-            raise InvalidAcl("Host should not be null")
+        self.validate_name()
+        if self.principal is None or self.host is None:
+            raise InvalidAcl("Principal and host must not be null")
 
     def __str__(self) -> str:
         return (f"(principal={self.principal}, host={self.host}, operation="

@@ -106,34 +106,44 @@ class ClientSecurity:
     def authenticate(self, request: Callable[[int, Any], tuple[int, Any]]) -> None:
         """SaslHandshake + SaslAuthenticate over `request(api_key, body) -> (version, response)`;
         raises AuthenticationFailed with the broker's message."""
+        exchange = self.sasl_exchange()
+        try:
+            api_key, body = next(exchange)
+            while True:
+                api_key, body = exchange.send(request(api_key, body)[1])
+        except StopIteration:
+            return
+
+    def sasl_exchange(self):
+        """The SASL conversation as a generator, for blocking and async callers alike: it yields
+        (api_key, request body) and is sent each decoded response; it raises
+        AuthenticationFailed with the broker's message."""
         if self.mechanism is None:
             return
         from protocol import ErrorCode, messages
-        _, handshake = request(SASL_HANDSHAKE, messages.SaslHandshakeRequest(
-            mechanism=self.mechanism))
+        handshake = yield SASL_HANDSHAKE, messages.SaslHandshakeRequest(mechanism=self.mechanism)
         if handshake.error_code:
             raise AuthenticationFailed(
                 f"{ErrorCode(handshake.error_code).name}: the broker offers "
                 f"{', '.join(handshake.mechanisms) or 'no mechanism'}, not {self.mechanism}")
 
-        def step(token: bytes) -> bytes:
-            _, answer = request(SASL_AUTHENTICATE,
-                                messages.SaslAuthenticateRequest(auth_bytes=token))
+        def step(token: bytes):
+            answer = yield SASL_AUTHENTICATE, messages.SaslAuthenticateRequest(auth_bytes=token)
             if answer.error_code:
                 raise AuthenticationFailed(f"{ErrorCode(answer.error_code).name}: "
                                            f"{answer.error_message}")
             return bytes(answer.auth_bytes)
 
         if self.mechanism == "PLAIN":
-            step(f"\0{self.username}\0{self.password}".encode())
+            yield from step(f"\0{self.username}\0{self.password}".encode())
         elif self.mechanism in SCRAM_MECHANISMS:
             scram = ScramClient(self.mechanism, self.username, self.password)
-            server_first = step(scram.first_message())
-            scram.verify_server_final(step(scram.final_message(server_first)))
+            server_first = yield from step(scram.first_message())
+            scram.verify_server_final((yield from step(scram.final_message(server_first))))
         else:
-            challenge = step(client_initial_response(self._unsecured_token()))
+            challenge = yield from step(client_initial_response(self._unsecured_token()))
             if challenge:   # an RFC 7628 error: acknowledge it, the broker then fails us
-                step(b"\x01")
+                yield from step(b"\x01")
 
     def _unsecured_token(self) -> str:
         """Kafka's OAuthBearerUnsecuredLoginCallbackHandler: an alg=none JWS for development."""

@@ -64,3 +64,18 @@ def test_configure_is_idempotent_and_validates(restore_logger):
         configure_logging("LOUD")
     with pytest.raises(ValueError):
         configure_logging("INFO", "xml")
+
+
+def test_banner_hides_secrets_also_per_listener(restore_logger):
+    out = io.StringIO()
+    configure_logging("INFO", "json", out)
+    jaas = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_a="s3cret";'
+    log_startup_banner(version="0.1.0", node_id=1, listeners=[], overrides={
+        "listener.name.client.plain.sasl.jaas.config": jaas, "ssl.keystore.password": "s3cret",
+        "listener.name.client.ssl.keystore.location": "/keys/server.pem"})
+    assert "s3cret" not in out.getvalue()
+    shown = {line["key"]: line["value"] for line in map(json.loads, out.getvalue().splitlines())
+             if line["msg"] == "config override"}
+    assert shown == {"listener.name.client.plain.sasl.jaas.config": "[hidden]",
+                     "ssl.keystore.password": "[hidden]",
+                     "listener.name.client.ssl.keystore.location": "/keys/server.pem"}
