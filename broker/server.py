@@ -35,6 +35,7 @@ from broker.quotas import BrokerQuotas
 from broker.quotas.metrics import QuotaCollector
 from broker.security.authorizer import AuthorizerMetricsCollector, StandardAuthorizer
 from broker.security.audit import AuthenticationAudit
+from broker.security.dynamic import check_listener_update
 from broker.security.listener import ListenerSecurity
 
 log = logging.getLogger("odradek.server")
@@ -177,6 +178,8 @@ class Broker:
             validate_topic_configs(configs)
         elif resource_type == BROKER_RESOURCE:
             self.config.validate_dynamic(configs, name)
+            if name in ("", str(self.node_id)):   # TLS stores / SASL settings must load, as Kafka
+                check_listener_update(self.config, self.config.client_listeners, name == "", configs)
 
     # --------------------------------------------------------------------------------- running
     @classmethod

@@ -49,6 +49,8 @@ class BrokerConfig:
         self._dynamic: dict[str, Any] = {}      # dynamic broker configs (controller), merged
         self._dynamic_default: dict[str, Any] = {}
         self._dynamic_broker: dict[str, Any] = {}
+        self._dynamic_listener: dict[str, str] = {}   # listener.name.* keys set at runtime (texts)
+        self._dynamic_texts: tuple[dict, dict] = ({}, {})   # (cluster-wide, this broker's) as stored
         for name, text in raw.items():
             self._static[name] = self._parse_broker_key(name, text)
         self._check_consistency()
@@ -111,6 +113,8 @@ class BrokerConfig:
 
     # ---- plain access
     def get(self, name: str) -> Any:
+        if name in self._dynamic_listener:
+            return self._dynamic_listener[name]
         if name in self._dynamic:
             return self._dynamic[name]
         if name in self._static:
@@ -121,7 +125,7 @@ class BrokerConfig:
         return self.get(name)
 
     def is_set(self, name: str) -> bool:
-        return name in self._dynamic or name in self._static
+        return name in self._dynamic or name in self._static or name in self._dynamic_listener
 
     def source(self, name: str) -> ConfigSource:
         if name in self._dynamic_broker:
@@ -165,6 +169,15 @@ class BrokerConfig:
         self._dynamic_default = self._parse_dynamic(cluster_defaults)
         self._dynamic_broker = self._parse_dynamic(per_broker or {})
         self._dynamic = {**self._dynamic_default, **self._dynamic_broker}
+        # per-listener overrides (listener.name.<listener>.<key>), this broker's own winning
+        self._dynamic_listener = {name: text for configs in (cluster_defaults, per_broker or {})
+                                  for name, text in configs.items()
+                                  if name.startswith(BROKER_PREFIXES) and text is not None}
+        self._dynamic_texts = (dict(cluster_defaults), dict(per_broker or {}))
+
+    def dynamic_texts(self) -> tuple[dict[str, str | None], dict[str, str | None]]:
+        """The dynamic configs as the controller stores them: (cluster-wide, this broker's)."""
+        return self._dynamic_texts
 
     @staticmethod
     def _parse_dynamic(configs: Mapping[str, str | None]) -> dict[str, Any]:
