@@ -63,6 +63,21 @@ def _fully_replicated(cluster, *topics) -> bool:
                for topic in topics for leader, _, isr in _partitions(cluster, topic).values())
 
 
+def _ensure_topics(cluster, ensure_topics, topics, timeout: float = 90.0) -> None:
+    """The pipeline's own topic set-up, retried as Kafka's admin clients retry REQUEST_TIMED_OUT
+    (a loaded machine can keep the young quorum busy past one CreateTopics timeout)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with KafkaClient(cluster.bootstrap) as kafka:
+                ensure_topics(kafka, **topics)
+            return
+        except SystemExit as exc:
+            if "answered in time" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(1)
+
+
 def _producer(cluster):
     from confluent_kafka import Producer
     return Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "enable.idempotence": True,
@@ -96,8 +111,7 @@ def _run(spark, cluster, tmp_path, *, orders_count: int, victims: list[str], see
 
     step = Step(SparkName)
     topics = {kind: f"cluster-{kind}-{seed}" for kind in ("orders", "products", "output")}
-    with KafkaClient(cluster.bootstrap) as kafka:
-        ensure_topics(kafka, **topics)
+    _ensure_topics(cluster, ensure_topics, topics)
     cluster.wait_until(lambda: _fully_replicated(cluster, *topics.values()), 60, "every partition on 3 replicas")
     step("every pipeline partition has 3 replicas", {3},
          {len(replicas) for t in topics.values() for _, replicas, _ in _partitions(cluster, t).values()})

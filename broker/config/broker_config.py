@@ -82,6 +82,7 @@ class BrokerConfig:
         definition = BROKER_CONFIGS.get(name)
         if definition is None:
             if name.startswith(BROKER_PREFIXES):
+                check_listener_key(name, text)
                 return text
             raise ConfigError(f"Unknown configuration {name!r}", name)
         return parse_checked(name, definition.type, definition.validator, text)
@@ -155,6 +156,11 @@ class BrokerConfig:
         for name, text in configs.items():
             definition = BROKER_CONFIGS.get(name)
             if definition is None:
+                if name.startswith(BROKER_PREFIXES) and text is not None:
+                    try:
+                        check_listener_key(name, text)
+                    except ConfigError as exc:
+                        raise ConfigError(str(exc), name, ErrorCode.INVALID_REQUEST) from None
                 continue
             try:
                 parsed[name] = parse_checked(name, definition.type, definition.validator, text)
@@ -393,3 +399,14 @@ def _refuse(names: list[str], message: str) -> None:
 
 
 # ------------------------------------------------------------------------------ properties parsing
+
+
+def check_listener_key(name: str, text: str) -> None:
+    """A `listener.name.<listener>.[<mechanism>.]<key>` value must be valid for <key>, as Kafka
+    checks it (ConfigError otherwise); a <key> Kafka does not define is left alone."""
+    parts = name.split(".")
+    for start in (3, 4):   # after listener.name.<listener>., then after a SASL mechanism too
+        definition = BROKER_CONFIGS.get(".".join(parts[start:]))
+        if definition is not None:
+            parse_checked(name, definition.type, definition.validator, text)
+            return
