@@ -180,7 +180,7 @@ class Broker:
         elif resource_type == BROKER_RESOURCE:
             self.config.validate_dynamic(configs, name)
             if name in ("", str(self.node_id)):   # TLS stores / SASL settings must load, as Kafka
-                check_listener_update(self.config, self.config.client_listeners, name == "", configs)
+                check_listener_update(self.config, self.listener_security, name == "", configs)
 
     # --------------------------------------------------------------------------------- running
     @classmethod

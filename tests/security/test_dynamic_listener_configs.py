@@ -2,8 +2,9 @@
 
 A listener starts with an expired certificate; IncrementalAlterConfigs of this broker's
 `listener.name.<listener>.ssl.keystore.location` puts a renewed one in place and the next TLS
-handshake verifies. A key store that does not load
-is refused at alter time with INVALID_REQUEST (as Kafka validates it) and changes nothing.
+handshake verifies. A key store that does not load,
+or whose certificate names other hosts than the one served, is refused at alter time with
+INVALID_REQUEST (as Kafka validates it, ssl.allow.san.changes being false) and changes nothing.
 """
 
 from __future__ import annotations
@@ -65,6 +66,9 @@ def test_a_renewed_keystore_takes_effect_without_a_restart(renewing_broker):
         bad = _alter(client, broker.node_id, pki.path("no-such-store.pem"))
         assert bad.error_code == ErrorCode.INVALID_REQUEST
         assert "listener RENEW" in bad.error_message
+        other_host = _alter(client, broker.node_id, pki.path("server-wrong-host.pem"))
+        assert other_host.error_code == ErrorCode.INVALID_REQUEST
+        assert "Keystore SubjectAltNames do not match" in other_host.error_message
         assert _alter(client, broker.node_id, pki.path("server.pem"), validate_only=True).error_code == 0
         assert not _verifies(ports["RENEW"], ca)          # neither changed anything
         assert _alter(client, broker.node_id, pki.path("server.pem")).error_code == 0
