@@ -170,10 +170,12 @@ def _run(spark, cluster, tmp_path, *, orders_count: int, victims: list[str], see
     return figures
 
 
+@pytest.mark.timeout(900)
 def test_pipeline_survives_a_broker_killed_and_restarted(spark, cluster, tmp_path, client):
     _run(spark, cluster, tmp_path, orders_count=600, victims=["output"], seed=21)
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)
 def test_pipeline_survives_two_brokers_killed_in_turn(spark, cluster, tmp_path, client):
     _run(spark, cluster, tmp_path, orders_count=3000, victims=["output", "orders"], seed=22)
