@@ -19,12 +19,13 @@ import time
 
 import pytest
 
-from broker.admin.client import KafkaClient
+from broker.admin.client import KafkaClient, KafkaError
 from odradek_compat import brokers
 from odradek_compat.checks import Step
 from odradek_compat.spark import SparkName, wait_until
 
 SCENARIO = "7 spark"
+REQUEST_TIMED_OUT = 7
 pytestmark = pytest.mark.parametrize("client", ["spark"])
 CLUSTER_SETTINGS = {
     "min.insync.replicas": "2",
@@ -63,7 +64,7 @@ def _fully_replicated(cluster, *topics) -> bool:
                for topic in topics for leader, _, isr in _partitions(cluster, topic).values())
 
 
-def _ensure_topics(cluster, ensure_topics, topics, timeout: float = 90.0) -> None:
+def _ensure_topics(cluster, ensure_topics, topics, timeout: float = 180.0) -> None:
     """The pipeline's own topic set-up, retried as Kafka's admin clients retry REQUEST_TIMED_OUT
     (a loaded machine can keep the young quorum busy past one CreateTopics timeout)."""
     deadline = time.monotonic() + timeout
@@ -72,8 +73,9 @@ def _ensure_topics(cluster, ensure_topics, topics, timeout: float = 90.0) -> Non
             with KafkaClient(cluster.bootstrap) as kafka:
                 ensure_topics(kafka, **topics)
             return
-        except SystemExit as exc:
-            if "answered in time" not in str(exc) or time.monotonic() > deadline:
+        except (SystemExit, KafkaError) as exc:   # the broker's or this client's timeout
+            timed_out = "answered in time" in str(exc) or getattr(exc, "code", None) == REQUEST_TIMED_OUT
+            if not timed_out or time.monotonic() > deadline:
                 raise
             time.sleep(1)
 
