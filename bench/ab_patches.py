@@ -13,6 +13,9 @@ benchmark can say what it would gain before anyone writes it. Pick patches with 
              broker inlines small ones itself since e637c40);
 - inline:    every `run_blocking` call inline (hangs the broker: shows why inlining must be selective);
 - switch:    `sys.setswitchinterval(0.0002)`, so the event loop gets the GIL back sooner.
+- no-record-checks: client batches skip the per-record walk of storage.validation (record count,
+             lengths, offset deltas, keys on compacted topics, timestamps, decompression): the
+             broker before issue 18's validation, to measure what that validation costs.
 
 A patch whose target has been renamed fails at start-up, loudly.
 """
@@ -65,7 +68,12 @@ if "inline-io" in patches:
 if "switch" in patches:
     sys.setswitchinterval(0.0002)  # default 0.005: a worker thread may keep the GIL that long
 
-unknown = patches - {"ticker", "inline", "inline-io", "switch"}
+if "no-record-checks" in patches:
+    from storage import validation
+
+    validation._check_records = lambda batch, config, now, where: None
+
+unknown = patches - {"ticker", "inline", "inline-io", "switch", "no-record-checks"}
 if unknown:
     sys.exit(f"ab_patches: unknown patches {sorted(unknown)}")
 

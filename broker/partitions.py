@@ -31,6 +31,8 @@ from protocol import ErrorCode
 
 from storage.errors import StorageError
 
+from broker.security.dynamic import reload_listener_security
+
 log = logging.getLogger("odradek.partitions")
 
 
@@ -253,8 +255,12 @@ class PartitionManager:
             for topic, partition in fresh:
                 self._install(topic, partition, self._open_log(topic, partition, new))
         if change.old.broker_configs != new.broker_configs:
-            self.broker.config.set_dynamic(new.broker_configs.get("", {}),
-                                           new.broker_configs.get(str(self.node_id), {}))
+            mine = ("", str(self.node_id))
+            before = [change.old.broker_configs.get(r, {}) for r in mine]
+            after = [new.broker_configs.get(r, {}) for r in mine]
+            self.broker.config.set_dynamic(*after)
+            reload_listener_security(self.broker, {n for b, a in zip(before, after)
+                                                   for n in {*b, *a} if b.get(n) != a.get(n)})
             self.logs.set_defaults(self.broker.config.topic_defaults())
             for state in self._partitions.values():
                 state.min_insync_replicas = self._min_insync_replicas(state.topic)

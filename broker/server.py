@@ -21,7 +21,7 @@ from typing import Callable
 import trio
 
 import protocol
-from broker.config import BrokerConfig, Listener, validate_topic_configs
+from broker.config import INT_MAX, BrokerConfig, Listener, validate_topic_configs
 from broker.config.ip_overrides import limits_by_address
 from broker.log_dirs import watch_log_dirs
 from broker.connection import RequestMemory
@@ -35,6 +35,7 @@ from broker.quotas import BrokerQuotas
 from broker.quotas.metrics import QuotaCollector
 from broker.security.authorizer import AuthorizerMetricsCollector, StandardAuthorizer
 from broker.security.audit import AuthenticationAudit
+from broker.security.dynamic import check_listener_update
 from broker.security.listener import ListenerSecurity
 from broker.security.streams import inter_broker_security
 
@@ -83,6 +84,7 @@ class Broker:
         self._connections: set = set()
         self._connections_per_ip: dict[str, int] = {}   # accepted and not yet closed
         self._open_connections = 0
+        self._open_per_listener: dict[str, int] = {}
         self._slot_freed = trio.Event()
         self._connections_idle = trio.Event()
         self._connections_idle.set()
@@ -180,6 +182,8 @@ class Broker:
             validate_topic_configs(configs)
         elif resource_type == BROKER_RESOURCE:
             self.config.validate_dynamic(configs, name)
+            if name in ("", str(self.node_id)):   # TLS stores / SASL settings must load, as Kafka
+                check_listener_update(self.config, self.listener_security, name == "", configs)
 
     # --------------------------------------------------------------------------------- running
     @classmethod
@@ -329,9 +333,7 @@ class Broker:
         at max.connections.per.ip is closed right after accept."""
         async with socket_listener:
             while True:
-                while self._open_connections >= self.config["max.connections"]:
-                    with trio.move_on_after(1.0):   # also notices a raised (dynamic) limit
-                        await self._slot_freed.wait()
+                await self._wait_for_slot(listener)
                 try:
                     stream = await socket_listener.accept()
                 except OSError as exc:
@@ -340,6 +342,11 @@ class Broker:
                     log.error("accept on %s failed: %s; retrying", listener, exc.strerror)
                     await trio.sleep(0.1)
                     continue
+                try:
+                    await self._wait_for_slot(listener)   # a limit lowered while accept() waited
+                except BaseException:
+                    await trio.aclose_forcefully(stream)  # shutting down: do not leak the socket
+                    raise
                 # KIP-612: over the connection creation rate the acceptor waits; a connection
                 # from an IP over its own rate is closed after its throttle time.
                 delay_ms = self.quotas.connections.accept_delay_ms(listener.name,
@@ -359,9 +366,27 @@ class Broker:
                     await trio.aclose_forcefully(stream)
                     continue
                 self._open_connections += 1
+                self._open_per_listener[listener.name] = self._open_per_listener.get(listener.name, 0) + 1
                 self._connections_per_ip[address] = self._connections_per_ip.get(address, 0) + 1
                 self._connection_nursery.start_soon(self._handle_connection, listener, stream,
                                                     address)
+
+    async def _wait_for_slot(self, listener: Listener) -> None:
+        """Wait while max.connections or the listener's own max.connections is reached."""
+        while (self._open_connections >= self.config["max.connections"]
+               or self._open_per_listener.get(listener.name, 0) >= self._listener_connection_limit(listener)):
+            with trio.move_on_after(1.0):   # also notices a raised (dynamic) limit
+                await self._slot_freed.wait()
+
+    def _listener_connection_limit(self, listener: Listener) -> int:
+        """Kafka's per-listener `listener.name.<listener>.max.connections` (static or dynamic)."""
+        key = f"listener.name.{listener.name.lower()}.max.connections"
+        if not self.config.is_set(key):
+            return INT_MAX
+        try:
+            return int(self.config.get(key))
+        except (TypeError, ValueError):
+            return INT_MAX   # refused at alter time; a bad static value is caught at start-up
 
     def _ip_connection_limit(self, address: str) -> int:
         """max.connections.per.ip, or this address's entry in max.connections.per.ip.overrides."""
@@ -396,6 +421,7 @@ class Broker:
             with trio.CancelScope(shield=True):
                 await trio.aclose_forcefully(stream)
             self._open_connections -= 1
+            self._open_per_listener[listener.name] -= 1
             remaining = self._connections_per_ip.pop(address) - 1
             if remaining:
                 self._connections_per_ip[address] = remaining

@@ -49,6 +49,8 @@ class BrokerConfig:
         self._dynamic: dict[str, Any] = {}      # dynamic broker configs (controller), merged
         self._dynamic_default: dict[str, Any] = {}
         self._dynamic_broker: dict[str, Any] = {}
+        self._dynamic_listener: dict[str, str] = {}   # listener.name.* keys set at runtime (texts)
+        self._dynamic_texts: tuple[dict, dict] = ({}, {})   # (cluster-wide, this broker's) as stored
         for name, text in raw.items():
             self._static[name] = self._parse_broker_key(name, text)
         self._check_consistency()
@@ -80,6 +82,7 @@ class BrokerConfig:
         definition = BROKER_CONFIGS.get(name)
         if definition is None:
             if name.startswith(BROKER_PREFIXES):
+                check_listener_key(name, text)
                 return text
             raise ConfigError(f"Unknown configuration {name!r}", name)
         return parse_checked(name, definition.type, definition.validator, text)
@@ -111,6 +114,8 @@ class BrokerConfig:
 
     # ---- plain access
     def get(self, name: str) -> Any:
+        if name in self._dynamic_listener:
+            return self._dynamic_listener[name]
         if name in self._dynamic:
             return self._dynamic[name]
         if name in self._static:
@@ -121,7 +126,7 @@ class BrokerConfig:
         return self.get(name)
 
     def is_set(self, name: str) -> bool:
-        return name in self._dynamic or name in self._static
+        return name in self._dynamic or name in self._static or name in self._dynamic_listener
 
     def source(self, name: str) -> ConfigSource:
         if name in self._dynamic_broker:
@@ -151,6 +156,11 @@ class BrokerConfig:
         for name, text in configs.items():
             definition = BROKER_CONFIGS.get(name)
             if definition is None:
+                if name.startswith(BROKER_PREFIXES) and text is not None:
+                    try:
+                        check_listener_key(name, text)
+                    except ConfigError as exc:
+                        raise ConfigError(str(exc), name, ErrorCode.INVALID_REQUEST) from None
                 continue
             try:
                 parsed[name] = parse_checked(name, definition.type, definition.validator, text)
@@ -165,6 +175,15 @@ class BrokerConfig:
         self._dynamic_default = self._parse_dynamic(cluster_defaults)
         self._dynamic_broker = self._parse_dynamic(per_broker or {})
         self._dynamic = {**self._dynamic_default, **self._dynamic_broker}
+        # per-listener overrides (listener.name.<listener>.<key>), this broker's own winning
+        self._dynamic_listener = {name: text for configs in (cluster_defaults, per_broker or {})
+                                  for name, text in configs.items()
+                                  if name.startswith(BROKER_PREFIXES) and text is not None}
+        self._dynamic_texts = (dict(cluster_defaults), dict(per_broker or {}))
+
+    def dynamic_texts(self) -> tuple[dict[str, str | None], dict[str, str | None]]:
+        """The dynamic configs as the controller stores them: (cluster-wide, this broker's)."""
+        return self._dynamic_texts
 
     @staticmethod
     def _parse_dynamic(configs: Mapping[str, str | None]) -> dict[str, Any]:
@@ -380,3 +399,14 @@ def _refuse(names: list[str], message: str) -> None:
 
 
 # ------------------------------------------------------------------------------ properties parsing
+
+
+def check_listener_key(name: str, text: str) -> None:
+    """A `listener.name.<listener>.[<mechanism>.]<key>` value must be valid for <key>, as Kafka
+    checks it (ConfigError otherwise); a <key> Kafka does not define is left alone."""
+    parts = name.split(".")
+    for start in (3, 4):   # after listener.name.<listener>., then after a SASL mechanism too
+        definition = BROKER_CONFIGS.get(".".join(parts[start:]))
+        if definition is not None:
+            parse_checked(name, definition.type, definition.validator, text)
+            return

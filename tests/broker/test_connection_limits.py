@@ -152,3 +152,40 @@ def test_max_connections_per_ip_overrides_apply_and_change_without_a_restart(tmp
                     name="max.connections.per.ip.overrides", config_operation=0,
                     value="127.0.0.1")])], validate_only=True))
             assert bad.responses[0].error_code == 42   # INVALID_REQUEST, as Kafka
+
+
+def test_a_listener_max_connections_applies_without_a_restart(tmp_path):
+    # Kafka's listener.name.<listener>.max.connections, set at runtime: the limited listener's
+    # acceptor waits at its limit while the others accept; a bad value is refused at alter time.
+    I = messages.IncrementalAlterConfigsRequest
+    config = {"listeners": "PLAINTEXT://127.0.0.1:0,LIMITED://127.0.0.1:0",
+              "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,LIMITED:PLAINTEXT"}
+
+    def alter(admin, value, validate_only=False):
+        return admin.request(44, 1, I(resources=[I.AlterConfigsResource(
+            resource_type=4, resource_name="", configs=[I.AlterableConfig(
+                name="listener.name.limited.max.connections", config_operation=0, value=value)])],
+            validate_only=validate_only)).responses[0].error_code
+
+    with running_broker(tmp_path / "data", config) as running:
+        ports = {listener.name: port for listener, port in running.broker._bound}
+        with RawClient("127.0.0.1", ports["PLAINTEXT"]) as admin, \
+                RawClient("127.0.0.1", ports["LIMITED"]) as held:
+            assert held.request(18, 0, messages.ApiVersionsRequest()).error_code == 0
+            assert alter(admin, "abc", validate_only=True) == 42   # INVALID_REQUEST, as Kafka
+            assert alter(admin, "1") == 0
+            assert _wait_until(lambda: running.broker.config.get(
+                "listener.name.limited.max.connections") == "1", timeout=10)
+            with RawClient("127.0.0.1", ports["LIMITED"]) as waiting, \
+                    RawClient("127.0.0.1", ports["PLAINTEXT"]) as other:
+                waiting.send(18, 0, messages.ApiVersionsRequest(), correlation_id=5)
+                waiting.sock.settimeout(1.5)
+                try:
+                    answered = waiting.sock.recv(1)
+                except socket.timeout:
+                    answered = None
+                assert answered is None, "a connection past the listener's max.connections was served"
+                assert other.request(18, 0, messages.ApiVersionsRequest()).error_code == 0
+                assert alter(admin, "2") == 0                         # raised: the waiting one is served
+                waiting.sock.settimeout(15)
+                assert waiting.receive(18, 0)[0] == 5

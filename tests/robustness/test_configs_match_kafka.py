@@ -4,6 +4,8 @@ accepted) with Kafka's codes and messages. The refusal cases run against both br
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from protocol import ErrorCode, messages
@@ -117,3 +119,36 @@ def test_dynamic_broker_config_answers_match_kafka(target, resource, key, value,
         assert answer.error_code == code
         if message:
             assert answer.error_message.startswith(message)
+
+
+# Topic configs Kafka 4.x knows that Kafka's client library does not name (its LogConfig defines them).
+NOT_IN_TOPIC_CONFIG = {"leader.replication.throttled.replicas", "follower.replication.throttled.replicas"}
+_LIST_NAMES = """
+public class ListTopicConfigs {
+    public static void main(String[] args) throws Exception {
+        for (java.lang.reflect.Field f : org.apache.kafka.common.config.TopicConfig.class.getFields())
+            if (f.getType() == String.class && f.getName().endsWith("_CONFIG")) System.out.println(f.get(null));
+    }
+}
+"""
+
+
+def test_every_topic_config_kafka_4_names_is_known(tmp_path):
+    # The 4.x client library's TopicConfig (compat-tests' Java jars) against Odradek's topic catalog;
+    # Kafka 4 still names message.downconversion.enable there, but its brokers no longer define it.
+    import glob
+    import shutil
+    import subprocess
+
+    from broker.config.topic_catalog import TOPIC_CONFIGS
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    jars = sorted(glob.glob(os.path.join(root, "compat-tests", ".cache", "java4", "kafka-clients-4.*.jar")))
+    if not jars or not shutil.which("javac"):
+        pytest.skip("needs javac and kafka-clients 4.x (bash compat-tests/setup.sh)")
+    (tmp_path / "ListTopicConfigs.java").write_text(_LIST_NAMES)
+    subprocess.run(["javac", "-cp", jars[-1], "ListTopicConfigs.java"], cwd=tmp_path, check=True, timeout=120)
+    listed = subprocess.run(["java", "-cp", f"{jars[-1]}{os.pathsep}.", "ListTopicConfigs"], cwd=tmp_path,
+                            check=True, timeout=120, capture_output=True, text=True).stdout.split()
+    assert len(listed) > 25
+    assert set(listed) - {"message.downconversion.enable"} == set(TOPIC_CONFIGS) - NOT_IN_TOPIC_CONFIG
