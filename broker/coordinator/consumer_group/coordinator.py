@@ -25,7 +25,7 @@ from ..group_offsets import append_error
 from . import records as R
 from .assignors import ASSIGNORS
 from .model import (JOIN_EPOCH, LEAVE_EPOCH, STATIC_LEAVE_EPOCH, Assignment, ConsumerGroup, ConsumerGroupConfig,
-                    ConsumerMember, GroupState, MemberState, is_subset, normalize)
+                    ConsumerMember, MemberState, is_subset, normalize)
 from .reconcile import next_state
 
 E = ErrorCode
