@@ -1,0 +1,110 @@
+"""Kafka 4's consumer with `group.protocol=consumer` (KIP-848) against Odradek: the Java client
+(kafka-clients 4.x) in groups of one to five members that join, leave, crash and rejoin statically,
+every record checked; confluent-kafka (librdkafka) with the same setting. Skipped without the JDK /
+jars (compat-tests/setup.sh)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from broker.admin.client import KafkaClient
+from broker.admin.groups import describe_groups, list_groups
+from broker.testing import running_broker
+from tests.coordinator.consumer_protocol_clients import (FAST_CONSUMER_GROUPS, JavaClient, JavaMember, Rec,
+                                                         covers, jars_missing, poll_until)
+
+PARTITIONS = 10
+java = pytest.mark.skipif(jars_missing("java-4") is not None, reason=str(jars_missing("java-4")))
+
+
+def produce(client, topic, start, count):
+    records = [Rec(b"k%d" % i, b"%06d" % i) for i in range(start, start + count)]
+    assert all(d.error is None for d in client.produce(topic, records))
+    return {r.value for r in records}
+
+
+def consumed(members) -> set:
+    return {v for m in members for v in m.values}
+
+
+@java
+@pytest.mark.timeout(400)
+def test_java_group_of_five_joins_leaves_crashes_and_rejoins_statically(tmp_path):
+    with running_broker(tmp_path / "data", FAST_CONSUMER_GROUPS) as broker:
+        main, doomed, static1 = (JavaClient(broker.bootstrap, "java-4") for _ in range(3))
+        static2 = None
+        try:
+            main.create_topic("cg", PARTITIONS)
+            produced = produce(main, "cg", 0, 2000)
+            m1 = JavaMember(main, "g5", "cg", "m1")
+            members = [m1]
+            poll_until(members, covers(members, PARTITIONS), what="one member owning everything")
+            assert m1.assignment == list(range(PARTITIONS))
+            # four more join: two beside m1, one in a JVM we will kill, one static in its own JVM
+            members += [JavaMember(main, "g5", "cg", "m2"), JavaMember(main, "g5", "cg", "m3"),
+                        JavaMember(doomed, "g5", "cg", "m4"), JavaMember(static1, "g5", "cg", "s1", "s1")]
+            poll_until(members, lambda: covers(members, PARTITIONS)() and consumed(members) >= produced,
+                       what="five members sharing the partitions, all records read")
+            assert sorted(len(m.assignment) for m in members) == [2] * 5
+            admin = KafkaClient(broker.bootstrap)
+            try:
+                (listed,) = [g for g in list_groups(admin) if g.group_id == "g5"]
+                assert (listed.group_type, listed.state, listed.protocol_type) == ("consumer", "Stable", "consumer")
+                (described,) = describe_groups(admin, ["g5"])
+                assert described.group_type == "consumer" and len(described.members) == 5
+                assert {tuple(m.assignment.get("cg", [])) for m in described.members} == \
+                    {tuple(m.assignment) for m in members}
+            finally:
+                admin.close()
+            # a graceful leave
+            members[1].close()
+            poll_until(members, covers(members, PARTITIONS), what="four members after m2 left")
+            # a crash: the session times out, its partitions move
+            members[3].crash()
+            poll_until(members, covers(members, PARTITIONS), what="three members after m4 crashed")
+            # static rejoin: s1 closes (leaving for now), a new process with its instance id takes its place
+            s1 = members[4]
+            before = {m.name: list(m.assignment) for m in members if m.alive}
+            s1.close()
+            static2 = JavaClient(broker.bootstrap, "java-4")
+            s1b = JavaMember(static2, "g5", "cg", "s1b", "s1")
+            members.append(s1b)
+            poll_until(members, lambda: bool(s1b.assignment), what="the static member back")
+            assert s1b.assignment == before["s1"]
+            assert {m.name: m.assignment for m in members if m.alive and m is not s1b} == \
+                {k: v for k, v in before.items() if k != "s1"}
+            produced |= produce(main, "cg", 2000, 500)
+            poll_until(members, lambda: consumed(members) >= produced, what="the second batch")
+            assert consumed(members) == produced      # every record, nothing else
+            committed = main.group_offsets("g5")
+            ends = main.list_offsets("cg", list(range(PARTITIONS)))
+            assert {p: o for (t, p), o in committed.items()} == {p: ends[p][1] for p in range(PARTITIONS)}
+        finally:
+            for client in (main, doomed, static1, static2):
+                if client is not None:
+                    client.close()
+
+
+@java
+@pytest.mark.timeout(240)
+def test_java_two_members_join_and_leave(tmp_path):
+    """The default run's slice: a member joins a running one, then leaves; every record read once."""
+    with running_broker(tmp_path / "data", FAST_CONSUMER_GROUPS) as broker:
+        client = JavaClient(broker.bootstrap, "java-4")
+        try:
+            client.create_topic("cg2", 4)
+            produced = produce(client, "cg2", 0, 400)
+            a = JavaMember(client, "g2", "cg2", "a")
+            poll_until([a], covers([a], 4), what="a owning everything")
+            b = JavaMember(client, "g2", "cg2", "b")
+            members = [a, b]
+            poll_until(members, lambda: covers(members, 4)() and consumed(members) >= produced, what="a and b")
+            assert sorted(len(m.assignment) for m in members) == [2, 2]
+            b.close()
+            produced |= produce(client, "cg2", 400, 100)
+            poll_until(members, lambda: covers(members, 4)() and consumed(members) >= produced, what="a alone")
+            assert sorted(a.values + b.values) == sorted(produced)   # exactly once: commits after every poll
+        finally:
+            client.close()
