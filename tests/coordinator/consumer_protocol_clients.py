@@ -14,6 +14,9 @@ if COMPAT not in sys.path:
 from odradek_compat.clients.java import JavaClient, jars_missing  # noqa: E402,F401
 from odradek_compat.records import Rec, from_json  # noqa: E402,F401
 
+__all__ = ["JavaClient", "jars_missing", "Rec", "JavaMember", "FAST_CONSUMER_GROUPS", "assert_disjoint",
+           "poll_until", "covers"]
+
 # the broker settings that keep the tests quick: a short session, frequent heartbeats
 FAST_CONSUMER_GROUPS = {
     "group.consumer.session.timeout.ms": "6000", "group.consumer.min.session.timeout.ms": "6000",

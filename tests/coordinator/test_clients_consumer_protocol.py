@@ -5,8 +5,6 @@ jars (compat-tests/setup.sh)."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from broker.admin.client import KafkaClient
@@ -108,3 +106,60 @@ def test_java_two_members_join_and_leave(tmp_path):
             assert sorted(a.values + b.values) == sorted(produced)   # exactly once: commits after every poll
         finally:
             client.close()
+
+
+# ---- confluent-kafka (librdkafka) ----------------------------------------------------------------------
+class RdMember:
+    def __init__(self, bootstrap: str, group: str, topic: str, name: str):
+        from confluent_kafka import Consumer
+        self.name = name
+        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "group.protocol": "consumer",
+                                  "auto.offset.reset": "earliest", "enable.auto.commit": False, "client.id": name})
+        self.consumer.subscribe([topic])
+        self.assignment: list[int] = []
+        self.values: list[bytes] = []
+        self.alive = True
+
+    def poll(self) -> None:
+        for message in self.consumer.consume(num_messages=100, timeout=0.2):
+            assert message.error() is None, message.error()
+            self.values.append(message.value())
+            self.consumer.commit(message=message, asynchronous=False)
+        self.assignment = sorted(tp.partition for tp in self.consumer.assignment())
+
+    def close(self) -> None:
+        self.consumer.close()
+        self.alive = False
+
+
+def test_confluent_kafka_group_protocol_consumer(tmp_path):
+    import confluent_kafka
+    from confluent_kafka.admin import AdminClient, NewTopic
+    version = confluent_kafka.libversion()[1]
+    if version < 0x020c0000:
+        pytest.skip(f"librdkafka {confluent_kafka.libversion()[0]} predates KIP-848 support (2.12)")
+    with running_broker(tmp_path / "data", FAST_CONSUMER_GROUPS) as broker:
+        from confluent_kafka import Producer
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})   # kept: its futures need the handle
+        admin.create_topics([NewTopic("rk", 6, 1)])["rk"].result(30)
+        producer = Producer({"bootstrap.servers": broker.bootstrap})
+        produced = set()
+
+        def produce_range(start, count):
+            for i in range(start, start + count):
+                producer.produce("rk", b"%06d" % i)
+                produced.add(b"%06d" % i)
+            assert producer.flush(30) == 0
+
+        produce_range(0, 600)
+        members = [RdMember(broker.bootstrap, "rg", "rk", "r1")]
+        poll_until(members, covers(members, 6), what="r1 owning everything")
+        members += [RdMember(broker.bootstrap, "rg", "rk", "r2"), RdMember(broker.bootstrap, "rg", "rk", "r3")]
+        poll_until(members, lambda: covers(members, 6)() and consumed(members) >= produced, what="three members")
+        assert sorted(len(m.assignment) for m in members) == [2, 2, 2]
+        members[0].close()
+        produce_range(600, 300)
+        poll_until(members, lambda: covers(members, 6)() and consumed(members) >= produced, what="r1 left")
+        assert sorted(v for m in members for v in m.values) == sorted(produced)   # once each
+        for m in members[1:]:
+            m.close()
