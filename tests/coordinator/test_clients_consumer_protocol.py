@@ -5,6 +5,8 @@ jars (compat-tests/setup.sh)."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from broker.admin.client import KafkaClient
@@ -124,8 +126,22 @@ class RdMember:
         for message in self.consumer.consume(num_messages=100, timeout=0.2):
             assert message.error() is None, message.error()
             self.values.append(message.value())
-            self.consumer.commit(message=message, asynchronous=False)
+            self.commit(message)
         self.assignment = sorted(tp.partition for tp in self.consumer.assignment())
+
+    def commit(self, message) -> None:
+        """A commit that crossed an epoch bump answers STALE_MEMBER_EPOCH (as Kafka's coordinator does);
+        librdkafka hands it to the application, which retries once the new epoch has arrived."""
+        from confluent_kafka import KafkaError, KafkaException
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                self.consumer.commit(message=message, asynchronous=False)
+                return
+            except KafkaException as exc:
+                if exc.args[0].code() != KafkaError.STALE_MEMBER_EPOCH or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
 
     def close(self) -> None:
         self.consumer.close()
