@@ -110,6 +110,31 @@ def test_java_two_members_join_and_leave(tmp_path):
             client.close()
 
 
+@java
+@pytest.mark.timeout(240)
+def test_java_consume_transform_produce_with_the_new_consumer(tmp_path):
+    """sendOffsetsToTransaction with the KIP-848 consumer's group metadata (member id and epoch):
+    TxnOffsetCommit checks the member epoch, the offsets commit with the transaction."""
+    with running_broker(tmp_path / "data", FAST_CONSUMER_GROUPS) as broker:
+        client = JavaClient(broker.bootstrap, "java-4")
+        try:
+            client.create_topic("eos-in", 3)
+            client.create_topic("eos-out", 3)
+            produced = produce(client, "eos-in", 0, 90)
+            done = client.driver.call(
+                "consume_transform_produce", timeout=150, in_topic="eos-in", out_topic="eos-out", group="eos",
+                transactional_id="eos-tx", count=90, timeout_ms=90000,
+                config={"transaction.timeout.ms": 60000, "max.block.ms": 30000},
+                consumer_config={"group.protocol": "consumer"})
+            assert done == 90
+            out = client.consume("eos-out", isolation="read_committed")
+            assert sorted(r.value for r in out) == sorted(v.upper() for v in produced)
+            committed = client.group_offsets("eos")
+            assert sum(committed.values()) == 90
+        finally:
+            client.close()
+
+
 # ---- confluent-kafka (librdkafka) ----------------------------------------------------------------------
 class RdMember:
     def __init__(self, bootstrap: str, group: str, topic: str, name: str):
