@@ -75,7 +75,7 @@ class CoordinatorService:
             offset_metadata_max_bytes=config["offset.metadata.max.bytes"]))
         self.consumer_groups = ConsumerGroupCoordinator(
             self.clock, self.timers, _GroupLog(self), _consumer_group_config(config),
-            topics=self._topics_view, classic_busy=self._classic_group_busy)
+            topics=self._topics_view, classic_busy=self._classic_group_busy, partition_racks=self._partition_racks)
         self.groups.consumer_groups = self.consumer_groups
         self.producer_ids = _BlockProducerIds(broker)
         self.markers = MarkerSender(self)
@@ -144,6 +144,17 @@ class CoordinatorService:
     def _topics_view(self) -> dict:
         """What consumer groups may subscribe to: topic name -> (topic id, partition count)."""
         return {name: (t.topic_id, len(t.partitions)) for name, t in self.broker.image.topics.items()}
+
+    def _partition_racks(self, topic_ids) -> dict:
+        """(topic id, partition) -> the racks of its replicas' brokers (rack-aware assignment)."""
+        image = self.broker.image
+        out = {}
+        for topic_id in topic_ids:
+            topic = image.topics_by_id.get(topic_id)
+            for index, part in (topic.partitions.items() if topic is not None else ()):
+                racks = {image.brokers[b].rack for b in part.replicas if b in image.brokers}
+                out[(topic_id, index)] = frozenset(r for r in racks if r)
+        return out
 
     def _classic_group_busy(self, group_id: str) -> bool:
         group = self.groups.groups.get(group_id)

@@ -22,11 +22,17 @@ class Harness:
         self.log = MemoryGroupLog()
         self.topic_ids = {name: uuid.uuid5(uuid.NAMESPACE_DNS, name) for name in topics}
         self.partitions = dict(topics)
+        self.racks: dict = {}   # (topic name, partition) -> racks of its replicas
         self.core = ConsumerGroupCoordinator(self.clock, self.timers, self.log, ConsumerGroupConfig(**config),
-                                             topics=self.view)
+                                             topics=self.view, partition_racks=self.partition_racks)
 
     def view(self):
         return {n: (self.topic_ids[n], c) for n, c in self.partitions.items()}
+
+    def partition_racks(self, topic_ids):
+        names = {self.topic_ids[n]: n for n in self.topic_ids}
+        return {(t, p): frozenset(self.racks.get((names[t], p), ())) for t in topic_ids
+                for p in range(self.partitions[names[t]])}
 
     def add_topic(self, name: str, partitions: int) -> None:
         self.topic_ids[name] = uuid.uuid5(uuid.NAMESPACE_DNS, name)
@@ -44,9 +50,9 @@ class Client:
     (reporting owned partitions), and leave."""
 
     def __init__(self, h: Harness, member_id: str, topics=(), regex: Optional[str] = None,
-                 instance_id: Optional[str] = None, assignor: Optional[str] = None):
+                 instance_id: Optional[str] = None, assignor: Optional[str] = None, rack: Optional[str] = None):
         self.h, self.member_id, self.topics, self.regex = h, member_id, list(topics), regex
-        self.instance_id, self.assignor = instance_id, assignor
+        self.instance_id, self.assignor, self.rack = instance_id, assignor, rack
         self.epoch = 0
         self.owned: dict = {}
         self.last = None
@@ -55,6 +61,7 @@ class Client:
         joining = self.epoch == 0
         req = HeartbeatRequest(
             GROUP, self.member_id, self.epoch if epoch is None else epoch, instance_id=self.instance_id,
+            rack_id=self.rack if joining else None,
             rebalance_timeout_ms=30_000 if joining else -1,
             subscribed_topic_names=self.topics if joining and self.regex is None else None,
             subscribed_topic_regex=self.regex if joining else None,

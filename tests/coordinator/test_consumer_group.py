@@ -194,6 +194,19 @@ def test_heterogeneous_subscriptions_only_get_their_topics():
     assert a.partitions("x") | b.partitions("x") == {0, 1, 2, 3}
 
 
+def test_uniform_is_rack_aware():
+    h = Harness({"t": 6})
+    h.racks = {("t", p): {"east" if p % 2 else "west"} for p in range(6)}
+    west, east = Client(h, "a", ["t"], rack="west"), Client(h, "b", ["t"], rack="east")
+    settle(h, [west, east])
+    assert west.partitions("t") == {0, 2, 4} and east.partitions("t") == {1, 3, 5}
+    # balance comes first: a third member without a rack still gets its share
+    c = Client(h, "c", ["t"])
+    settle(h, [west, east, c])
+    assert sorted(len(x.partitions("t")) for x in (west, east, c)) == [2, 2, 2]
+    assert west.partitions("t") <= {0, 2, 4} and east.partitions("t") <= {1, 3, 5}
+
+
 @pytest.mark.parametrize("overrides, message", [
     ({"group_id": ""}, "GroupId"),
     ({"member_id": ""}, "MemberId"),

@@ -20,6 +20,7 @@ ACTIONS = st.lists(st.tuples(
 
 def run_schedule(actions, assignor):
     h = Harness({"a": 3, "b": 4, "c": 2}, session_timeout_ms=20_000)
+    h.racks = {(t, p): {f"r{p % 2}"} for t in "ab" for p in range(12)}   # rack-aware paths too
     clients = {}
     generation = {}
     for action, who, amount in actions:
@@ -30,7 +31,8 @@ def run_schedule(actions, assignor):
                 generation[name] = generation.get(name, 0) + 1
                 topics = [["a", "b"], ["b", "c"], ["a", "b", "c"]][who % 3]
                 client = Client(h, f"{name}.{generation[name]}", topics,
-                                instance_id=name if who % 2 == 0 else None, assignor=assignor)
+                                instance_id=name if who % 2 == 0 else None, assignor=assignor,
+                                rack=f"r{who % 2}" if who < 3 else None)
                 clients[name] = client
             client.heartbeat()
         elif action == "stubborn":

@@ -23,7 +23,7 @@ from protocol import ErrorCode
 
 from ..group_offsets import append_error
 from . import records as R
-from .assignors import ASSIGNORS
+from .assignors import ASSIGNORS, Racks
 from .model import (JOIN_EPOCH, LEAVE_EPOCH, STATIC_LEAVE_EPOCH, Assignment, ConsumerGroup, ConsumerGroupConfig,
                     ConsumerMember, MemberState, is_subset, normalize)
 from .reconcile import next_state
@@ -31,6 +31,8 @@ from .reconcile import next_state
 E = ErrorCode
 # topic name -> (topic id, partition count), from the metadata image
 TopicsView = Callable[[], Mapping[str, tuple[uuid.UUID, int]]]
+# topic ids -> {(topic id, partition): racks of its replicas}, for rack-aware assignment
+RacksView = Callable[[Iterable[uuid.UUID]], Mapping[tuple, frozenset]]
 
 
 @dataclass
@@ -62,13 +64,15 @@ class HeartbeatResult:
 
 class ConsumerGroupCoordinator:
     def __init__(self, clock, timers, log, config: ConsumerGroupConfig | None = None,
-                 topics: TopicsView = lambda: {}, classic_busy: Callable[[str], bool] = lambda g: False):
+                 topics: TopicsView = lambda: {}, classic_busy: Callable[[str], bool] = lambda g: False,
+                 partition_racks: RacksView = lambda topic_ids: {}):
         self.clock = clock
         self.timers = timers
         self.log = log
         self.config = config or ConsumerGroupConfig()
         self.topics = topics
         self.classic_busy = classic_busy     # group id -> a classic group with members holds the id
+        self.partition_racks = partition_racks
         self.groups: dict[str, ConsumerGroup] = {}
 
     # ==== ConsumerGroupHeartbeat =======================================================================
@@ -242,7 +246,9 @@ class ConsumerGroupCoordinator:
         partitions = {topic_id: count for topic_id, count in topics.values()
                       if any(topic_id in s for s in subscriptions.values())}
         assignor = ASSIGNORS[self._preferred_assignor(members.values())]
-        return assignor(subscriptions, partitions, current)
+        member_racks = {m.member_id: m.rack_id for m in members.values()}
+        racks = Racks(member_racks, self.partition_racks(partitions) if any(member_racks.values()) else {})
+        return assignor(subscriptions, partitions, current, racks)
 
     def _preferred_assignor(self, members: Iterable[ConsumerMember]) -> str:
         votes = Counter(m.server_assignor for m in members if m.server_assignor)
@@ -429,11 +435,12 @@ def _removal_records(group_id: str, member_id: str) -> list:
 
 
 def _subscription(m: ConsumerMember) -> tuple:
-    return (m.subscribed_topic_names, m.subscribed_topic_regex, m.server_assignor)
+    """What the assignment depends on: a change moves the group epoch."""
+    return (m.subscribed_topic_names, m.subscribed_topic_regex, m.server_assignor, m.rack_id)
 
 
 def _metadata(m: ConsumerMember) -> tuple:
-    return (m.instance_id, m.rack_id, m.client_id, m.client_host, _subscription(m), m.rebalance_timeout_ms)
+    return (m.instance_id, m.client_id, m.client_host, _subscription(m), m.rebalance_timeout_ms)
 
 
 def _current(m: ConsumerMember) -> tuple:
