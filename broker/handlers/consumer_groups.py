@@ -78,12 +78,8 @@ def describe_one(ctx, service, group_id, version, ops):
     core = service.consumer_groups
     group = core.describe(group_id)
     if group is None:
-        # as Kafka: an unknown id, or one a classic group holds
-        classic = service.groups.groups.get(group_id)
-        message = f"Group {group_id} is not a consumer group." if classic is not None and classic.members \
-            else f"Group {group_id} not found."
-        return Response.DescribedGroup(group_id=group_id, error_code=E.GROUP_ID_NOT_FOUND, error_message=message,
-                                       group_state="Dead", authorized_operations=ops)
+        # an unknown id, or one a classic group holds: Kafka 3.9 answers just the error code
+        return Response.DescribedGroup(group_id=group_id, error_code=E.GROUP_ID_NOT_FOUND, authorized_operations=ops)
     names = {t.topic_id: name for name, t in ctx.broker.image.topics.items()}
 
     def assignment(partitions):

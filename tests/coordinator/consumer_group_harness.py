@@ -76,7 +76,7 @@ class Client:
             if result.assignment is not None:
                 # a client drops revoked partitions at once and takes the new ones
                 self.owned = {t: frozenset(p) for t, p in result.assignment.items()}
-        elif result.error in (E.FENCED_MEMBER_EPOCH, E.UNKNOWN_MEMBER_ID):
+        elif result.error in (E.FENCED_MEMBER_EPOCH, E.UNKNOWN_MEMBER_ID, E.GROUP_ID_NOT_FOUND):
             self.epoch, self.owned = 0, {}
         return result
 

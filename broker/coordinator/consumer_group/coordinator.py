@@ -81,7 +81,8 @@ class ConsumerGroupCoordinator:
         if invalid:
             return HeartbeatResult(E.INVALID_REQUEST, invalid)
         if req.server_assignor is not None and req.server_assignor not in self.config.assignors:
-            return HeartbeatResult(E.UNSUPPORTED_ASSIGNOR, f"assignor {req.server_assignor} is not supported")
+            return HeartbeatResult(E.UNSUPPORTED_ASSIGNOR, f"ServerAssignor {req.server_assignor} is not supported. "
+                                   f"Supported assignors: {', '.join(self.config.assignors)}.")
         if req.subscribed_topic_regex is not None:
             try:
                 re.compile(req.subscribed_topic_regex)
@@ -94,7 +95,7 @@ class ConsumerGroupCoordinator:
             if self.classic_busy(req.group_id):
                 return HeartbeatResult(E.GROUP_ID_NOT_FOUND, f"Group {req.group_id} is not a consumer group.")
             if req.member_epoch != JOIN_EPOCH:
-                return HeartbeatResult(E.UNKNOWN_MEMBER_ID, f"group {req.group_id} has no member {req.member_id}")
+                return HeartbeatResult(E.GROUP_ID_NOT_FOUND, f"Consumer group {req.group_id} not found.")
             group = ConsumerGroup(req.group_id, state_timestamp=self.clock.now_ms())
         try:
             member, replaced = self._member_for(group, req)
@@ -118,9 +119,9 @@ class ConsumerGroupCoordinator:
             if req.subscribed_topic_names is None and req.subscribed_topic_regex is None:
                 return "SubscribedTopicNames or SubscribedTopicRegex must be set in first request."
         elif req.member_epoch == STATIC_LEAVE_EPOCH and req.instance_id is None:
-            return "InstanceId can't be null when the member epoch is -2."
+            return "InstanceId can't be null."
         elif req.member_epoch < STATIC_LEAVE_EPOCH:
-            return f"MemberEpoch {req.member_epoch} is invalid."
+            return "MemberEpoch is invalid."
         if req.member_epoch != JOIN_EPOCH and not req.member_id:
             return "MemberId can't be empty."
         return None
@@ -153,7 +154,8 @@ class ConsumerGroupCoordinator:
         if req.member_epoch > member.member_epoch:
             raise _Refused(E.FENCED_MEMBER_EPOCH, f"The consumer group member has a greater member epoch "
                                                   f"({req.member_epoch}) than the one known by the group "
-                                                  f"coordinator ({member.member_epoch}).")
+                                                  f"coordinator ({member.member_epoch}). The member must abandon "
+                                                  "all its partitions and rejoin.")
         if req.member_epoch < member.member_epoch and (
                 req.member_epoch != member.previous_member_epoch or req.owned is None
                 or not is_subset(req.owned, member.assigned)):
@@ -258,7 +260,7 @@ class ConsumerGroupCoordinator:
     def _leave(self, req: HeartbeatRequest) -> HeartbeatResult:
         group = self.groups.get(req.group_id)
         if group is None:
-            return HeartbeatResult(E.UNKNOWN_MEMBER_ID, f"group {req.group_id} is unknown")
+            return HeartbeatResult(E.GROUP_ID_NOT_FOUND, f"Consumer group {req.group_id} not found.")
         if req.instance_id is not None:
             member = group.static_member(req.instance_id)
             if member is None:
@@ -275,7 +277,8 @@ class ConsumerGroupCoordinator:
                 self.timers.cancel(("cg-revoke", req.group_id, member.member_id))
                 return HeartbeatResult(E.NONE, None, member.member_id, STATIC_LEAVE_EPOCH)
         elif req.member_id not in group.members:
-            return HeartbeatResult(E.UNKNOWN_MEMBER_ID, f"Member {req.member_id} is not a member of the group.")
+            return HeartbeatResult(E.UNKNOWN_MEMBER_ID, f"Member {req.member_id} is not a member of group "
+                                                        f"{req.group_id}.")
         member_id = req.member_id if req.instance_id is None else group.static_members[req.instance_id]
         error = self.fence(req.group_id, member_id)
         return HeartbeatResult(error, None, member_id, LEAVE_EPOCH)
