@@ -112,3 +112,13 @@ def test_consumer_group_answers_as_kafka(coordinator):
     _, r = conn.request(42, m.DeleteGroupsRequest(groups_names=["pg"]), max_version=2)
     assert [(x.group_id, E(x.error_code)) for x in r.results] == [("pg", E.NONE)]
     assert fetch(conn, -1, None) == (E.NONE, [])
+
+
+def test_consumer_protocol_can_be_switched_off(tmp_path):
+    """Without "consumer" in group.coordinator.rebalance.protocols the APIs are not advertised and a
+    heartbeat is refused, so clients fall back or fail as against a Kafka without KIP-848."""
+    with running_broker(tmp_path / "data", {"group.coordinator.rebalance.protocols": "classic"}) as broker:
+        with KafkaClient(broker.bootstrap) as client:
+            conn = client.node(next(iter(client.metadata([]).brokers)))
+            assert 68 not in conn.api_versions and 69 not in conn.api_versions
+            assert 15 in conn.api_versions
