@@ -322,7 +322,13 @@ async def offset_delete(ctx, header, body):
     requested = [(t.name, p.partition_index) for t in body.topics for p in t.partitions]
     readable = _topics_allowed(ctx, Op.READ, (t.name for t in body.topics))
     known = [tp for tp in requested if tp[0] in readable and image.partition(*tp) is not None]
-    top, per = service.groups.delete_offsets(body.group_id, known)
+    # a KIP-848 group's live subscriptions keep their offsets (its offsets sit in an offsets-only group)
+    subscribed = service.consumer_groups.subscribed_topics(body.group_id)
+    if body.group_id in service.consumer_groups.groups and body.group_id not in service.groups.groups:
+        top, per = E.NONE, {tp: E.NONE for tp in known}   # a consumer group with nothing committed yet
+    else:
+        top, per = service.groups.delete_offsets(body.group_id, [tp for tp in known if tp[0] not in subscribed])
+    per = {**per, **{tp: E.GROUP_SUBSCRIBED_TO_TOPIC for tp in known if tp[0] in subscribed}}
     await service.settle()
     if top is not E.NONE:
         return Response(error_code=top)

@@ -105,6 +105,11 @@ def test_consumer_group_answers_as_kafka(coordinator):
     assert (member.member_id, member.member_epoch, member.subscribed_topic_names) == (member_id, 1, ["pt"])
     assert [(t.topic_name, t.partitions) for t in member.assignment.topic_partitions] == [("pt", [0, 1])]
     assert (E(nogroup.error_code), nogroup.error_message, nogroup.group_state) == (E.GROUP_ID_NOT_FOUND, None, "")
+    # OffsetDelete keeps what the members subscribe to
+    D = m.OffsetDeleteRequest
+    _, r = conn.request(47, D(group_id="pg", topics=[D.OffsetDeleteRequestTopic(
+        name="pt", partitions=[D.OffsetDeleteRequestPartition(partition_index=0)])]), max_version=0)
+    assert (E(r.error_code), E(r.topics[0].partitions[0].error_code)) == (E.NONE, E.GROUP_SUBSCRIBED_TO_TOPIC)
     # leaving, then deleting the empty group with its offsets
     assert heartbeat(conn, group_id="pg", member_id=member_id, member_epoch=-1)[:4] == (E.NONE, None, member_id, -1)
     assert heartbeat(conn, group_id="pg", member_id=member_id, member_epoch=-1)[:2] == (

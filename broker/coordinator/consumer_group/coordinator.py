@@ -367,6 +367,15 @@ class ConsumerGroupCoordinator:
                 rows.append((group.group_id, "consumer", state))
         return rows
 
+    def subscribed_topics(self, group_id: str) -> set[str]:
+        """The topic names the group's members subscribe to now (their offsets cannot be deleted)."""
+        group = self.groups.get(group_id)
+        topics = self.topics()
+        names: set[str] = set()
+        for member in (group.members.values() if group is not None else ()):
+            names |= _subscribed_names(member, topics)
+        return names
+
     def is_active(self, group_id: str) -> bool:
         group = self.groups.get(group_id)
         return group is not None and bool(group.members)
