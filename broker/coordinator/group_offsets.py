@@ -213,6 +213,8 @@ class OffsetsMixin:
                         group.offsets.pop(key, None)
             except Exception:
                 continue  # try again next round
+        if consumer_groups is not None:
+            consumer_groups.delete_forgotten(has_offsets=lambda group_id: group_id in self.groups)
         self._schedule_offset_expiry()
 
 def append_error(exc: Exception, *, offsets: bool = False) -> ErrorCode:

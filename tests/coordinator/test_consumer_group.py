@@ -269,6 +269,22 @@ def test_list_describe_delete():
     assert h.core.delete(GROUP) is E.NONE and h.core.groups == {}
 
 
+def test_empty_groups_without_offsets_are_cleaned_up():
+    h = Harness({"t": 2})
+    a = Client(h, "a", ["t"])
+    a.heartbeat()
+    h.core.delete_forgotten(has_offsets=lambda g: False)
+    assert GROUP in h.core.groups                      # it has a member
+    a.leave()
+    h.core.delete_forgotten(has_offsets=lambda g: True)
+    assert GROUP in h.core.groups                      # its offsets are still there
+    h.core.delete_forgotten(has_offsets=lambda g: False)
+    assert h.core.groups == {}
+    assert [type(r.key).__name__ for r in h.log.entries[-1][1]] == [
+        "ConsumerGroupTargetAssignmentMetadataKey", "ConsumerGroupMetadataKey"]
+    assert all(r.value is None for r in h.log.entries[-1][1])   # tombstones
+
+
 def test_a_failed_write_changes_nothing():
     h = Harness({"t": 2})
     a = Client(h, "a", ["t"])

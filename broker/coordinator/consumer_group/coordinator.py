@@ -399,6 +399,12 @@ class ConsumerGroupCoordinator:
             return append_error(exc)
         return E.NONE
 
+    def delete_forgotten(self, has_offsets: Callable[[str], bool]) -> None:
+        """Kafka's periodic cleanup: an empty group with no committed offsets left is deleted."""
+        for group_id, group in list(self.groups.items()):
+            if not group.members and not has_offsets(group_id):
+                self.delete(group_id)
+
     def yield_to_classic(self, group_id: str) -> bool:
         """A classic JoinGroup for this id: an empty consumer group gives way (as Kafka converts it);
         a non-empty one keeps it (False)."""

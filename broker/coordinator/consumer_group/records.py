@@ -108,6 +108,8 @@ def apply(groups: dict[str, ConsumerGroup], record: GroupRecord) -> None:
     if isinstance(key, PartitionMetadataKey):
         return  # Kafka 4 keeps a metadata hash instead; we recompute subscriptions on load
     if group is None:
+        if value is None:
+            return   # a tombstone never brings a group back
         group = groups.setdefault(group_id, ConsumerGroup(group_id))
     if isinstance(key, MemberKey):
         if value is None:
