@@ -26,8 +26,9 @@ FAST_CONSUMER_GROUPS = {
 
 
 class JavaMember:
-    def __init__(self, client: JavaClient, group: str, topic: str, name: str, instance_id: str | None = None):
-        config = {"group.protocol": "consumer", "auto.offset.reset": "earliest", "enable.auto.commit": "false",
+    def __init__(self, client: JavaClient, group: str, topic: str, name: str, instance_id: str | None = None,
+                 protocol: str = "consumer"):
+        config = {"group.protocol": protocol, "auto.offset.reset": "earliest", "enable.auto.commit": "false",
                   "client.id": name, "max.poll.records": 100}
         if instance_id is not None:
             config["group.instance.id"] = instance_id

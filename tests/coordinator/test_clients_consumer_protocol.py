@@ -135,6 +135,31 @@ def test_java_consume_transform_produce_with_the_new_consumer(tmp_path):
             client.close()
 
 
+@java
+@pytest.mark.timeout(300)
+def test_java_group_moves_between_classic_and_consumer_protocols_when_empty(tmp_path):
+    """An empty classic group becomes a consumer group when a KIP-848 member joins (and back when a
+    classic member joins the empty consumer group): the committed offsets carry over both ways, so
+    each generation of consumers starts where the last stopped — every record read exactly once."""
+    with running_broker(tmp_path / "data", FAST_CONSUMER_GROUPS) as broker:
+        client = JavaClient(broker.bootstrap, "java-4")
+        try:
+            client.create_topic("mig", 3)
+            produced, seen = set(), []
+            for step, protocol in enumerate(("classic", "consumer", "classic", "consumer")):
+                produced |= produce(client, "mig", step * 100, 100)
+                member = JavaMember(client, "migrating", "mig", f"{protocol}-{step}", protocol=protocol)
+                poll_until([member], lambda: covers([member], 3)() and set(seen + member.values) >= produced,
+                           what=f"step {step} ({protocol}) reading the new records")
+                member.close()
+                seen += member.values
+            assert sorted(seen) == sorted(produced)
+            assert {p: o for (_, p), o in client.group_offsets("migrating").items()} == \
+                {p: e for p, (_, e) in client.list_offsets("mig", [0, 1, 2]).items()}
+        finally:
+            client.close()
+
+
 # ---- confluent-kafka (librdkafka) ----------------------------------------------------------------------
 class RdMember:
     def __init__(self, bootstrap: str, group: str, topic: str, name: str):
