@@ -88,9 +88,11 @@ def test_java_group_of_five_joins_leaves_crashes_and_rejoins_statically(tmp_path
 
 
 @java
+@pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_java_two_members_join_and_leave(tmp_path):
-    """The default run's slice: a member joins a running one, then leaves; every record read once."""
+    """A member joins a running one, then leaves; every record read exactly once (commits after every
+    poll). Slow: the five-member test covers the same ground in the default run."""
     with running_broker(tmp_path / "data", FAST_CONSUMER_GROUPS) as broker:
         client = JavaClient(broker.bootstrap, "java-4")
         try:
