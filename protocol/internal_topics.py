@@ -2,11 +2,25 @@
 
 Each key and value is an int16 version followed by the body. In `__consumer_offsets` the key's
 version selects its type: 0 and 1 are offset commits (`OffsetCommitKey`, value `OffsetCommitValue`),
-2 is group metadata (`GroupMetadataKey`, value `GroupMetadataValue`). A null value is a tombstone.
+2 is group metadata (`GroupMetadataKey`, value `GroupMetadataValue`), 3-8 are KIP-848 consumer group
+records (`CONSUMER_GROUP_RECORDS`: group epoch, partition metadata, member metadata, target assignment
+metadata and members, current member assignments). A null value is a tombstone.
 """
 
 from protocol.errors import DecodeError
 from protocol.generated.internal import (
+    ConsumerGroupCurrentMemberAssignmentKey,
+    ConsumerGroupCurrentMemberAssignmentValue,
+    ConsumerGroupMemberMetadataKey,
+    ConsumerGroupMemberMetadataValue,
+    ConsumerGroupMetadataKey,
+    ConsumerGroupMetadataValue,
+    ConsumerGroupPartitionMetadataKey,
+    ConsumerGroupPartitionMetadataValue,
+    ConsumerGroupTargetAssignmentMemberKey,
+    ConsumerGroupTargetAssignmentMemberValue,
+    ConsumerGroupTargetAssignmentMetadataKey,
+    ConsumerGroupTargetAssignmentMetadataValue,
     GroupMetadataKey,
     GroupMetadataValue,
     OffsetCommitKey,
@@ -18,6 +32,16 @@ from protocol.versioned import decode_versioned, encode_versioned, read_version
 
 OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2
+# key version (the record type) -> (key class, value class) of the consumer group records
+CONSUMER_GROUP_RECORDS = {
+    3: (ConsumerGroupMetadataKey, ConsumerGroupMetadataValue),
+    4: (ConsumerGroupPartitionMetadataKey, ConsumerGroupPartitionMetadataValue),
+    5: (ConsumerGroupMemberMetadataKey, ConsumerGroupMemberMetadataValue),
+    6: (ConsumerGroupTargetAssignmentMetadataKey, ConsumerGroupTargetAssignmentMetadataValue),
+    7: (ConsumerGroupTargetAssignmentMemberKey, ConsumerGroupTargetAssignmentMemberValue),
+    8: (ConsumerGroupCurrentMemberAssignmentKey, ConsumerGroupCurrentMemberAssignmentValue),
+}
+_VALUE_OF_KEY = {key: value for key, value in CONSUMER_GROUP_RECORDS.values()}
 
 
 def encode_offset_commit_key(group, topic, partition):
@@ -25,17 +49,25 @@ def encode_offset_commit_key(group, topic, partition):
     return encode_versioned(key, OFFSET_COMMIT_KEY_VERSION)
 
 
+def encode_consumer_group_key(key):
+    """A consumer group record's key: its version is the record type."""
+    version = next(v for v, (cls, _) in CONSUMER_GROUP_RECORDS.items() if isinstance(key, cls))
+    return encode_versioned(key, version)
+
+
 def encode_group_metadata_key(group):
     return encode_versioned(GroupMetadataKey(group=group), GROUP_METADATA_KEY_VERSION)
 
 
 def decode_group_key(data):
-    """An `OffsetCommitKey` or a `GroupMetadataKey`, chosen by the key's version."""
+    """An `OffsetCommitKey`, a `GroupMetadataKey` or a consumer group record key, chosen by the key's version."""
     version = read_version(data)
     if version in (0, 1):
         return decode_versioned(OffsetCommitKey, data)[1]
     if version == GROUP_METADATA_KEY_VERSION:
         return decode_versioned(GroupMetadataKey, data)[1]
+    if version in CONSUMER_GROUP_RECORDS:
+        return decode_versioned(CONSUMER_GROUP_RECORDS[version][0], data)[1]
     raise DecodeError(f"unknown __consumer_offsets key version {version}")
 
 
@@ -48,7 +80,8 @@ def decode_group_value(key, data):
     """The value for a decoded key: None for a tombstone."""
     if data is None:
         return None
-    cls = OffsetCommitValue if isinstance(key, OffsetCommitKey) else GroupMetadataValue
+    cls = _VALUE_OF_KEY.get(type(key)) or (OffsetCommitValue if isinstance(key, OffsetCommitKey)
+                                           else GroupMetadataValue)
     return decode_versioned(cls, data)[1]
 
 

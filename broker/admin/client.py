@@ -59,6 +59,7 @@ class API:
     INCREMENTAL_ALTER_CONFIGS = 44
     DESCRIBE_QUORUM = 55
     DESCRIBE_CLUSTER = 60
+    CONSUMER_GROUP_DESCRIBE = 69
 
 
 def error_name(code: int) -> str:

@@ -23,6 +23,7 @@ class ListedGroup:
     state: str | None
     protocol_type: str
     coordinator: int
+    group_type: str | None = None     # "classic" or "consumer" (KIP-848), from ListGroups v5
 
 
 @dataclass
@@ -32,6 +33,8 @@ class Member:
     client_id: str
     client_host: str
     assignment: dict[str, list[int]]
+    member_epoch: int | None = None            # KIP-848 members only
+    target_assignment: dict[str, list[int]] | None = None
 
 
 @dataclass
@@ -55,6 +58,9 @@ class GroupDescription:
     coordinator: int | None
     members: list[Member] = field(default_factory=list)
     offsets: list[PartitionLag] = field(default_factory=list)
+    group_type: str = "classic"
+    group_epoch: int | None = None             # KIP-848 consumer groups only
+    assignment_epoch: int | None = None
 
 
 # --------------------------------------------------------------------------- operations
@@ -71,17 +77,42 @@ def list_groups(client: KafkaClient, states: list[str] | None = None) -> list[Li
             return messages.ListGroupsRequest(states_filter=states or []) if version >= 4 \
                 else messages.ListGroupsRequest()
 
-        version, resp = conn.request(API.LIST_GROUPS, build, max_version=4,
+        version, resp = conn.request(API.LIST_GROUPS, build, max_version=5,
                                      min_version=4 if states else 0)
         check(resp.error_code, context=f"ListGroups on broker {node_id}")
         for g in resp.groups:
             out[g.group_id] = ListedGroup(g.group_id, g.group_state if version >= 4 else None,
-                                          g.protocol_type, node_id)
+                                          g.protocol_type, node_id, g.group_type if version >= 5 else None)
     return sorted(out.values(), key=lambda g: g.group_id)
 
 
+def describe_consumer_group(client: KafkaClient, group_id: str) -> GroupDescription | None:
+    """ConsumerGroupDescribe (KIP-848) at the coordinator; None when the id is not such a group."""
+    conn = client.coordinator(group_id)
+    if not conn.supports(API.CONSUMER_GROUP_DESCRIBE):
+        return None
+    _, resp = conn.request(API.CONSUMER_GROUP_DESCRIBE,
+                           messages.ConsumerGroupDescribeRequest(group_ids=[group_id]), max_version=1)
+    (g,) = resp.groups
+    if g.error_code == 69:   # GROUP_ID_NOT_FOUND: unknown, or a classic group
+        return None
+    check(g.error_code, context=f"group {group_id}")
+
+    def partitions(assignment) -> dict[str, list[int]]:
+        return {tp.topic_name or str(tp.topic_id): sorted(tp.partitions) for tp in assignment.topic_partitions}
+
+    members = [Member(m.member_id, m.instance_id, m.client_id, m.client_host, partitions(m.assignment),
+                      m.member_epoch, partitions(m.target_assignment)) for m in g.members]
+    return GroupDescription(g.group_id, g.group_state, "consumer", g.assignor_name, conn.node_id, members,
+                            group_type="consumer", group_epoch=g.group_epoch, assignment_epoch=g.assignment_epoch)
+
+
 def describe_group(client: KafkaClient, group_id: str) -> tuple[GroupDescription, int]:
-    """DescribeGroups at the coordinator; returns (description, error code)."""
+    """ConsumerGroupDescribe for a KIP-848 group, else DescribeGroups at the coordinator; returns
+    (description, error code)."""
+    consumer = describe_consumer_group(client, group_id)
+    if consumer is not None:
+        return consumer, 0
     conn = client.coordinator(group_id)
     _, resp = conn.request(API.DESCRIBE_GROUPS,
                            messages.DescribeGroupsRequest(groups=[group_id]), max_version=5)
@@ -248,8 +279,8 @@ def _list(client: KafkaClient, args) -> int:
     if args.json:
         emit_json([asdict(g) for g in groups])
     else:
-        table(["GROUP", "STATE", "PROTOCOL-TYPE", "COORDINATOR"],
-              [(g.group_id, g.state, g.protocol_type or "-", g.coordinator) for g in groups])
+        table(["GROUP", "TYPE", "STATE", "PROTOCOL-TYPE", "COORDINATOR"],
+              [(g.group_id, g.group_type or "-", g.state, g.protocol_type or "-", g.coordinator) for g in groups])
     return 0
 
 
@@ -261,20 +292,31 @@ def _describe(client: KafkaClient, args) -> int:
     for n, g in enumerate(groups):
         if n:
             print()
-        print(f"Group: {g.group_id}  State: {g.state}  Protocol: {g.protocol_type or '-'}/"
-              f"{g.protocol or '-'}  Members: {len(g.members)}  Coordinator: {g.coordinator}")
+        if g.group_type == "consumer":
+            print(f"Group: {g.group_id}  Type: consumer  State: {g.state}  Assignor: {g.protocol or '-'}  "
+                  f"Epoch: {g.group_epoch} (assignment {g.assignment_epoch})  Members: {len(g.members)}  "
+                  f"Coordinator: {g.coordinator}")
+        else:
+            print(f"Group: {g.group_id}  State: {g.state}  Protocol: {g.protocol_type or '-'}/"
+                  f"{g.protocol or '-'}  Members: {len(g.members)}  Coordinator: {g.coordinator}")
         table(["TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID",
                "HOST", "CLIENT-ID"],
               [(o.topic, o.partition, o.committed, o.log_end_offset, o.lag, o.member_id,
                 o.client_host, o.client_id) for o in g.offsets])
         if g.members:
             print()
-            table(["CONSUMER-ID", "INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT"],
-                  [(m.member_id, m.group_instance_id, m.client_host, m.client_id,
-                    sum(len(p) for p in m.assignment.values()),
-                    ";".join(f"{t}:{','.join(map(str, ps))}" for t, ps in
-                             sorted(m.assignment.items())) or "-") for m in g.members])
+            columns = ["CONSUMER-ID", "INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT"]
+            if g.group_type == "consumer":
+                columns += ["EPOCH", "TARGET-ASSIGNMENT"]
+            table(columns, [(m.member_id, m.group_instance_id, m.client_host, m.client_id,
+                             sum(len(p) for p in m.assignment.values()), _assignment_text(m.assignment))
+                            + ((m.member_epoch, _assignment_text(m.target_assignment or {}))
+                               if g.group_type == "consumer" else ()) for m in g.members])
     return 0
+
+
+def _assignment_text(assignment: dict[str, list[int]]) -> str:
+    return ";".join(f"{t}:{','.join(map(str, ps))}" for t, ps in sorted(assignment.items())) or "-"
 
 
 def _reset(client: KafkaClient, args) -> int:

@@ -197,7 +197,10 @@ class OffsetsMixin:
 
     def _expire_offsets(self) -> None:
         now = self.clock.now_ms()
+        consumer_groups = getattr(self, "consumer_groups", None)
         for group in list(self.groups.values()):
+            if consumer_groups is not None and consumer_groups.is_active(group.group_id):
+                continue  # a KIP-848 group with members keeps the offsets stored here
             expired = group.expired_offsets(now, self.config.offsets_retention_ms)
             try:
                 if group.state is S.EMPTY and len(expired) == len(group.offsets) \
@@ -210,6 +213,8 @@ class OffsetsMixin:
                         group.offsets.pop(key, None)
             except Exception:
                 continue  # try again next round
+        if consumer_groups is not None:
+            consumer_groups.delete_forgotten(has_offsets=lambda group_id: group_id in self.groups)
         self._schedule_offset_expiry()
 
 def append_error(exc: Exception, *, offsets: bool = False) -> ErrorCode:

@@ -13,9 +13,13 @@ from protocol import DecodeError
 from protocol import internal_topics as it
 from protocol.generated.internal import GroupMetadataValue, OffsetCommitKey, OffsetCommitValue, TransactionLogValue
 
+from .consumer_group.records import GroupRecord
 from .group import OffsetAndMetadata
 from .log_records import (GroupMetadataRecord, GroupSnapshot, MemberSnapshot, OffsetCommitRecord,
                           TransactionRecord, TransactionSnapshot, TxnPartitions)
+
+
+_CONSUMER_GROUP_KEYS = {key for key, _ in it.CONSUMER_GROUP_RECORDS.values()}
 
 
 class SerdeError(ValueError):
@@ -24,6 +28,9 @@ class SerdeError(ValueError):
 
 # ---- __consumer_offsets ---------------------------------------------------------------------------
 def encode_group_record(record) -> tuple[bytes, Optional[bytes]]:
+    if isinstance(record, GroupRecord):   # a KIP-848 consumer group's record: value version 0
+        key = it.encode_consumer_group_key(record.key)
+        return key, None if record.value is None else it.encode_group_value(record.value, 0)
     if isinstance(record, OffsetCommitRecord):
         key = it.encode_offset_commit_key(record.group_id, record.topic, record.partition)
         v = record.value
@@ -50,12 +57,15 @@ def encode_group_record(record) -> tuple[bytes, Optional[bytes]]:
 
 
 def decode_group_record(key, value):
-    """An OffsetCommitRecord or GroupMetadataRecord (value None = tombstone); SerdeError if unknown."""
+    """An OffsetCommitRecord, GroupMetadataRecord or consumer group `GroupRecord` (value None =
+    tombstone); SerdeError if unknown."""
     try:
         k = it.decode_group_key(bytes(key))
         v = it.decode_group_value(k, None if value is None else bytes(value))
     except DecodeError as exc:
         raise SerdeError(str(exc)) from None
+    if type(k) in _CONSUMER_GROUP_KEYS:
+        return GroupRecord(k.group_id, k, v)
     if isinstance(k, OffsetCommitKey):
         offset = None if v is None else OffsetAndMetadata(v.offset, v.leader_epoch, v.metadata or "",
                                                           v.commit_timestamp, v.expire_timestamp)

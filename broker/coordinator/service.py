@@ -26,6 +26,9 @@ from protocol import ErrorCode
 from protocol.records import SimpleRecord, build_batch
 
 from .clock import SystemClock, Timers
+from .consumer_group.coordinator import ConsumerGroupCoordinator
+from .consumer_group.model import ConsumerGroupConfig
+from .consumer_group.records import GroupRecord
 from .group_coordinator import GroupConfig, GroupCoordinator, append_error
 from .log_records import TransactionRecord
 from .markers import MarkerSender
@@ -70,6 +73,10 @@ class CoordinatorService:
             offsets_retention_ms=config["offsets.retention.minutes"] * 60_000,
             offsets_retention_check_interval_ms=config["offsets.retention.check.interval.ms"],
             offset_metadata_max_bytes=config["offset.metadata.max.bytes"]))
+        self.consumer_groups = ConsumerGroupCoordinator(
+            self.clock, self.timers, _GroupLog(self), _consumer_group_config(config),
+            topics=self._topics_view, classic_busy=self._classic_group_busy, partition_racks=self._partition_racks)
+        self.groups.consumer_groups = self.consumer_groups
         self.producer_ids = _BlockProducerIds(broker)
         self.markers = MarkerSender(self)
         self.txns = TransactionCoordinator(
@@ -103,7 +110,8 @@ class CoordinatorService:
     @classmethod
     def _create(cls, broker) -> "CoordinatorService":
         service = cls(broker)
-        broker.coordinators.update(service=service, group=service.groups, transaction=service.txns)
+        broker.coordinators.update(service=service, group=service.groups, transaction=service.txns,
+                                   consumer_group=service.consumer_groups)
         service.follow_leadership()
         service._start_timers()
         return service
@@ -132,6 +140,25 @@ class CoordinatorService:
             self._nursery.start_soon(guarded)
         else:
             trio.lowlevel.spawn_system_task(guarded, name="odradek-coordinator-task")
+
+    def _topics_view(self) -> dict:
+        """What consumer groups may subscribe to: topic name -> (topic id, partition count)."""
+        return {name: (t.topic_id, len(t.partitions)) for name, t in self.broker.image.topics.items()}
+
+    def _partition_racks(self, topic_ids) -> dict:
+        """(topic id, partition) -> the racks of its replicas' brokers (rack-aware assignment)."""
+        image = self.broker.image
+        out = {}
+        for topic_id in topic_ids:
+            topic = image.topics_by_id.get(topic_id)
+            for index, part in (topic.partitions.items() if topic is not None else ()):
+                racks = {image.brokers[b].rack for b in part.replicas if b in image.brokers}
+                out[(topic_id, index)] = frozenset(r for r in racks if r)
+        return out
+
+    def _classic_group_busy(self, group_id: str) -> bool:
+        group = self.groups.groups.get(group_id)
+        return group is not None and bool(group.members or group.pending_members)
 
     # ---- internal topics ---------------------------------------------------------------------------
     async def ensure_topic(self, name: str) -> None:
@@ -348,8 +375,10 @@ class CoordinatorService:
                 for producer_id, commit in owned.markers_while_loading:
                     self._complete_offsets(owned.index, producer_id, commit)   # a no-op if replayed too
                 loaded = [g for g in self.groups.groups if self.offsets_partition(g) == owned.index]
+                consumer = [g for g in self.consumer_groups.groups if self.offsets_partition(g) == owned.index]
                 owned.state = LoadState.ACTIVE
                 self.groups.loaded(loaded)
+                self.consumer_groups.loaded(consumer)
                 log.info("loaded %s-%d at leader epoch %d: %d groups (%d new)", owned.topic, owned.index,
                          owned.epoch, len(loaded), len(set(loaded) - before))
             else:
@@ -370,6 +399,7 @@ class CoordinatorService:
         owned.done.set()
         if topic == OFFSETS_TOPIC:
             self.groups.unload([g for g in self.groups.groups if self.offsets_partition(g) == index])
+            self.consumer_groups.unload([g for g in self.consumer_groups.groups if self.offsets_partition(g) == index])
         else:
             self.txns.unload([t for t in self.txns.txns if self.txn_partition(t) == index])
         log.info("no longer coordinating %s-%d", topic, index)
@@ -385,7 +415,11 @@ class CoordinatorService:
             producer_id = batch["producer_id"] if batch["transactional"] else -1
             for key, value in batch["records"]:
                 try:
-                    self.groups.replay(decode_group_record(key, value), producer_id)
+                    record = decode_group_record(key, value)
+                    if isinstance(record, GroupRecord):
+                        self.consumer_groups.replay(record)
+                    else:
+                        self.groups.replay(record, producer_id)
                 except SerdeError as exc:
                     log.warning("skipping unreadable %s-%d record: %s", OFFSETS_TOPIC, partition_index, exc)
 
@@ -414,7 +448,8 @@ class CoordinatorService:
         service = broker.coordinators.get("service")
         if service is None:
             service = cls(broker)
-            broker.coordinators.update(service=service, group=service.groups, transaction=service.txns)
+            broker.coordinators.update(service=service, group=service.groups, transaction=service.txns,
+                                       consumer_group=service.consumer_groups)
         service._nursery = nursery
         service.follow_leadership()
         service._start_timers()
@@ -455,6 +490,17 @@ class CoordinatorService:
             delay = 60.0 if deadline is None else max(deadline - self.clock.now_ms(), 0) / 1000
             with trio.move_on_after(delay):
                 await self._wake.wait()
+
+
+def _consumer_group_config(config) -> ConsumerGroupConfig:
+    session = min(max(config["group.consumer.session.timeout.ms"], config["group.consumer.min.session.timeout.ms"]),
+                  config["group.consumer.max.session.timeout.ms"])
+    heartbeat = min(max(config["group.consumer.heartbeat.interval.ms"],
+                        config["group.consumer.min.heartbeat.interval.ms"]),
+                    config["group.consumer.max.heartbeat.interval.ms"])
+    return ConsumerGroupConfig(session_timeout_ms=session, heartbeat_interval_ms=heartbeat,
+                               max_size=config["group.consumer.max.size"],
+                               assignors=tuple(config["group.consumer.assignors"]) or ("uniform", "range"))
 
 
 class _GroupLog:

@@ -29,6 +29,7 @@ MODULES = (
     "configs",
     "cluster",
     "groups",          # coordinator engineer
+    "consumer_groups",  # KIP-848: ConsumerGroupHeartbeat, ConsumerGroupDescribe
     "transactions",    # coordinator engineer
     "quorum",          # DescribeQuorum, answered by the controller (broker.controller.admin)
     "quotas",          # DescribeClientQuotas, AlterClientQuotas

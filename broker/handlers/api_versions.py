@@ -30,6 +30,17 @@ def unsupported_version_response(registry):
         error_code=ErrorCode.UNSUPPORTED_VERSION, api_keys=_api_keys(registry))
 
 
+# KIP-848's APIs, advertised only while `group.coordinator.rebalance.protocols` lists "consumer" (as Kafka)
+_CONSUMER_PROTOCOL_APIS = (68, 69)
+
+
+def _advertised(ctx):
+    registry = ctx.handlers
+    if "consumer" in ctx.broker.config["group.coordinator.rebalance.protocols"]:
+        return registry
+    return {key: entry for key, entry in registry.items() if key not in _CONSUMER_PROTOCOL_APIS}
+
+
 _SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
 
@@ -40,7 +51,7 @@ async def handle_api_versions(ctx, header, body):
         # KIP-511: names must be printable identifiers; Kafka answers INVALID_REQUEST, no ranges.
         return messages.ApiVersionsResponse(error_code=ErrorCode.INVALID_REQUEST, api_keys=[],
                                             throttle_time_ms=0)
-    response = messages.ApiVersionsResponse(error_code=0, api_keys=_api_keys(ctx.handlers),
+    response = messages.ApiVersionsResponse(error_code=0, api_keys=_api_keys(_advertised(ctx)),
                                             throttle_time_ms=0)
     if header.api_version >= 3:
         response.supported_features = [

@@ -99,6 +99,10 @@ async def join_group(ctx, header, body):
     code = await service.group_coordinator_error(body.group_id)
     if code is not E.NONE:
         return Response(error_code=code, member_id=body.member_id, protocol_name=_name(None, version))
+    if not service.consumer_groups.yield_to_classic(body.group_id):
+        # a KIP-848 group with members holds the id (mixed classic/consumer groups are not supported)
+        return Response(error_code=E.INCONSISTENT_GROUP_PROTOCOL, member_id=body.member_id,
+                        protocol_name=_name(None, version))
     ctx.release_order()  # a join can wait a whole rebalance; later requests must not queue behind it
     rebalance_timeout = body.rebalance_timeout_ms if version >= 1 else body.session_timeout_ms
     pending = service.groups.join_group(
@@ -207,9 +211,17 @@ async def offset_commit(ctx, header, body):
                     now + retention if retention >= 0 else -1))
     if code is E.NONE and items:
         mark = service.write_mark()
-        top, per = service.groups.commit_offsets(
-            body.group_id, body.member_id, body.group_instance_id if version >= 7 else None,
-            body.generation_id_or_member_epoch, items)
+        member_id, instance_id = body.member_id, body.group_instance_id if version >= 7 else None
+        generation = body.generation_id_or_member_epoch
+        consumer_check = service.consumer_groups.offset_commit_error(
+            body.group_id, member_id, instance_id, generation, version)
+        if consumer_check is not None:
+            # a KIP-848 group: the member epoch is checked there, the offsets are stored as any group's
+            member_id, instance_id, generation = "", None, -1
+        if consumer_check not in (None, E.NONE):
+            top, per = consumer_check, {}
+        else:
+            top, per = service.groups.commit_offsets(body.group_id, member_id, instance_id, generation, items)
         unacknowledged = await service.settle(since=mark)
         for item in items:
             key = (item.topic, item.partition)
@@ -236,6 +248,10 @@ async def offset_fetch(ctx, header, body):
             wanted = None if group.topics is None else \
                 [(t.name, p) for t in group.topics for p in t.partition_indexes]
             code, rows = await _fetch_group(ctx, service, group.group_id, wanted, require_stable)
+            if code is E.NONE and version >= 9:
+                code = service.consumer_groups.offset_fetch_error(group.group_id, group.member_id,
+                                                                  group.member_epoch)
+                rows = rows if code is E.NONE else []
             groups.append(Response.OffsetFetchResponseGroup(
                 group_id=group.group_id, error_code=code, topics=[
                     Response.OffsetFetchResponseTopics(name=name, partitions=[
@@ -306,7 +322,13 @@ async def offset_delete(ctx, header, body):
     requested = [(t.name, p.partition_index) for t in body.topics for p in t.partitions]
     readable = _topics_allowed(ctx, Op.READ, (t.name for t in body.topics))
     known = [tp for tp in requested if tp[0] in readable and image.partition(*tp) is not None]
-    top, per = service.groups.delete_offsets(body.group_id, known)
+    # a KIP-848 group's live subscriptions keep their offsets (its offsets sit in an offsets-only group)
+    subscribed = service.consumer_groups.subscribed_topics(body.group_id)
+    if body.group_id in service.consumer_groups.groups and body.group_id not in service.groups.groups:
+        top, per = E.NONE, {tp: E.NONE for tp in known}   # a consumer group with nothing committed yet
+    else:
+        top, per = service.groups.delete_offsets(body.group_id, [tp for tp in known if tp[0] not in subscribed])
+    per = {**per, **{tp: E.GROUP_SUBSCRIBED_TO_TOPIC for tp in known if tp[0] in subscribed}}
     await service.settle()
     if top is not E.NONE:
         return Response(error_code=top)
@@ -324,8 +346,11 @@ async def list_groups(ctx, header, body):
     Response = messages.ListGroupsResponse
     version = header.api_version
     service = await CoordinatorService.of(ctx.broker)
-    rows = service.groups.list_groups(body.states_filter if version >= 4 else (),
-                                      body.types_filter if version >= 5 else ())
+    states, types = body.states_filter if version >= 4 else (), body.types_filter if version >= 5 else ()
+    consumer = service.consumer_groups
+    # a KIP-848 group's offsets sit in a classic (offsets-only) group of the same id: list it once
+    rows = [row + ("classic",) for row in service.groups.list_groups(states, types) if row[0] not in consumer.groups]
+    rows += [row + ("consumer",) for row in consumer.list_groups(states, types)]
     # DESCRIBE on the cluster lists every group; otherwise only the groups one may describe.
     if not access.cluster_allowed(ctx, Op.DESCRIBE, log_if_denied=False):
         rows = [row for row in rows if _group_allowed(ctx, Op.DESCRIBE, row[0], False)]
@@ -333,8 +358,8 @@ async def list_groups(ctx, header, body):
     code = E.COORDINATOR_LOAD_IN_PROGRESS if service.loading(OFFSETS_TOPIC) else E.NONE
     return Response(error_code=code, groups=[
         Response.ListedGroup(group_id=g, protocol_type=ptype, group_state=state if version >= 4 else "",
-                             group_type="classic" if version >= 5 else "")
-        for g, ptype, state in sorted(rows)])
+                             group_type=group_type if version >= 5 else "")
+        for g, ptype, state, group_type in sorted(rows)])
 
 
 async def describe_groups(ctx, header, body):
@@ -354,7 +379,8 @@ async def describe_groups(ctx, header, body):
             out.append(Response.DescribedGroup(error_code=code, group_id=group_id, authorized_operations=ops))
             continue
         d = service.groups.describe_group(group_id)
-        if d.error is E.GROUP_ID_NOT_FOUND:
+        if d.error is E.GROUP_ID_NOT_FOUND or group_id in service.consumer_groups.groups:
+            # (a KIP-848 group is not a classic group: Kafka describes it here as Dead too)
             # up to v5 Kafka describes an unknown group as a Dead one, without an error
             out.append(Response.DescribedGroup(group_id=group_id, group_state="Dead", authorized_operations=ops))
             continue
@@ -379,7 +405,11 @@ async def delete_groups(ctx, header, body):
                                                          error_code=E.GROUP_AUTHORIZATION_FAILED))
             continue
         code = await service.group_coordinator_error(group_id)
-        if code is E.NONE:
+        if code is E.NONE and group_id in service.consumer_groups.groups:
+            code = service.consumer_groups.delete(group_id)
+            if code is E.NONE and group_id in service.groups.groups:   # its offsets go with it
+                code = service.groups.delete_groups([group_id])[group_id]
+        elif code is E.NONE:
             code = service.groups.delete_groups([group_id])[group_id]
         results.append(Response.DeletableGroupResult(group_id=group_id, error_code=code))
     await service.settle()

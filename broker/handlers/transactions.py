@@ -191,8 +191,16 @@ async def txn_offset_commit(ctx, header, body):
     if items:
         member = (body.member_id, body.group_instance_id, body.generation_id) if version >= 3 else ("", None, -1)
         mark = service.write_mark()
-        top, per = service.groups.commit_offsets(body.group_id, *member, items, producer_id=body.producer_id,
-                                                 producer_epoch=body.producer_epoch)
+        # a KIP-848 group checks the member epoch itself; the offsets are stored as any group's
+        consumer_check = service.consumer_groups.offset_commit_error(body.group_id, *member, version,
+                                                                      transactional=True)
+        if consumer_check is not None:
+            member = ("", None, -1)
+        if consumer_check not in (None, E.NONE):
+            top, per = consumer_check, {}
+        else:
+            top, per = service.groups.commit_offsets(body.group_id, *member, items, producer_id=body.producer_id,
+                                                     producer_epoch=body.producer_epoch)
         unacknowledged = await service.settle(since=mark)
         for item in items:
             key = (item.topic, item.partition)

@@ -153,6 +153,7 @@ REQUEST_RULES: dict[int, tuple[Rule, ...]] = {
     56: (_cluster_action,),                              # AlterPartition
     57: (Rule(Op.ALTER, RT.CLUSTER),),                   # UpdateFeatures
     62: (_cluster_action,),                              # BrokerRegistration
+    68: (_group,),                                       # ConsumerGroupHeartbeat
     63: (_cluster_action,),                              # BrokerHeartbeat
     64: (Rule(Op.ALTER, RT.CLUSTER),),                   # UnregisterBroker
     67: (_cluster_action,),                              # AllocateProducerIds
