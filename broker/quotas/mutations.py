@@ -19,8 +19,9 @@ STRICT_SINCE = {19: 6, 37: 3, 20: 5}
 class MutationQuota:
     def __init__(self, ctx, header):
         self.ctx = ctx
-        self.manager = ctx.broker.quotas.controller_mutation
-        self.enabled = self.manager.enabled
+        # On the controller (a forwarded request: no broker) the receiving broker already charged it.
+        self.manager = ctx.broker.quotas.controller_mutation if ctx.broker is not None else None
+        self.enabled = self.manager is not None and self.manager.enabled
         self.strict = header.api_version >= STRICT_SINCE[header.api_key]
         self.user, self.client_id = identity(ctx) if self.enabled else ("", "")
         self._throttle_ms = 0
