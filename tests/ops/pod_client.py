@@ -68,6 +68,7 @@ def consume(bootstrap: str, topic: str, expected: str, group: str) -> dict:
                          "auto.offset.reset": "earliest", "enable.auto.commit": True, **EXTRA})
     consumer.subscribe([topic])
     values: list[str] = []
+    where: dict[str, list[tuple[int, int]]] = {}   # value -> (partition, offset) it was read at
     deadline = time.monotonic() + 180
     try:
         while len(values) < int(expected) and time.monotonic() < deadline:
@@ -79,9 +80,13 @@ def consume(bootstrap: str, topic: str, expected: str, group: str) -> dict:
                     continue
                 raise KafkaException(msg.error())
             values.append(msg.value().decode())
+            where.setdefault(values[-1], []).append((msg.partition(), msg.offset()))
     finally:
         consumer.close()
-    return {"count": len(values), "distinct": len(set(values)), "values": sorted(set(values))}
+    # A value read twice: at two offsets (written twice) or at one (read twice)?
+    repeated = {value: places for value, places in where.items() if len(places) > 1}
+    return {"count": len(values), "distinct": len(set(values)), "values": sorted(set(values)),
+            "repeated": dict(list(repeated.items())[:5])}
 
 
 if __name__ == "__main__":

@@ -178,7 +178,8 @@ def test_three_combined_pods_form_a_cluster_serve_clients_and_survive_a_rolling_
         assert result["delivered"] == result["sent"], result
         total = 300 + result["sent"]
         got = _client(net, 240, "consume", bootstrap, "orders", str(total), "g2")
-        assert got["count"] == total and got["distinct"] == total, (got["count"], got["distinct"])
+        assert got["count"] == total and got["distinct"] == total, \
+            (got["count"], got["distinct"], got["repeated"])
         for pod in pods:
             assert net.pods[pod].terminate(timeout=cluster.grace[pod]) == 0, net.pods[pod].log_tail()
 
