@@ -278,7 +278,11 @@ class Broker:
         watch_log_dirs(self)
         self.health.set("recovery", True)
         if self.config.multi_node:
+            from broker.replication.readiness import ReplicasCaughtUp
+
             self.health.add_check("metadata", self.controller.metadata_status)
+            # ready only once back in sync, so a rolling restart stops the next broker safely
+            self.health.add_check("replicas", ReplicasCaughtUp(self))
         bound = await self._bind_listeners()
         await self._register(nursery)   # leading its partitions again before clients get in
         self._start_serving(nursery, bound)

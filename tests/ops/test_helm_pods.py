@@ -112,16 +112,19 @@ def _start(net, cluster: RenderedCluster, pod: str):
     return net.start_container(pod, cluster.container(pod), cluster.volumes(pod))
 
 
-def _ready(net, pod: str, port: int) -> bool:
+def _ready(net, pod: str, port: int, path: str) -> bool:
     assert net.pods[pod].running, f"{pod} exited:\n{net.pods[pod].log_tail()}"
-    return net.pods[pod].http_status(port, "/readyz") == 200
+    return net.pods[pod].http_status(port, path) == 200
 
 
 def _wait_ready(net, cluster, pods, timeout=150):
+    """Until each pod passes its readiness probe, as rendered (an httpGet on a named port)."""
     for pod in pods:
-        port = next(p["containerPort"] for p in cluster.container(pod)["ports"]
-                    if p["name"] == "metrics")
-        net.wait_until(lambda: _ready(net, pod, port), timeout, f"{pod} ready (/readyz 200)")
+        container = cluster.container(pod)
+        probe = container["readinessProbe"]["httpGet"]
+        port = next(p["containerPort"] for p in container["ports"] if p["name"] == probe["port"])
+        net.wait_until(lambda: _ready(net, pod, port, probe["path"]), timeout,
+                       f"{pod} ready ({probe['path']} 200)")
 
 
 @pytest.mark.timeout(420)
@@ -163,10 +166,25 @@ def test_three_combined_pods_form_a_cluster_serve_clients_and_survive_a_rolling_
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             for pod in reversed(pods):
+                node = pods.index(pod)
+                other = next(p for p in pods if p != pod)
+                elsewhere = f"{other}.{cluster.headless}.{NAMESPACE}.svc:9092"
                 assert net.pods[pod].terminate(timeout=cluster.grace[pod]) == 0, \
                     net.pods[pod].log_tail()
+                # controlled shutdown: the controller moved its leaderships away and took it out of
+                # every ISR before releasing it, so right after it exits nothing points at it
+                assert "controlled shutdown: the controller released this broker" in \
+                    net.pods[pod].log.read_text()
+                placement = _client(net, 60, "describe", elsewhere, "orders")
+                assert all(p["leader"] != node and node not in p["isr"]
+                           for p in placement.values()), (pod, placement)
                 _start(net, cluster, pod)
                 _wait_ready(net, cluster, [pod])
+                # readiness waited for its replicas to rejoin every ISR (the "replicas" condition),
+                # so the next pod may go: its own metadata has it back in sync everywhere
+                itself = f"{pod}.{cluster.headless}.{NAMESPACE}.svc:9092"
+                placement = _client(net, 60, "describe", itself, "orders")
+                assert all(node in p["isr"] for p in placement.values()), (pod, placement)
             stop.touch()
             out, err = producer.communicate(timeout=240)
         finally:
