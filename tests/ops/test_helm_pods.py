@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -266,3 +267,51 @@ def test_tls_and_scram_from_secrets(helm, sandbox_ok, tmp_path):
         refused = _client(net, 60, "produce", bootstrap, "secure", "1", "w", config=wrong)
         assert refused["delivered"] == 0 and refused["errors"], refused
         assert net.pods[pod].terminate(timeout=cluster.grace[pod]) == 0, net.pods[pod].log_tail()
+
+
+@pytest.mark.timeout(420)
+def test_split_roles_with_external_access_per_broker(helm, sandbox_ok, tmp_path):
+    """`mode=split` as rendered: three controller pods (the quorum) and three broker pods that find
+    it through controller.quorum.voters. External access by LoadBalancer, each broker's address
+    being its pod's (a load balancer in front of each pod, minus the NAT): a client outside the
+    cluster, where no pod DNS name resolves, bootstraps from one address and reaches every broker
+    through the EXTERNAL listener each advertises; a client inside reads the same records through
+    the client Service."""
+    controllers = [f"{RELEASE}-odradek-controller-{i}" for i in range(3)]
+    brokers = [f"{RELEASE}-odradek-broker-{i}" for i in range(3)]
+    services = {f"{RELEASE}-odradek": brokers[0]}
+    headless = f"{RELEASE}-odradek-headless"
+    with pod_sandbox.PodNetwork(tmp_path, NAMESPACE, headless, services) as net:
+        net.add(controllers + brokers + ["client"])
+        addresses = [net.pods[b].address for b in brokers]
+        cluster = RenderedCluster(render(helm, [
+            "mode=split", "externalAccess.enabled=true", "externalAccess.service.type=LoadBalancer",
+            "externalAccess.service.loadBalancerIPs={" + ",".join(addresses) + "}"]), tmp_path)
+        assert list(cluster.pods) == controllers + brokers and cluster.headless == headless
+        external_port = next(p["containerPort"] for p in cluster.container(brokers[0])["ports"]
+                             if p["name"] == "external")
+        for pod in controllers + brokers:
+            _start(net, cluster, pod)
+        _wait_ready(net, cluster, controllers + brokers)
+
+        # from outside: the host's namespace, which resolves none of the pods' names
+        outside = f"{addresses[0]}:{external_port}"
+        config = json.dumps({"broker.address.family": "v4"})
+
+        def from_outside(*args):
+            result = subprocess.run([sys.executable, str(CLIENT), *args], capture_output=True,
+                                    text=True, timeout=240, env={**os.environ, "CLIENT_CONFIG": config})
+            assert result.returncode == 0, result.stderr[-3000:]
+            return json.loads(result.stdout.strip().splitlines()[-1])
+
+        from_outside("create", outside, "split", "3", "3")
+        placement = from_outside("describe", outside, "split")
+        assert sorted(p["leader"] for p in placement.values()) == [100, 101, 102], placement
+        assert all(p["isr"] == [100, 101, 102] for p in placement.values()), placement
+        sent = from_outside("produce", outside, "split", "90", "out")
+        assert sent == {"sent": 90, "delivered": 90, "errors": [], "left": 0}
+        bootstrap = f"{RELEASE}-odradek.{NAMESPACE}.svc:9092"
+        got = _client(net, 240, "consume", bootstrap, "split", "90", "inside")
+        assert got["values"] == sorted(f"out-{i}" for i in range(90)), got["count"]
+        for pod in brokers + controllers:
+            assert net.pods[pod].terminate(timeout=cluster.grace[pod]) == 0, net.pods[pod].log_tail()
