@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -99,6 +100,20 @@ class RenderedCluster:
         return out
 
 
+class _Clock:
+    """Wall time per phase, printed (pytest shows it with -s or on failure)."""
+
+    def __init__(self):
+        import time
+
+        self._time, self._last = time.monotonic, time.monotonic()
+
+    def __call__(self, phase: str) -> None:
+        now = self._time()
+        print(f"{phase}: {now - self._last:.1f}s", flush=True)
+        self._last = now
+
+
 def _client(net, timeout: float, *args: str, config: dict | None = None,
             check: bool = True) -> dict | subprocess.CompletedProcess:
     result = net.run_in("client", [sys.executable, str(CLIENT), *args], timeout=timeout,
@@ -128,10 +143,40 @@ def _wait_ready(net, cluster, pods, timeout=150):
                        f"{pod} ready ({probe['path']} 200)")
 
 
+def _scrape(net, cluster, pod: str) -> str:
+    """GET a pod's metrics where the ServiceMonitor points: its endpoint's port (a port of the
+    Service it selects, whose targetPort names a container port) and path."""
+    monitor = next(d for d in cluster.docs if d["kind"] == "ServiceMonitor")
+    (endpoint,) = monitor["spec"]["endpoints"]
+    wanted = monitor["spec"]["selector"]["matchLabels"]
+    (service,) = [d for d in cluster.docs if d["kind"] == "Service"
+                  and wanted.items() <= d["metadata"].get("labels", {}).items()]
+    target = next(p["targetPort"] for p in service["spec"]["ports"] if p["name"] == endpoint["port"])
+    port = next(p["containerPort"] for p in cluster.container(pod)["ports"] if p["name"] == target)
+    import urllib.request
+
+    url = f"http://{net.pods[pod].address}:{port}{endpoint['path']}"
+    with urllib.request.urlopen(url, timeout=10) as answer:
+        assert answer.status == 200
+        return answer.read().decode()
+
+
+def _dashboard_metrics(cluster) -> set[str]:
+    """The series names the rendered Grafana dashboard's queries use."""
+    (dashboard,) = [d for d in cluster.docs if d["kind"] == "ConfigMap"
+                    and d["metadata"]["name"].endswith("-dashboard")]
+    exprs = [target["expr"] for text in dashboard["data"].values()
+             for panel in json.loads(text)["panels"] for target in panel.get("targets", [])]
+    names = {name for expr in exprs for name in re.findall(r"([a-z_][a-z0-9_]*)\{", expr)}
+    assert len(names) >= 15, names
+    return names
+
+
 @pytest.mark.timeout(420)
 def test_three_combined_pods_form_a_cluster_serve_clients_and_survive_a_rolling_restart(
         helm, sandbox_ok, tmp_path):
-    sets = ["replicaCount=3"] + ([] if REPLICATION else SINGLE_REPLICA)
+    sets = ["replicaCount=3", "serviceMonitor.enabled=true", "grafanaDashboard.enabled=true"] + \
+        ([] if REPLICATION else SINGLE_REPLICA)
     cluster = RenderedCluster(render(helm, sets), tmp_path)
     pods = list(cluster.pods)
     assert pods == [f"{RELEASE}-odradek-{i}" for i in range(3)]
@@ -142,6 +187,8 @@ def test_three_combined_pods_form_a_cluster_serve_clients_and_survive_a_rolling_
         for pod in pods:
             _start(net, cluster, pod)
         _wait_ready(net, cluster, pods)
+        clock = _Clock()
+        clock("3 pods ready")
 
         replication = 3 if REPLICATION else 1
         _client(net, 120, "create", bootstrap, "orders", "6", str(replication))
@@ -150,6 +197,7 @@ def test_three_combined_pods_form_a_cluster_serve_clients_and_survive_a_rolling_
         got = _client(net, 240, "consume", bootstrap, "orders", "300", "g1")
         assert got["values"] == sorted(f"first-{i}" for i in range(300)), got["count"]
 
+        clock("create, produce 300, consume 300")
         # the chart's `helm test` pod, run as a process beside the brokers
         test_spec = cluster.test_pod["spec"]
         (test_container,) = test_spec["containers"]
@@ -157,6 +205,14 @@ def test_three_combined_pods_form_a_cluster_serve_clients_and_survive_a_rolling_
                                      cluster.volumes("helm-test", test_spec))
         assert tester.process.wait(timeout=180) == 0, tester.log_tail()
         assert "produced and consumed: hello from helm test" in tester.log_tail()
+
+        clock("helm test pod")
+        # what Prometheus scrapes through the ServiceMonitor carries every series the dashboard
+        # queries (across the pods: some live where a controller or a group coordinator runs)
+        scraped = "\n".join(_scrape(net, cluster, pod) for pod in pods)
+        missing = [name for name in _dashboard_metrics(cluster)
+                   if not re.search(rf"^{name}[{{ ]", scraped, re.M)]
+        assert missing == [], missing
 
         # rolling restart as a StatefulSet RollingUpdate does it: highest ordinal first, each
         # pod SIGTERMed (controlled shutdown within the grace period) and ready before the next
@@ -180,13 +236,16 @@ def test_three_combined_pods_form_a_cluster_serve_clients_and_survive_a_rolling_
                 assert all(p["leader"] != node and node not in p["isr"]
                            for p in placement.values()), (pod, placement)
                 _start(net, cluster, pod)
+                clock(f"{pod} stopped and started")
                 _wait_ready(net, cluster, [pod])
+                clock(f"{pod} ready")
                 # readiness waited for its replicas to rejoin every ISR (the "replicas" condition),
                 # so the next pod may go: its own metadata has it back in sync everywhere
                 itself = f"{pod}.{cluster.headless}.{NAMESPACE}.svc:9092"
                 placement = _client(net, 60, "describe", itself, "orders")
                 assert all(node in p["isr"] for p in placement.values()), (pod, placement)
             stop.touch()
+            clock("rolling restart")
             out, err = producer.communicate(timeout=240)
         finally:
             if producer.poll() is None:
