@@ -19,7 +19,8 @@ STRICT_SINCE = {19: 6, 37: 3, 20: 5}
 class MutationQuota:
     def __init__(self, ctx, header):
         self.ctx = ctx
-        # On the controller (a forwarded request: no broker) the receiving broker already charged it.
+        # On a controller running a forwarded request there is no broker: the broker that took the
+        # request charged its quota already.
         self.manager = ctx.broker.quotas.controller_mutation if ctx.broker is not None else None
         self.enabled = self.manager is not None and self.manager.enabled
         self.strict = header.api_version >= STRICT_SINCE[header.api_key]
