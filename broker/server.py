@@ -290,6 +290,11 @@ class Broker:
         self.metrics.set_sources(**broker_sources(self))
         watch_log_dirs(self)
         self.health.set("recovery", True)
+        if self.config.multi_node:
+            from broker.replication.readiness import ReplicasCaughtUp
+
+            # ready only once back in sync, so a rolling restart stops the next broker safely
+            self.health.add_check("replicas", ReplicasCaughtUp(self))
         bound = await self._bind_listeners()
         await self._register(nursery)   # leading its partitions again before clients get in
         self._start_serving(nursery, bound)

@@ -5,6 +5,7 @@ brokers' advertised pod DNS names resolve. Prints one JSON document on stdout.
     python pod_client.py produce BOOTSTRAP TOPIC COUNT PREFIX
     python pod_client.py produce-until BOOTSTRAP TOPIC STOP_FILE PREFIX
     python pod_client.py consume BOOTSTRAP TOPIC EXPECTED GROUP
+    python pod_client.py describe BOOTSTRAP TOPIC
 """
 
 from __future__ import annotations
@@ -68,6 +69,7 @@ def consume(bootstrap: str, topic: str, expected: str, group: str) -> dict:
                          "auto.offset.reset": "earliest", "enable.auto.commit": True, **EXTRA})
     consumer.subscribe([topic])
     values: list[str] = []
+    where: dict[str, list[tuple[int, int]]] = {}   # value -> (partition, offset) it was read at
     deadline = time.monotonic() + 180
     try:
         while len(values) < int(expected) and time.monotonic() < deadline:
@@ -79,13 +81,25 @@ def consume(bootstrap: str, topic: str, expected: str, group: str) -> dict:
                     continue
                 raise KafkaException(msg.error())
             values.append(msg.value().decode())
+            where.setdefault(values[-1], []).append((msg.partition(), msg.offset()))
     finally:
         consumer.close()
-    return {"count": len(values), "distinct": len(set(values)), "values": sorted(set(values))}
+    # A value read twice: at two offsets (written twice) or at one (read twice)?
+    repeated = {value: places for value, places in where.items() if len(places) > 1}
+    return {"count": len(values), "distinct": len(set(values)), "values": sorted(set(values)),
+            "repeated": dict(list(repeated.items())[:5])}
+
+
+def describe(bootstrap: str, topic: str) -> dict:
+    """{partition: {"leader": id, "isr": [ids]}} from a Metadata request."""
+    admin = AdminClient({"bootstrap.servers": bootstrap, **EXTRA})
+    partitions = admin.list_topics(topic, timeout=60).topics[topic].partitions
+    return {str(index): {"leader": p.leader, "isr": sorted(p.isrs)}
+            for index, p in sorted(partitions.items())}
 
 
 if __name__ == "__main__":
     command, args = sys.argv[1], sys.argv[2:]
     result = {"create": create, "produce": produce, "produce-until": produce_until,
-              "consume": consume}[command](*args)
+              "consume": consume, "describe": describe}[command](*args)
     print(json.dumps(result))

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -98,6 +100,20 @@ class RenderedCluster:
         return out
 
 
+class _Clock:
+    """Wall time per phase, printed (pytest shows it with -s or on failure)."""
+
+    def __init__(self):
+        import time
+
+        self._time, self._last = time.monotonic, time.monotonic()
+
+    def __call__(self, phase: str) -> None:
+        now = self._time()
+        print(f"{phase}: {now - self._last:.1f}s", flush=True)
+        self._last = now
+
+
 def _client(net, timeout: float, *args: str, config: dict | None = None,
             check: bool = True) -> dict | subprocess.CompletedProcess:
     result = net.run_in("client", [sys.executable, str(CLIENT), *args], timeout=timeout,
@@ -112,22 +128,55 @@ def _start(net, cluster: RenderedCluster, pod: str):
     return net.start_container(pod, cluster.container(pod), cluster.volumes(pod))
 
 
-def _ready(net, pod: str, port: int) -> bool:
+def _ready(net, pod: str, port: int, path: str) -> bool:
     assert net.pods[pod].running, f"{pod} exited:\n{net.pods[pod].log_tail()}"
-    return net.pods[pod].http_status(port, "/readyz") == 200
+    return net.pods[pod].http_status(port, path) == 200
 
 
 def _wait_ready(net, cluster, pods, timeout=150):
+    """Until each pod passes its readiness probe, as rendered (an httpGet on a named port)."""
     for pod in pods:
-        port = next(p["containerPort"] for p in cluster.container(pod)["ports"]
-                    if p["name"] == "metrics")
-        net.wait_until(lambda: _ready(net, pod, port), timeout, f"{pod} ready (/readyz 200)")
+        container = cluster.container(pod)
+        probe = container["readinessProbe"]["httpGet"]
+        port = next(p["containerPort"] for p in container["ports"] if p["name"] == probe["port"])
+        net.wait_until(lambda: _ready(net, pod, port, probe["path"]), timeout,
+                       f"{pod} ready ({probe['path']} 200)")
+
+
+def _scrape(net, cluster, pod: str) -> str:
+    """GET a pod's metrics where the ServiceMonitor points: its endpoint's port (a port of the
+    Service it selects, whose targetPort names a container port) and path."""
+    monitor = next(d for d in cluster.docs if d["kind"] == "ServiceMonitor")
+    (endpoint,) = monitor["spec"]["endpoints"]
+    wanted = monitor["spec"]["selector"]["matchLabels"]
+    (service,) = [d for d in cluster.docs if d["kind"] == "Service"
+                  and wanted.items() <= d["metadata"].get("labels", {}).items()]
+    target = next(p["targetPort"] for p in service["spec"]["ports"] if p["name"] == endpoint["port"])
+    port = next(p["containerPort"] for p in cluster.container(pod)["ports"] if p["name"] == target)
+    import urllib.request
+
+    url = f"http://{net.pods[pod].address}:{port}{endpoint['path']}"
+    with urllib.request.urlopen(url, timeout=10) as answer:
+        assert answer.status == 200
+        return answer.read().decode()
+
+
+def _dashboard_metrics(cluster) -> set[str]:
+    """The series names the rendered Grafana dashboard's queries use."""
+    (dashboard,) = [d for d in cluster.docs if d["kind"] == "ConfigMap"
+                    and d["metadata"]["name"].endswith("-dashboard")]
+    exprs = [target["expr"] for text in dashboard["data"].values()
+             for panel in json.loads(text)["panels"] for target in panel.get("targets", [])]
+    names = {name for expr in exprs for name in re.findall(r"([a-z_][a-z0-9_]*)\{", expr)}
+    assert len(names) >= 15, names
+    return names
 
 
 @pytest.mark.timeout(420)
 def test_three_combined_pods_form_a_cluster_serve_clients_and_survive_a_rolling_restart(
         helm, sandbox_ok, tmp_path):
-    sets = ["replicaCount=3"] + ([] if REPLICATION else SINGLE_REPLICA)
+    sets = ["replicaCount=3", "serviceMonitor.enabled=true", "grafanaDashboard.enabled=true"] + \
+        ([] if REPLICATION else SINGLE_REPLICA)
     cluster = RenderedCluster(render(helm, sets), tmp_path)
     pods = list(cluster.pods)
     assert pods == [f"{RELEASE}-odradek-{i}" for i in range(3)]
@@ -138,6 +187,8 @@ def test_three_combined_pods_form_a_cluster_serve_clients_and_survive_a_rolling_
         for pod in pods:
             _start(net, cluster, pod)
         _wait_ready(net, cluster, pods)
+        clock = _Clock()
+        clock("3 pods ready")
 
         replication = 3 if REPLICATION else 1
         _client(net, 120, "create", bootstrap, "orders", "6", str(replication))
@@ -146,6 +197,7 @@ def test_three_combined_pods_form_a_cluster_serve_clients_and_survive_a_rolling_
         got = _client(net, 240, "consume", bootstrap, "orders", "300", "g1")
         assert got["values"] == sorted(f"first-{i}" for i in range(300)), got["count"]
 
+        clock("create, produce 300, consume 300")
         # the chart's `helm test` pod, run as a process beside the brokers
         test_spec = cluster.test_pod["spec"]
         (test_container,) = test_spec["containers"]
@@ -153,6 +205,14 @@ def test_three_combined_pods_form_a_cluster_serve_clients_and_survive_a_rolling_
                                      cluster.volumes("helm-test", test_spec))
         assert tester.process.wait(timeout=180) == 0, tester.log_tail()
         assert "produced and consumed: hello from helm test" in tester.log_tail()
+
+        clock("helm test pod")
+        # what Prometheus scrapes through the ServiceMonitor carries every series the dashboard
+        # queries (across the pods: some live where a controller or a group coordinator runs)
+        scraped = "\n".join(_scrape(net, cluster, pod) for pod in pods)
+        missing = [name for name in _dashboard_metrics(cluster)
+                   if not re.search(rf"^{name}[{{ ]", scraped, re.M)]
+        assert missing == [], missing
 
         # rolling restart as a StatefulSet RollingUpdate does it: highest ordinal first, each
         # pod SIGTERMed (controlled shutdown within the grace period) and ready before the next
@@ -163,11 +223,29 @@ def test_three_combined_pods_form_a_cluster_serve_clients_and_survive_a_rolling_
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             for pod in reversed(pods):
+                node = pods.index(pod)
+                other = next(p for p in pods if p != pod)
+                elsewhere = f"{other}.{cluster.headless}.{NAMESPACE}.svc:9092"
                 assert net.pods[pod].terminate(timeout=cluster.grace[pod]) == 0, \
                     net.pods[pod].log_tail()
+                # controlled shutdown: the controller moved its leaderships away and took it out of
+                # every ISR before releasing it, so right after it exits nothing points at it
+                assert "controlled shutdown: the controller released this broker" in \
+                    net.pods[pod].log.read_text()
+                placement = _client(net, 60, "describe", elsewhere, "orders")
+                assert all(p["leader"] != node and node not in p["isr"]
+                           for p in placement.values()), (pod, placement)
                 _start(net, cluster, pod)
+                clock(f"{pod} stopped and started")
                 _wait_ready(net, cluster, [pod])
+                clock(f"{pod} ready")
+                # readiness waited for its replicas to rejoin every ISR (the "replicas" condition),
+                # so the next pod may go: its own metadata has it back in sync everywhere
+                itself = f"{pod}.{cluster.headless}.{NAMESPACE}.svc:9092"
+                placement = _client(net, 60, "describe", itself, "orders")
+                assert all(node in p["isr"] for p in placement.values()), (pod, placement)
             stop.touch()
+            clock("rolling restart")
             out, err = producer.communicate(timeout=240)
         finally:
             if producer.poll() is None:
@@ -178,7 +256,8 @@ def test_three_combined_pods_form_a_cluster_serve_clients_and_survive_a_rolling_
         assert result["delivered"] == result["sent"], result
         total = 300 + result["sent"]
         got = _client(net, 240, "consume", bootstrap, "orders", str(total), "g2")
-        assert got["count"] == total and got["distinct"] == total, (got["count"], got["distinct"])
+        assert got["count"] == total and got["distinct"] == total, \
+            (got["count"], got["distinct"], got["repeated"])
         for pod in pods:
             assert net.pods[pod].terminate(timeout=cluster.grace[pod]) == 0, net.pods[pod].log_tail()
 
@@ -247,3 +326,51 @@ def test_tls_and_scram_from_secrets(helm, sandbox_ok, tmp_path):
         refused = _client(net, 60, "produce", bootstrap, "secure", "1", "w", config=wrong)
         assert refused["delivered"] == 0 and refused["errors"], refused
         assert net.pods[pod].terminate(timeout=cluster.grace[pod]) == 0, net.pods[pod].log_tail()
+
+
+@pytest.mark.timeout(420)
+def test_split_roles_with_external_access_per_broker(helm, sandbox_ok, tmp_path):
+    """`mode=split` as rendered: three controller pods (the quorum) and three broker pods that find
+    it through controller.quorum.voters. External access by LoadBalancer, each broker's address
+    being its pod's (a load balancer in front of each pod, minus the NAT): a client outside the
+    cluster, where no pod DNS name resolves, bootstraps from one address and reaches every broker
+    through the EXTERNAL listener each advertises; a client inside reads the same records through
+    the client Service."""
+    controllers = [f"{RELEASE}-odradek-controller-{i}" for i in range(3)]
+    brokers = [f"{RELEASE}-odradek-broker-{i}" for i in range(3)]
+    services = {f"{RELEASE}-odradek": brokers[0]}
+    headless = f"{RELEASE}-odradek-headless"
+    with pod_sandbox.PodNetwork(tmp_path, NAMESPACE, headless, services) as net:
+        net.add(controllers + brokers + ["client"])
+        addresses = [net.pods[b].address for b in brokers]
+        cluster = RenderedCluster(render(helm, [
+            "mode=split", "externalAccess.enabled=true", "externalAccess.service.type=LoadBalancer",
+            "externalAccess.service.loadBalancerIPs={" + ",".join(addresses) + "}"]), tmp_path)
+        assert list(cluster.pods) == controllers + brokers and cluster.headless == headless
+        external_port = next(p["containerPort"] for p in cluster.container(brokers[0])["ports"]
+                             if p["name"] == "external")
+        for pod in controllers + brokers:
+            _start(net, cluster, pod)
+        _wait_ready(net, cluster, controllers + brokers)
+
+        # from outside: the host's namespace, which resolves none of the pods' names
+        outside = f"{addresses[0]}:{external_port}"
+        config = json.dumps({"broker.address.family": "v4"})
+
+        def from_outside(*args):
+            result = subprocess.run([sys.executable, str(CLIENT), *args], capture_output=True,
+                                    text=True, timeout=240, env={**os.environ, "CLIENT_CONFIG": config})
+            assert result.returncode == 0, result.stderr[-3000:]
+            return json.loads(result.stdout.strip().splitlines()[-1])
+
+        from_outside("create", outside, "split", "3", "3")
+        placement = from_outside("describe", outside, "split")
+        assert sorted(p["leader"] for p in placement.values()) == [100, 101, 102], placement
+        assert all(p["isr"] == [100, 101, 102] for p in placement.values()), placement
+        sent = from_outside("produce", outside, "split", "90", "out")
+        assert sent == {"sent": 90, "delivered": 90, "errors": [], "left": 0}
+        bootstrap = f"{RELEASE}-odradek.{NAMESPACE}.svc:9092"
+        got = _client(net, 240, "consume", bootstrap, "split", "90", "inside")
+        assert got["values"] == sorted(f"out-{i}" for i in range(90)), got["count"]
+        for pod in brokers + controllers:
+            assert net.pods[pod].terminate(timeout=cluster.grace[pod]) == 0, net.pods[pod].log_tail()
