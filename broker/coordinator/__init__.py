@@ -15,6 +15,9 @@ is unit-tested on a `FakeClock`):
   verification asks), `add_offsets`, `end_txn`, `describe`, `list`; rebuilt with `replay(record)` +
   `loaded(transactional_ids)` (which finishes commits/aborts decided before a crash or a leader
   change), dropped with `unload(transactional_ids)`.
+- `consumer_group` — KIP-848 consumer groups (`ConsumerGroupCoordinator`: ConsumerGroupHeartbeat,
+  server-side assignors, member epochs, Kafka's ConsumerGroup* records), beside the classic groups;
+  their committed offsets live in the classic core's offsets-only group of the same id.
 - `log_records` — the typed records the cores write (`GroupLog` / `TransactionLog` protocols, in-memory
   versions for tests); `serde` — those records in Kafka's `__consumer_offsets` / `__transaction_state`
   key/value formats (via `protocol.internal_topics`) and Kafka's `partition_for` (Java hashCode).
@@ -43,7 +46,8 @@ In the broker:
   on another broker is asked with AddPartitionsToTxn (verify only): `verify_with_coordinator`, also
   used by TxnOffsetCommit.
 - Other brokers are reached through `broker.interbroker.client.BrokerClient` (the inter-broker listener).
-- Handlers: `broker/handlers/groups.py` (FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
+- Handlers: `broker/handlers/consumer_groups.py` (ConsumerGroupHeartbeat, ConsumerGroupDescribe),
+  `broker/handlers/groups.py` (FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
   OffsetCommit, OffsetFetch, ListGroups, DescribeGroups, DeleteGroups, OffsetDelete) and
   `broker/handlers/transactions.py` (InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit,
   EndTxn, WriteTxnMarkers, DescribeProducers, DescribeTransactions, ListTransactions).

@@ -73,6 +73,7 @@ class CoordinatorService:
             offsets_retention_ms=config["offsets.retention.minutes"] * 60_000,
             offsets_retention_check_interval_ms=config["offsets.retention.check.interval.ms"],
             offset_metadata_max_bytes=config["offset.metadata.max.bytes"]))
+        self._topics_cache: tuple = (None, {})
         self.consumer_groups = ConsumerGroupCoordinator(
             self.clock, self.timers, _GroupLog(self), _consumer_group_config(config),
             topics=self._topics_view, classic_busy=self._classic_group_busy, partition_racks=self._partition_racks)
@@ -142,8 +143,12 @@ class CoordinatorService:
             trio.lowlevel.spawn_system_task(guarded, name="odradek-coordinator-task")
 
     def _topics_view(self) -> dict:
-        """What consumer groups may subscribe to: topic name -> (topic id, partition count)."""
-        return {name: (t.topic_id, len(t.partitions)) for name, t in self.broker.image.topics.items()}
+        """What consumer groups may subscribe to: topic name -> (topic id, partition count); built once
+        per metadata image (every heartbeat asks)."""
+        image = self.broker.image
+        if self._topics_cache[0] is not image:
+            self._topics_cache = (image, {name: (t.topic_id, len(t.partitions)) for name, t in image.topics.items()})
+        return self._topics_cache[1]
 
     def _partition_racks(self, topic_ids) -> dict:
         """(topic id, partition) -> the racks of its replicas' brokers (rack-aware assignment)."""
