@@ -143,6 +143,14 @@ def _wait_ready(net, cluster, pods, timeout=150):
                        f"{pod} ready ({probe['path']} 200)")
 
 
+def _stop_all(net, cluster, pods) -> None:
+    """SIGTERM the pods one after the other: each exits 0 within its grace period. (Not all at once
+    as deleting the release would: once, two brokers released by their controlled shutdown then did
+    not stop within 60 s; see the k8s branch's report.)"""
+    for pod in pods:
+        assert net.pods[pod].terminate(timeout=cluster.grace[pod]) == 0, net.pods[pod].log_tail()
+
+
 def _scrape(net, cluster, pod: str) -> str:
     """GET a pod's metrics where the ServiceMonitor points: its endpoint's port (a port of the
     Service it selects, whose targetPort names a container port) and path."""
@@ -256,10 +264,12 @@ def test_three_combined_pods_form_a_cluster_serve_clients_and_survive_a_rolling_
         assert result["delivered"] == result["sent"], result
         total = 300 + result["sent"]
         got = _client(net, 240, "consume", bootstrap, "orders", str(total), "g2")
-        assert got["count"] == total and got["distinct"] == total, \
-            (got["count"], got["distinct"], got["repeated"])
-        for pod in pods:
-            assert net.pods[pod].terminate(timeout=cluster.grace[pod]) == 0, net.pods[pod].log_tail()
+        # every record there once: none lost, none written twice (the producer is idempotent)
+        assert got["distinct"] == total and got["written_twice"] == {}, \
+            (got["count"], got["distinct"], got["written_twice"])
+        assert got["values"] == sorted([f"first-{i}" for i in range(300)] +
+                                       [f"rolling-{i}" for i in range(result["sent"])])
+        _stop_all(net, cluster, pods)
 
 
 @pytest.mark.timeout(300)
@@ -314,7 +324,7 @@ def test_tls_and_scram_from_secrets(helm, sandbox_ok, tmp_path):
         admin512 = {**tls_client, "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "admin",
                     "sasl.password": "admin-secret"}
         got = _client(net, 120, "consume", bootstrap, "secure", "50", "gs2", config=admin512)
-        assert got["count"] == 50
+        assert got["distinct"] == 50
         test_spec = cluster.test_pod["spec"]
         (test_container,) = test_spec["containers"]
         tester = net.start_container("client", test_container,
@@ -372,5 +382,4 @@ def test_split_roles_with_external_access_per_broker(helm, sandbox_ok, tmp_path)
         bootstrap = f"{RELEASE}-odradek.{NAMESPACE}.svc:9092"
         got = _client(net, 240, "consume", bootstrap, "split", "90", "inside")
         assert got["values"] == sorted(f"out-{i}" for i in range(90)), got["count"]
-        for pod in brokers + controllers:
-            assert net.pods[pod].terminate(timeout=cluster.grace[pod]) == 0, net.pods[pod].log_tail()
+        _stop_all(net, cluster, brokers + controllers)
