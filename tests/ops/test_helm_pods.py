@@ -195,6 +195,12 @@ def test_three_combined_pods_form_a_cluster_serve_clients_and_survive_a_rolling_
         _wait_ready(net, cluster, pods)
         clock = _Clock()
         clock("3 pods ready")
+        for pod in pods:   # the startup and liveness probes, as rendered, pass too
+            container = cluster.container(pod)
+            ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+            for probe in ("startupProbe", "livenessProbe"):
+                get = container[probe]["httpGet"]
+                assert net.pods[pod].http_status(ports[get["port"]], get["path"]) == 200, (pod, probe)
 
         replication = 3 if REPLICATION else 1
         _client(net, 120, "create", bootstrap, "orders", "6", str(replication))
