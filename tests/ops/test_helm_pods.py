@@ -13,6 +13,8 @@ import os
 import re
 import subprocess
 import sys
+import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -104,12 +106,10 @@ class _Clock:
     """Wall time per phase, printed (pytest shows it with -s or on failure)."""
 
     def __init__(self):
-        import time
-
-        self._time, self._last = time.monotonic, time.monotonic()
+        self._last = time.monotonic()
 
     def __call__(self, phase: str) -> None:
-        now = self._time()
+        now = time.monotonic()
         print(f"{phase}: {now - self._last:.1f}s", flush=True)
         self._last = now
 
@@ -143,6 +143,14 @@ def _wait_ready(net, cluster, pods, timeout=150):
                        f"{pod} ready ({probe['path']} 200)")
 
 
+def _stop_all(net, cluster, pods) -> None:
+    """SIGTERM the pods one after the other: each exits 0 within its grace period. (Not all at once,
+    as deleting the release would: that once left two brokers hanging after their controlled
+    shutdown was granted, past the grace period; an open bug of the cluster's shutdown.)"""
+    for pod in pods:
+        assert net.pods[pod].terminate(timeout=cluster.grace[pod]) == 0, net.pods[pod].log_tail()
+
+
 def _scrape(net, cluster, pod: str) -> str:
     """GET a pod's metrics where the ServiceMonitor points: its endpoint's port (a port of the
     Service it selects, whose targetPort names a container port) and path."""
@@ -153,8 +161,6 @@ def _scrape(net, cluster, pod: str) -> str:
                   and wanted.items() <= d["metadata"].get("labels", {}).items()]
     target = next(p["targetPort"] for p in service["spec"]["ports"] if p["name"] == endpoint["port"])
     port = next(p["containerPort"] for p in cluster.container(pod)["ports"] if p["name"] == target)
-    import urllib.request
-
     url = f"http://{net.pods[pod].address}:{port}{endpoint['path']}"
     with urllib.request.urlopen(url, timeout=10) as answer:
         assert answer.status == 200
@@ -189,6 +195,12 @@ def test_three_combined_pods_form_a_cluster_serve_clients_and_survive_a_rolling_
         _wait_ready(net, cluster, pods)
         clock = _Clock()
         clock("3 pods ready")
+        for pod in pods:   # the startup and liveness probes, as rendered, pass too
+            container = cluster.container(pod)
+            ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+            for probe in ("startupProbe", "livenessProbe"):
+                get = container[probe]["httpGet"]
+                assert net.pods[pod].http_status(ports[get["port"]], get["path"]) == 200, (pod, probe)
 
         replication = 3 if REPLICATION else 1
         _client(net, 120, "create", bootstrap, "orders", "6", str(replication))
@@ -256,10 +268,12 @@ def test_three_combined_pods_form_a_cluster_serve_clients_and_survive_a_rolling_
         assert result["delivered"] == result["sent"], result
         total = 300 + result["sent"]
         got = _client(net, 240, "consume", bootstrap, "orders", str(total), "g2")
-        assert got["count"] == total and got["distinct"] == total, \
-            (got["count"], got["distinct"], got["repeated"])
-        for pod in pods:
-            assert net.pods[pod].terminate(timeout=cluster.grace[pod]) == 0, net.pods[pod].log_tail()
+        # every record there once: none lost, none written twice (the producer is idempotent)
+        assert got["distinct"] == total and got["written_twice"] == {}, \
+            (got["count"], got["distinct"], got["written_twice"])
+        assert got["values"] == sorted([f"first-{i}" for i in range(300)] +
+                                       [f"rolling-{i}" for i in range(result["sent"])])
+        _stop_all(net, cluster, pods)
 
 
 @pytest.mark.timeout(300)
@@ -314,7 +328,7 @@ def test_tls_and_scram_from_secrets(helm, sandbox_ok, tmp_path):
         admin512 = {**tls_client, "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "admin",
                     "sasl.password": "admin-secret"}
         got = _client(net, 120, "consume", bootstrap, "secure", "50", "gs2", config=admin512)
-        assert got["count"] == 50
+        assert got["distinct"] == 50
         test_spec = cluster.test_pod["spec"]
         (test_container,) = test_spec["containers"]
         tester = net.start_container("client", test_container,
@@ -372,5 +386,4 @@ def test_split_roles_with_external_access_per_broker(helm, sandbox_ok, tmp_path)
         bootstrap = f"{RELEASE}-odradek.{NAMESPACE}.svc:9092"
         got = _client(net, 240, "consume", bootstrap, "split", "90", "inside")
         assert got["values"] == sorted(f"out-{i}" for i in range(90)), got["count"]
-        for pod in brokers + controllers:
-            assert net.pods[pod].terminate(timeout=cluster.grace[pod]) == 0, net.pods[pod].log_tail()
+        _stop_all(net, cluster, brokers + controllers)
