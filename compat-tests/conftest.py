@@ -33,6 +33,10 @@ def pytest_configure(config):
 
 def pytest_collection_modifyitems(config, items):
     here = os.path.dirname(os.path.abspath(__file__))
+    if "slow" not in (config.getoption("-m") or ""):   # as tests/conftest.py: also when run alone
+        for item in items:
+            if "slow" in item.keywords and str(item.fspath).startswith(here):
+                item.add_marker(pytest.mark.skip(reason="slow: run with -m slow"))
     targets_odradek = not (brokers.external_bootstrap() or os.environ.get("COMPAT_BROKER_CMD")
                            or os.environ.get("COMPAT_IGNORE_KNOWN"))
     for item in items:

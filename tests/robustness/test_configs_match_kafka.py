@@ -99,6 +99,8 @@ ALTER_CASES = [
     ("", "num.io.threads", "4", ErrorCode.NONE, None),
     ("broker", "background.threads", "5", ErrorCode.NONE, None),
     ("", "no.such.config", "1", ErrorCode.NONE, None),      # Kafka accepts names it does not know
+    ("", "listener.name.plaintext.max.connections", "5", ErrorCode.NONE, None),
+    ("broker", "listener.name.plaintext.max.connections", "abc", ErrorCode.INVALID_REQUEST, None),
 ]
 
 
