@@ -229,7 +229,7 @@ def test_isr_shrinks_refuses_below_min_isr_and_expands_back(tmp_path):
     """A killed follower leaves the ISR (through the controller); with the topic's
     min.insync.replicas=3 acks=all is then refused (acks=1 is not); restarted, it catches up,
     rejoins the ISR and holds the leader's bytes. The leader's metrics count the partition
-    under-replicated meanwhile, and the ISR shrink and expansion."""
+    under-replicated meanwhile, and the ISR expansion (its own proposal) once it is back."""
     from broker.testing_cluster import free_port
 
     ports = {n: free_port() for n in (1, 2, 3)}
@@ -246,10 +246,10 @@ def test_isr_shrinks_refuses_below_min_isr_and_expands_back(tmp_path):
         cluster.kill(follower)
         cluster.wait_until(lambda: follower not in _state(cluster, leader, "guarded")[1],
                            30, "the ISR to lose the killed follower")
-        shrunk = cluster.wait_until(lambda: (lambda s: s if s["kafka_server_replicamanager_isrshrinks_total"]
-                                             > before["kafka_server_replicamanager_isrshrinks_total"]
-                                             else None)(_scrape(ports[leader])), 30, "the shrink counted")
-        assert shrunk["kafka_server_replicamanager_underreplicatedpartitions"] >= 1
+        # (the shrink is counted only when the leader proposed it; here the controller may have
+        # removed the fenced broker first, as KRaft does, so only the gauge is certain)
+        cluster.wait_until(lambda: _scrape(ports[leader])["kafka_server_replicamanager_underreplicatedpartitions"]
+                           >= 1, 30, "the partition counted under-replicated")
         assert _produce_raw(address, "guarded", -1) == ErrorCode.NOT_ENOUGH_REPLICAS
         assert _produce_raw(address, "guarded", 1) == ErrorCode.NONE      # acks=1 still goes in
         assert _produce_raw(address, "guarded", 1) == ErrorCode.NONE
