@@ -39,7 +39,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "compat-t
 BROKER_SECRET = "broker-secret"
 PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule required"
 CONTROLLER_JAAS = (f'{PLAIN_MODULE} username="broker" password="{BROKER_SECRET}" '
-                   f'user_broker="{BROKER_SECRET}";')
+                   f'user_broker="{BROKER_SECRET}" user_mallory="mallory-secret";')
 CLIENT_JAAS = (f'{PLAIN_MODULE} username="broker" password="{BROKER_SECRET}" '
                'user_admin="admin-secret" user_mallory="mallory-secret";')
 
@@ -190,6 +190,26 @@ def test_nodes_without_credentials_get_nothing(secured_cluster):
     with pytest.raises(Exception, match="SASL_AUTHENTICATION_FAILED|Authentication failed"):
         secured_cluster.connect(
             ("127.0.0.1", secured_cluster.nodes[controller].controller_port), wrong)
+
+
+def test_controller_listener_needs_cluster_action(secured_cluster):
+    """Authenticated is not enough on CONTROLLER: mallory (no ACLs, not a super user) is refused
+    DescribeQuorum (DESCRIBE) and BrokerHeartbeat (CLUSTER_ACTION) with Kafka's code."""
+    from broker.cluster.discovery import describe_quorum_request
+
+    controller = secured_cluster.nodes[secured_cluster.controllers[0]]
+    mallory = ClientSecurity.from_properties(
+        _client_properties(secured_cluster.pki, "mallory", "mallory-secret"))
+    connection = secured_cluster.connect(("127.0.0.1", controller.controller_port), mallory)
+    try:
+        _, quorum = connection.request(55, describe_quorum_request(), max_version=2)
+        _, heartbeat = connection.request(63, m.BrokerHeartbeatRequest(
+            broker_id=controller.node_id, broker_epoch=1, current_metadata_offset=0,
+            want_fence=False, want_shut_down=False), max_version=1)
+    finally:
+        connection.close()
+    assert quorum.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    assert heartbeat.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
 
 
 def test_replica_fetch_needs_cluster_action(secured_cluster):
