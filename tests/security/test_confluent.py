@@ -149,3 +149,28 @@ def test_unsecured_token_is_refused_where_a_jwks_is_configured(secure_broker):
              "security.protocol": "SASL_SSL", "sasl.mechanism": "OAUTHBEARER",
              "ssl.ca.location": secure_broker.pki.path("ca.pem"),
              "oauth_cb": lambda _: (unsecured_token("eve"), time.time() + 60)}, AUTH_FAILURE)
+
+
+def test_a_clean_tls_close_ends_the_connection_and_nothing_else(secure_broker):
+    """A client that sends close_notify (a clean TLS shutdown) mid-frame: the broker sees the end
+    of the stream, closes that connection and keeps serving everyone else."""
+    import socket
+    import ssl
+    import struct
+    import time
+
+    context = ssl.create_default_context(cafile=secure_broker.pki.path("ca.pem"))
+    host, port = secure_broker.address("SSL").split(":")
+    raw = socket.create_connection((host, int(port)), timeout=10)
+    tls = context.wrap_socket(raw, server_hostname=host)
+    tls.sendall(struct.pack(">i", 100) + b"partial")   # a frame that never completes
+    try:
+        tls.unwrap()                   # sends close_notify; the broker closes without answering it
+    except (ssl.SSLError, OSError):
+        pass
+    raw.close()
+    started = time.monotonic()
+    from confluent_kafka.admin import AdminClient
+    metadata = AdminClient(
+        {"bootstrap.servers": secure_broker.address("PLAINTEXT")}).list_topics(timeout=10)
+    assert metadata.brokers and time.monotonic() - started < 10

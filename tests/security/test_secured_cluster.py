@@ -4,7 +4,8 @@ Each node (broker and controller; with -m slow also dedicated controllers + brok
 - CLIENT (SASL_SSL, PLAIN and SCRAM-SHA-256) for clients,
 - INTERNAL (SSL, client certificates required: mTLS) for replica fetches and inter-broker requests
   (``inter.broker.listener.name``),
-- CONTROLLER (SASL_SSL, PLAIN; ``sasl.mechanism.controller.protocol``) for the metadata quorum,
+- CONTROLLER (SASL_SSL, PLAIN, ``sasl.mechanism.controller.protocol``; in the split variant SSL with
+  client certificates required) for the metadata quorum,
   broker registration, heartbeats and forwarded admin requests,
 with the StandardAuthorizer on and the brokers' principals (``User:broker`` from the certificate and
 from the controller listener's JAAS entry) in ``super.users``, as Kafka documents.
@@ -39,7 +40,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "compat-t
 BROKER_SECRET = "broker-secret"
 PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule required"
 CONTROLLER_JAAS = (f'{PLAIN_MODULE} username="broker" password="{BROKER_SECRET}" '
-                   f'user_broker="{BROKER_SECRET}";')
+                   f'user_broker="{BROKER_SECRET}" user_mallory="mallory-secret";')
 CLIENT_JAAS = (f'{PLAIN_MODULE} username="broker" password="{BROKER_SECRET}" '
                'user_admin="admin-secret" user_mallory="mallory-secret";')
 
@@ -66,6 +67,20 @@ def _settings(pki) -> dict:
     }
 
 
+# The split variant's CONTROLLER is SSL with client certificates required (mTLS) instead.
+MTLS_CONTROLLER = {
+    "listener.security.protocol.map": "CLIENT:SASL_SSL,INTERNAL:SSL,CONTROLLER:SSL",
+    "listener.name.controller.ssl.client.auth": "required",
+    "listener.name.controller.ssl.principal.mapping.rules": "RULE:^CN=([^,]+),.*$/$1/,DEFAULT",
+}
+
+
+def _certificate_properties(pki, keystore: str) -> dict:
+    return {"security.protocol": "SSL", "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": pki.path(keystore), "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": pki.path("ca.pem")}
+
+
 def _client_properties(pki, user: str, password: str, mechanism: str = "PLAIN") -> dict:
     module = (PLAIN_MODULE if mechanism == "PLAIN"
               else "org.apache.kafka.common.security.scram.ScramLoginModule required")
@@ -78,12 +93,30 @@ class SecuredCluster(Cluster):
     """The harness's cluster, observed over the secured listeners."""
 
     def __init__(self, root, pki, topology: str = "combined"):
-        super().__init__(root, 3, topology, overrides=_settings(pki))
+        self.controller_mtls = topology == "split"
+        settings = {**_settings(pki), **(MTLS_CONTROLLER if self.controller_mtls else {})}
+        super().__init__(root, 3, topology, overrides=settings)
         self.pki = pki
         self.admin_security = ClientSecurity.from_properties(
             _client_properties(pki, "admin", "admin-secret"))
-        self.controller_security = ClientSecurity.from_properties(
-            _client_properties(pki, "broker", BROKER_SECRET))
+        with open(pki.path("alice.pem"), "wb") as handle:   # a CA-signed certificate, not a node's
+            handle.write(open(pki.path("client-key.pem"), "rb").read()
+                         + open(pki.path("client-cert.pem"), "rb").read())
+        if self.controller_mtls:
+            self.controller_security = ClientSecurity.from_properties(
+                _certificate_properties(pki, "server.pem"))
+            self.outsider_on_controller = ClientSecurity.from_properties(   # User:alice
+                _certificate_properties(pki, "alice.pem"))
+            self.refused_on_controller = ClientSecurity.from_properties(    # no certificate
+                {"security.protocol": "SSL", "ssl.truststore.type": "PEM",
+                 "ssl.truststore.location": pki.path("ca.pem")})
+        else:
+            self.controller_security = ClientSecurity.from_properties(
+                _client_properties(pki, "broker", BROKER_SECRET))
+            self.outsider_on_controller = ClientSecurity.from_properties(
+                _client_properties(pki, "mallory", "mallory-secret"))
+            self.refused_on_controller = ClientSecurity.from_properties(
+                _client_properties(pki, "broker", "guess"))
         self.internal_ports = {}
         for node in self.nodes.values():
             listeners = []
@@ -185,11 +218,33 @@ def test_nodes_without_credentials_get_nothing(secured_cluster):
                 tls.sendall(b"\x00\x00\x00\x00")
                 if not tls.recv(1):
                     raise ConnectionError("closed")
-    # CONTROLLER refuses a wrong password
-    wrong = ClientSecurity.from_properties(_client_properties(pki, "broker", "guess"))
-    with pytest.raises(Exception, match="SASL_AUTHENTICATION_FAILED|Authentication failed"):
-        secured_cluster.connect(
-            ("127.0.0.1", secured_cluster.nodes[controller].controller_port), wrong)
+    # CONTROLLER refuses a wrong password (SASL_SSL) or a client without a certificate (mTLS)
+    with pytest.raises(Exception, match="SASL_AUTHENTICATION_FAILED|Authentication failed|"
+                                        "TLS handshake|closed|reset|EOF"):
+        connection = secured_cluster.connect(
+            ("127.0.0.1", secured_cluster.nodes[controller].controller_port),
+            secured_cluster.refused_on_controller)
+        connection.close()
+
+
+def test_controller_listener_needs_cluster_action(secured_cluster):
+    """Authenticated is not enough on CONTROLLER: a principal that is not a node's (mallory by
+    PLAIN, or alice by her certificate on the mTLS variant; no ACLs, not a super user) is refused
+    DescribeQuorum (DESCRIBE) and BrokerHeartbeat (CLUSTER_ACTION) with Kafka's code."""
+    from broker.cluster.discovery import describe_quorum_request
+
+    controller = secured_cluster.nodes[secured_cluster.controllers[0]]
+    connection = secured_cluster.connect(("127.0.0.1", controller.controller_port),
+                                         secured_cluster.outsider_on_controller)
+    try:
+        _, quorum = connection.request(55, describe_quorum_request(), max_version=2)
+        _, heartbeat = connection.request(63, m.BrokerHeartbeatRequest(
+            broker_id=controller.node_id, broker_epoch=1, current_metadata_offset=0,
+            want_fence=False, want_shut_down=False), max_version=1)
+    finally:
+        connection.close()
+    assert quorum.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    assert heartbeat.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
 
 
 def test_replica_fetch_needs_cluster_action(secured_cluster):
