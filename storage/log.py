@@ -513,12 +513,7 @@ class Log(LogReads, LogRetention, LogTruncation):
     def flush(self, up_to: int | None = None) -> None:
         """fsync everything below `up_to` (default: the log end) and advance the
         recovery point.  The fsync itself runs without the partition lock."""
-        # The records made durable here must not outlive their leader epoch's checkpoint entry.
-        try:
-            self.epochs.write_unwritten()
-        except OSError as exc:
-            with self._lock:
-                raise self._go_offline(exc) from exc
+        self._write_epochs_before_flush()
         with self._lock:
             self._check_online()
             target = self.log_end_offset if up_to is None else min(up_to, self.log_end_offset)

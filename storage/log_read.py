@@ -39,6 +39,14 @@ class LogReads:
         (the file write happens outside the log's lock: appends do not wait for it)."""
         return self.epochs.write_unwritten(sync)
 
+    def _write_epochs_before_flush(self) -> None:
+        """The records a flush makes durable must not outlive their leader epoch's entry."""
+        try:
+            self.epochs.write_unwritten()
+        except OSError as exc:
+            with self._lock:
+                raise self._go_offline(exc) from exc
+
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         """OffsetForLeaderEpoch: (largest known epoch <= epoch, its end offset), or (-1, -1)."""
         with self._lock:
