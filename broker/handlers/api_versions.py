@@ -36,7 +36,7 @@ _CONSUMER_PROTOCOL_APIS = (68, 69)
 
 def _advertised(ctx):
     registry = ctx.handlers
-    if "consumer" in ctx.broker.config["group.coordinator.rebalance.protocols"]:
+    if "consumer" in ctx.config["group.coordinator.rebalance.protocols"]:   # also on a controller
         return registry
     return {key: entry for key, entry in registry.items() if key not in _CONSUMER_PROTOCOL_APIS}
 
