@@ -1,5 +1,7 @@
 """Produce's transaction partition verification (KIP-890 part 1) over the wire."""
 
+import time
+
 import pytest
 
 from broker.testing import running_broker
@@ -44,6 +46,18 @@ def add(client, pid, epoch, partitions, txn=TXN):
 def end(client, pid, epoch, commit, txn=TXN):
     return client.request(26, 3, m.EndTxnRequest(transactional_id=txn, producer_id=pid, producer_epoch=epoch,
                                                  committed=commit)).error_code
+
+
+def settled(client, txn=TXN, timeout_s=15.0):
+    """Wait until the transaction's markers are in (Complete*): until then Kafka answers
+    CONCURRENT_TRANSACTIONS to the producer's next transaction, and so do we."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        state = client.request(65, 0, m.DescribeTransactionsRequest(
+            transactional_ids=[txn])).transaction_states[0].transaction_state
+        if state.startswith("Complete") or time.monotonic() > deadline:
+            return state
+        time.sleep(0.05)
 
 
 def produce(client, partition, pid, epoch, seq, txn=TXN, version=9):
@@ -123,6 +137,7 @@ def test_only_a_transactions_first_batch_per_partition_asks_the_coordinator(tmp_
             assert produce(client, 1, pid, epoch, 0).error_code == 0
             assert asked == [[("v", 0)], [("v", 1)]]
             assert end(client, pid, epoch, commit=True) == 0
+            assert settled(client) == "CompleteCommit"
             # the marker closed the log's transaction: the next one is verified afresh
             assert produce(client, 0, pid, epoch, 4).error_code == E.INVALID_TXN_STATE
             assert len(asked) == 3

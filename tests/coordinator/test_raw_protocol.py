@@ -1,5 +1,7 @@
 """The group and transaction APIs over the wire, version by version, with a raw client."""
 
+import time
+
 import pytest
 
 from broker.testing import running_broker
@@ -177,7 +179,13 @@ def test_transaction_apis(client):
     end = client.request(26, 3, m.EndTxnRequest(transactional_id="tx", producer_id=pid, producer_epoch=epoch,
                                                 committed=False))
     assert end.error_code == 0
-    dt = client.request(65, 0, m.DescribeTransactionsRequest(transactional_ids=["tx"]))
+    # the markers go out after EndTxn is answered (as Kafka): PrepareAbort until they are in
+    deadline = time.monotonic() + 15
+    while True:
+        dt = client.request(65, 0, m.DescribeTransactionsRequest(transactional_ids=["tx"]))
+        if dt.transaction_states[0].transaction_state != "PrepareAbort" or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
     assert dt.transaction_states[0].transaction_state == "CompleteAbort"
     again = client.request(26, 3, m.EndTxnRequest(transactional_id="tx", producer_id=pid, producer_epoch=epoch,
                                                   committed=True))
