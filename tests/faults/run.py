@@ -96,7 +96,7 @@ def run_trial(env: FaultEnv, nemesis: str, number: int, rng: random.Random, out_
     else:
         raise ValueError(f"unknown workload {workload!r}")
     env.wait_until(lambda: any(e.get("type") == "ok" for e in checker.load(history_path)),
-                   60, "the client's first acknowledgement")
+                   120, "the client's first acknowledgement")
     struck = time.monotonic() - began
     description = NEMESES[nemesis](env, topic, rng)
     healed = time.monotonic() - began
