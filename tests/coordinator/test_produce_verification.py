@@ -96,6 +96,8 @@ def test_a_late_retry_after_the_abort_is_refused(client):
     add(client, pid, epoch, [0])
     assert produce(client, 0, pid, epoch, 0).error_code == 0
     assert end(client, pid, epoch, commit=False) == 0
+    # once the abort marker is in (before it, the partition's transaction is still open, as in Kafka)
+    assert settled(client) == "CompleteAbort"
     late = produce(client, 0, pid, epoch, 1)
     assert late.error_code == E.INVALID_TXN_STATE
     assert stable(client, 0) == client.list_offset("v", 0, -1).offset == 2

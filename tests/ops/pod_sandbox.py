@@ -189,8 +189,16 @@ class PodNetwork:
             source = volumes[mount["name"]]
             source.mkdir(parents=True, exist_ok=True)
             target = shlex.quote(mount["mountPath"])
+            bind = "--bind"
+            if mount["mountPath"] == "/tmp":
+                # The checkout and its venv (the pod's `odradek`) may live under /tmp too: bind them
+                # into the emptyDir at the same paths first, then mount it recursively over /tmp.
+                for needed in _host_paths_under("/tmp"):
+                    inside = shlex.quote(str(source / needed.relative_to("/tmp")))
+                    steps.append(f"mkdir -p {inside} && mount --bind {shlex.quote(str(needed))} {inside}")
+                bind = "--rbind"
             # a mount inside another volume needs its mount point there (the runtime makes it)
-            steps.append(f"mkdir -p {target} && mount --bind {shlex.quote(str(source))} {target}")
+            steps.append(f"mkdir -p {target} && mount {bind} {shlex.quote(str(source))} {target}")
             if mount.get("readOnly"):
                 read_only.append(f"mount -o remount,bind,ro {target}")
         steps += read_only[::-1]
@@ -224,3 +232,13 @@ class PodNetwork:
             time.sleep(0.2)
         raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}\n" + "\n".join(
             f"--- {p.name} ---\n{p.log_tail()}" for p in self.pods.values() if p.log.exists()))
+
+
+def _host_paths_under(top: str) -> list[Path]:
+    """The checkout and the Python environment, where they lie under `top` (outermost only)."""
+    paths = sorted({Path(REPO_ROOT).resolve(), Path(sys.prefix).resolve()}, key=lambda p: len(p.parts))
+    chosen: list[Path] = []
+    for path in paths:
+        if path.is_relative_to(top) and not any(path.is_relative_to(c) for c in chosen):
+            chosen.append(path)
+    return chosen
