@@ -88,6 +88,7 @@ def test_an_added_partition_is_accepted_and_the_lso_clears_on_abort(client):
     assert produce(client, 1, pid, epoch, 0).error_code == E.INVALID_TXN_STATE   # same txn, not added
     assert stable(client, 0) == 0
     assert end(client, pid, epoch, commit=False) == 0
+    assert settled(client) == "CompleteAbort"
     assert stable(client, 0) == client.list_offset("v", 0, -1).offset == 3    # two batches + marker
 
 
