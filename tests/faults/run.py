@@ -113,15 +113,24 @@ def run_trial(env: FaultEnv, nemesis: str, number: int, rng: random.Random, out_
     if result["ok"]:
         shutil.rmtree(trial_dir, ignore_errors=True)
     else:
-        _keep_logs(env, trial_dir)
+        _keep_logs(env, trial_dir, (topic, read_topic))
     return result
 
 
-def _keep_logs(env: FaultEnv, trial_dir: str) -> None:
+def _keep_logs(env: FaultEnv, trial_dir: str, topics=()) -> None:
+    """A failed trial's evidence: node logs, client logs, and each node's copy of the trial's
+    partitions (segments, indexes, checkpoints) under node-N-data/."""
     os.makedirs(trial_dir, exist_ok=True)
-    for node in env.cluster.nodes.values():
+    for node_id, node in env.cluster.nodes.items():
         if os.path.exists(node.log_path):
             shutil.copy(node.log_path, trial_dir)
+        if not os.path.isdir(node.data_dir):
+            continue
+        for name in os.listdir(node.data_dir):
+            if name.rsplit("-", 1)[0] in topics:
+                shutil.copytree(os.path.join(node.data_dir, name),
+                                os.path.join(trial_dir, f"node-{node_id}-data", name),
+                                dirs_exist_ok=True)
     for name in os.listdir(env.root):
         if name.endswith(".log") and name.startswith("trial-"):
             shutil.copy(os.path.join(env.root, name), trial_dir)
