@@ -232,5 +232,24 @@ def write_results(run: dict, table: str, results_dir: Path = RESULTS_DIR, result
     path = results_dir / f"bench-{run['settings']['mode']}-{stamp}.json"
     path.write_text(json.dumps(run, indent=2) + "\n")
     if results_md is not None:
-        results_md.write_text(results_document(run, table))
+        kept = _extra_sections(results_md.read_text()) if results_md.exists() else ""
+        results_md.write_text(results_document(run, table) + kept)
     return path
+
+
+# Other bench commands (`python -m bench.spark`) keep a "## ..." section of their own at the end of
+# bench/RESULTS.md; the main bench rewrites everything above them and leaves them in place.
+def _extra_sections(text: str) -> str:
+    start = text.find("\n## ")
+    return text[start:] if start >= 0 else ""
+
+
+def write_section(results_md: Path, heading: str, body: str) -> None:
+    """Put `## heading` with `body` at the end of bench/RESULTS.md, replacing an earlier one."""
+    text = results_md.read_text() if results_md.exists() else "# Benchmark results\n"
+    marker = f"\n## {heading}\n"
+    start = text.find(marker)
+    if start >= 0:
+        following = text.find("\n## ", start + len(marker))
+        text = text[:start] + (text[following:] if following >= 0 else "\n")
+    results_md.write_text(text.rstrip("\n") + "\n" + marker + "\n" + body.strip("\n") + "\n")

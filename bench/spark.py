@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from datetime import datetime, timezone
 
@@ -74,6 +75,29 @@ def stream_read(spark, bootstrap: str, topic: str, checkpoint: str, per_trigger:
     return time.monotonic() - began, sum(seen)
 
 
+def results_section(args, started: datetime, running, table: str, notes: list[str],
+                    load_at_start: tuple[float, ...]) -> str:
+    """This run's section of bench/RESULTS.md."""
+    loads = (f"{' '.join(f'{x:.2f}' for x in load_at_start)} at start, "
+             f"{' '.join(f'{x:.2f}' for x in os.getloadavg())} at the end")
+    servers = "\n".join(f"- **{t.name}**: {t.label}" for t in running)
+    wrong = "\n".join(f"- {note}" for note in dict.fromkeys(notes)) or "- none"
+    return f"""Latest run of `python -m bench.spark --gib {args.gib:g}` on {started.isoformat()}: each broker gets a
+fresh topic of {args.gib:g} GiB of 1 KiB records on {args.partitions} partitions; Spark (local[2], the
+Kafka connector's jars) reads it whole with `spark.read` and with an availableNow `readStream`; median of
+{args.repeats} alternating runs after one unmeasured warm-up read per broker. Load average (1, 5, 15 min):
+{loads}, on {os.cpu_count()} cores shared with other work: the ratios are what we compare.
+
+Servers:
+{servers}
+
+{table}
+
+Wrong answers (every byte and row read is checked against what was written):
+{wrong}
+"""
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.spark", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -83,6 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--per-trigger", type=int, default=200_000, help="maxOffsetsPerTrigger when streaming")
     parser.add_argument("--jars", help="Spark Kafka connector jars (default $SPARK_KAFKA_JARS)")
     parser.add_argument("--targets", default="odradek,peer")
+    parser.add_argument("--no-results-md", action="store_true", help="do not update bench/RESULTS.md")
     args = parser.parse_args(argv)
 
     import tempfile
@@ -90,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     from pipelines.session import spark_session
 
     started = datetime.now(timezone.utc).replace(microsecond=0)
+    load_at_start = os.getloadavg()
     log_dir = report.RESULTS_DIR / f"logs-spark-{started.strftime('%Y%m%dT%H%M%SZ')}"
     log_dir.mkdir(parents=True, exist_ok=True)
     starters = {"odradek": lambda: targets.start_odradek(log_dir), "peer": lambda: targets.start_peer(log_dir)}
@@ -138,6 +164,9 @@ def main(argv: list[str] | None = None) -> int:
                                 "rows": [{"case": r.case, "metric": r.metric, "samples": r.samples} for r in rows],
                                 "notes": notes},
                                indent=2))
+    if not args.no_results_md:
+        report.write_section(report.RESULTS_MD, "Spark (`python -m bench.spark`)",
+                             results_section(args, started, running, table, notes, load_at_start))
     print()
     print(table)
     if notes:
