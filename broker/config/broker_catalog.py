@@ -116,7 +116,7 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
               dynamic=True),
     ConfigDef("log.message.timestamp.before.max.ms", T.LONG, LONG_MAX, at_least(0), dynamic=True),
     ConfigDef("log.message.timestamp.after.max.ms", T.LONG, 3600000, at_least(0), dynamic=True),
-    ConfigDef("num.recovery.threads.per.data.dir", T.INT, 1, at_least(1), dynamic=True),
+    ConfigDef("num.recovery.threads.per.data.dir", T.INT, 2, at_least(1), dynamic=True),   # Kafka 4.x: 2
     # Odradek: fsync appended batches before acknowledging them (group commit); Kafka leaves it to the OS.
     ConfigDef("metrics.port", T.INT, -1, between(-1, 65535)),   # Odradek: /metrics, /healthz; -1 off
     ConfigDef("log.flush.before.acknowledge", T.BOOLEAN, False),

@@ -2,15 +2,21 @@
 does not act on it (README lists them): accepted in server.properties, by AlterConfigs and
 IncrementalAlterConfigs when Kafka updates it dynamically, and described as Kafka describes it.
 
-The table is what Kafka 3.9's DescribeConfigs returns for a broker (every key, its type, the
-DEFAULT_CONFIG synonym's value, and read-only = not dynamic), less ZooKeeper's keys and those
-Kafka 4.0 removed (message format, timestamp difference, password encoder, control-plane
-listener, generated broker ids). Keys with behaviour live in broker_catalog.py and win over these.
+Two tables. `_KAFKA_BROKER_KEYS` is what Kafka 3.9's DescribeConfigs returns for a broker (every
+key, its type, the DEFAULT_CONFIG synonym's value, and read-only = not dynamic), less ZooKeeper's
+keys and those Kafka 4.0 removed (message format, timestamp difference, password encoder,
+control-plane listener, generated broker ids); where Kafka 4.x changed the default, type or update
+mode of one of these inert keys, the row follows Kafka 4.3. `_KAFKA_4_BROKER_KEYS` (and
+`_KAFKA_4_SHARE_KEYS`, share groups' own block) add the keys only Kafka 4.x defines, from Kafka 4.3's
+broker config documentation, with Kafka's validators.
+tests/robustness/test_kafka4_config_catalog.py checks both against Kafka 4.3's list
+(tests/robustness/kafka_4_3_broker_configs.tsv). Keys with behaviour live in broker_catalog.py
+and win over these.
 """
 
 from __future__ import annotations
 
-from .values import ConfigDef, ConfigType, parse_value
+from .values import INT_MAX, LONG_MAX, ConfigDef, ConfigType, at_least, between, one_of, parse_value
 
 T = ConfigType
 
@@ -50,19 +56,19 @@ _KAFKA_BROKER_KEYS = (
     ('group.consumer.min.heartbeat.interval.ms', T.INT, '5000', False),
     ('group.consumer.min.session.timeout.ms', T.INT, '45000', False),
     ('group.consumer.session.timeout.ms', T.INT, '45000', False),
-    ('group.coordinator.append.linger.ms', T.INT, '10', False),
-    ('group.coordinator.threads', T.INT, '1', False),
+    ('group.coordinator.append.linger.ms', T.INT, '-1', False),
+    ('group.coordinator.threads', T.INT, '4', False),
     ('group.share.delivery.count.limit', T.INT, '5', False),
     ('group.share.heartbeat.interval.ms', T.INT, '5000', False),
     ('group.share.max.groups', T.SHORT, '10', False),
     ('group.share.max.heartbeat.interval.ms', T.INT, '15000', False),
     ('group.share.max.record.lock.duration.ms', T.INT, '60000', False),
     ('group.share.max.session.timeout.ms', T.INT, '60000', False),
-    ('group.share.max.size', T.SHORT, '200', False),
+    ('group.share.max.size', T.INT, '200', False),
     ('group.share.min.heartbeat.interval.ms', T.INT, '5000', False),
     ('group.share.min.record.lock.duration.ms', T.INT, '15000', False),
     ('group.share.min.session.timeout.ms', T.INT, '45000', False),
-    ('group.share.partition.max.record.locks', T.INT, '200', False),
+    ('group.share.partition.max.record.locks', T.INT, '2000', False),
     ('group.share.record.lock.duration.ms', T.INT, '30000', False),
     ('group.share.session.timeout.ms', T.INT, '45000', False),
     ('initial.broker.registration.timeout.ms', T.INT, '60000', False),
@@ -93,23 +99,23 @@ _KAFKA_BROKER_KEYS = (
     ('quota.window.size.seconds', T.INT, '1', False),
     ('remote.fetch.max.wait.ms', T.INT, '500', True),
     ('remote.log.index.file.cache.total.size.bytes', T.LONG, '1073741824', True),
-    ('remote.log.manager.copier.thread.pool.size', T.INT, '-1', False),
+    ('remote.log.manager.copier.thread.pool.size', T.INT, '10', True),
     ('remote.log.manager.copy.max.bytes.per.second', T.LONG, '9223372036854775807', True),
     ('remote.log.manager.copy.quota.window.num', T.INT, '11', False),
     ('remote.log.manager.copy.quota.window.size.seconds', T.INT, '1', False),
-    ('remote.log.manager.expiration.thread.pool.size', T.INT, '-1', False),
+    ('remote.log.manager.expiration.thread.pool.size', T.INT, '10', True),
     ('remote.log.manager.fetch.max.bytes.per.second', T.LONG, '9223372036854775807', True),
     ('remote.log.manager.fetch.quota.window.num', T.INT, '11', False),
     ('remote.log.manager.fetch.quota.window.size.seconds', T.INT, '1', False),
     ('remote.log.manager.task.interval.ms', T.LONG, '30000', False),
-    ('remote.log.manager.thread.pool.size', T.INT, '10', False),
+    ('remote.log.manager.thread.pool.size', T.INT, '2', False),
     ('remote.log.metadata.custom.metadata.max.bytes', T.INT, '128', False),
     ('remote.log.metadata.manager.class.name', T.STRING, 'org.apache.kafka.server.log.remote.metadata.storage.TopicBasedRemoteLogMetadataManager', False),
     ('remote.log.metadata.manager.class.path', T.STRING, None, False),
     ('remote.log.metadata.manager.impl.prefix', T.STRING, 'rlmm.config.', False),
     ('remote.log.metadata.manager.listener.name', T.STRING, None, False),
     ('remote.log.reader.max.pending.tasks', T.INT, '100', False),
-    ('remote.log.reader.threads', T.INT, '10', False),
+    ('remote.log.reader.threads', T.INT, '10', True),
     ('remote.log.storage.manager.class.name', T.STRING, None, False),
     ('remote.log.storage.manager.class.path', T.STRING, None, False),
     ('remote.log.storage.manager.impl.prefix', T.STRING, 'rsm.config.', False),
@@ -184,13 +190,104 @@ _KAFKA_BROKER_KEYS = (
     ('telemetry.max.bytes', T.INT, '1048576', False),)
 
 
-def _definition(name: str, ctype: ConfigType, default: str | None, dynamic: bool) -> ConfigDef:
+# ---- Kafka 4.x only: keys Kafka 3.9 does not define (Kafka 4.3's names, types, defaults, update modes
+# and valid values). Known and described; Odradek does not act on them (README).
+# (name, type, default, dynamic, validator)
+_KAFKA_4_BROKER_KEYS = (
+    # transactions (KIP-890, KIP-939)
+    ('add.partitions.to.txn.retry.backoff.max.ms', T.INT, '100', False, at_least(0)),
+    ('add.partitions.to.txn.retry.backoff.ms', T.INT, '20', False, at_least(1)),
+    ('transaction.two.phase.commit.enable', T.BOOLEAN, 'false', False, None),
+    # group coordinator (KIP-848 consumer groups)
+    ('group.coordinator.background.threads', T.INT, '2', False, at_least(1)),
+    ('group.coordinator.cached.buffer.max.bytes', T.INT, '1048588', True, at_least(524288)),
+    ('group.consumer.assignment.interval.ms', T.INT, '1000', True, at_least(0)),
+    ('group.consumer.max.assignment.interval.ms', T.INT, '15000', False, at_least(0)),
+    ('group.consumer.min.assignment.interval.ms', T.INT, '0', False, at_least(0)),
+    ('group.consumer.migration.policy', T.STRING, 'bidirectional', False,
+     one_of('DISABLED', 'DOWNGRADE', 'UPGRADE', 'BIDIRECTIONAL', case_sensitive=False)),
+    # streams groups (KIP-1071)
+    ('group.streams.assignment.interval.ms', T.INT, '1000', True, at_least(0)),
+    ('group.streams.heartbeat.interval.ms', T.INT, '5000', False, at_least(1)),
+    ('group.streams.initial.rebalance.delay.ms', T.INT, '3000', False, at_least(0)),
+    ('group.streams.max.assignment.interval.ms', T.INT, '15000', False, at_least(0)),
+    ('group.streams.max.heartbeat.interval.ms', T.INT, '15000', False, at_least(1)),
+    ('group.streams.max.session.timeout.ms', T.INT, '60000', False, at_least(1)),
+    ('group.streams.max.size', T.INT, str(INT_MAX), False, at_least(1)),
+    ('group.streams.max.standby.replicas', T.INT, '2', False, at_least(0)),
+    ('group.streams.min.assignment.interval.ms', T.INT, '0', False, at_least(0)),
+    ('group.streams.min.heartbeat.interval.ms', T.INT, '5000', False, at_least(1)),
+    ('group.streams.min.session.timeout.ms', T.INT, '45000', False, at_least(1)),
+    ('group.streams.num.standby.replicas', T.INT, '0', False, at_least(0)),
+    ('group.streams.session.timeout.ms', T.INT, '45000', False, at_least(1)),
+    # KRaft quorum (KIP-853 auto-join) and log dirs (KIP-1066 cordoning)
+    ('controller.quorum.auto.join.enable', T.BOOLEAN, 'false', False, None),
+    ('controller.quorum.fetch.max.bytes', T.INT, '1048576', False, at_least(1)),
+    ('controller.quorum.fetch.snapshot.max.bytes', T.INT, '1048576', False, at_least(1)),
+    ('cordoned.log.dirs', T.LIST, '', True, None),
+    # replication throttles, now broker configs of their own
+    ('follower.replication.throttled.rate', T.LONG, str(LONG_MAX), True, at_least(0)),
+    ('leader.replication.throttled.rate', T.LONG, str(LONG_MAX), True, at_least(0)),
+    ('replica.alter.log.dirs.io.max.bytes.per.second', T.LONG, str(LONG_MAX), True, at_least(0)),
+    # tiered storage
+    ('follower.fetch.last.tiered.offset.enable', T.BOOLEAN, 'false', True, None),
+    ('remote.list.offsets.request.timeout.ms', T.LONG, '30000', True, at_least(1)),
+    ('remote.log.manager.follower.thread.pool.size', T.INT, '2', True, at_least(1)),
+    # config providers (KIP-297 on the broker) and SASL/OAUTHBEARER JWT assertions (KIP-1139)
+    ('config.providers', T.LIST, '', True, None),
+    ('sasl.oauthbearer.assertion.algorithm', T.STRING, 'RS256', False,
+     one_of('ES256', 'RS256', case_sensitive=False)),
+    ('sasl.oauthbearer.assertion.claim.aud', T.STRING, None, False, None),
+    ('sasl.oauthbearer.assertion.claim.exp.seconds', T.INT, '300', False, between(0, 86400)),
+    ('sasl.oauthbearer.assertion.claim.iss', T.STRING, None, False, None),
+    ('sasl.oauthbearer.assertion.claim.jti.include', T.BOOLEAN, 'false', False, None),
+    ('sasl.oauthbearer.assertion.claim.nbf.seconds', T.INT, '60', False, between(0, 3600)),
+    ('sasl.oauthbearer.assertion.claim.sub', T.STRING, None, False, None),
+    ('sasl.oauthbearer.assertion.file', T.STRING, None, False, None),
+    ('sasl.oauthbearer.assertion.private.key.file', T.STRING, None, False, None),
+    ('sasl.oauthbearer.assertion.private.key.passphrase', T.PASSWORD, None, False, None),
+    ('sasl.oauthbearer.assertion.template.file', T.STRING, None, False, None),
+    ('sasl.oauthbearer.client.credentials.client.id', T.STRING, None, False, None),
+    ('sasl.oauthbearer.client.credentials.client.secret', T.PASSWORD, None, False, None),
+    ('sasl.oauthbearer.jwt.retriever.class', T.CLASS,
+     'org.apache.kafka.common.security.oauthbearer.DefaultJwtRetriever', False, None),
+    ('sasl.oauthbearer.jwt.validator.class', T.CLASS,
+     'org.apache.kafka.common.security.oauthbearer.DefaultJwtValidator', False, None),
+    ('sasl.oauthbearer.scope', T.STRING, None, False, None),
+)
+
+# ---- Kafka 4.x only, share groups (KIP-932). Described, not acted on here: the share-group work
+# (broker/coordinator/share*) owns their behaviour and may move keys to broker_catalog.py.
+_KAFKA_4_SHARE_KEYS = (
+    ('group.share.assignment.interval.ms', T.INT, '1000', True, at_least(0)),
+    ('group.share.assignors', T.LIST, 'simple', False, None),
+    ('group.share.max.assignment.interval.ms', T.INT, '15000', False, at_least(0)),
+    ('group.share.max.delivery.count.limit', T.INT, '10', False, between(5, 25)),
+    ('group.share.max.partition.max.record.locks', T.INT, '4000', False, between(2000, 10000)),
+    ('group.share.max.share.sessions', T.INT, '2000', False, at_least(1)),
+    ('group.share.min.assignment.interval.ms', T.INT, '0', False, at_least(0)),
+    ('group.share.min.delivery.count.limit', T.INT, '2', False, between(2, 5)),
+    ('group.share.min.partition.max.record.locks', T.INT, '100', False, between(100, 2000)),
+    ('share.coordinator.append.linger.ms', T.INT, '-1', False, at_least(-1)),
+    ('share.coordinator.cached.buffer.max.bytes', T.INT, '1048588', True, at_least(524288)),
+    ('share.coordinator.load.buffer.size', T.INT, '5242880', False, at_least(1)),
+    ('share.coordinator.snapshot.update.records.per.snapshot', T.INT, '500', False, between(0, 500)),
+    ('share.coordinator.state.topic.compression.codec', T.INT, '0', False, None),
+    ('share.coordinator.state.topic.segment.bytes', T.INT, '104857600', False, at_least(1)),
+    ('share.coordinator.threads', T.INT, '1', False, at_least(1)),
+    ('share.coordinator.write.timeout.ms', T.INT, '5000', False, at_least(1)),
+    ('share.fetch.purgatory.purge.interval.requests', T.INT, '1000', False, None),
+)
+
+
+def _definition(name: str, ctype: ConfigType, default: str | None, dynamic: bool,
+                validator=None) -> ConfigDef:
     value = None if default is None or ctype == T.PASSWORD else parse_value(ctype, default)
-    return ConfigDef(name, ctype, value, dynamic=dynamic, sensitive=ctype == T.PASSWORD)
+    return ConfigDef(name, ctype, value, validator, dynamic=dynamic, sensitive=ctype == T.PASSWORD)
 
 
 KAFKA_BROKER_CONFIGS: dict[str, ConfigDef] = {
-    row[0]: _definition(*row) for row in _KAFKA_BROKER_KEYS}
+    row[0]: _definition(*row) for row in _KAFKA_BROKER_KEYS + _KAFKA_4_BROKER_KEYS + _KAFKA_4_SHARE_KEYS}
 
 # Dynamic only per broker (resource name = a broker id), never at the cluster-wide default:
 # Kafka answers INVALID_REQUEST "Cannot update these configs at default cluster level, broker id
@@ -206,7 +303,7 @@ PER_BROKER_ONLY = frozenset({
     "ssl.cipher.suites", "ssl.client.auth", "ssl.enabled.protocols",
     "ssl.endpoint.identification.algorithm", "ssl.engine.factory.class", "ssl.keymanager.algorithm",
     "ssl.protocol", "ssl.provider", "ssl.secure.random.implementation", "ssl.trustmanager.algorithm",
-    "principal.builder.class",
+    "principal.builder.class", "cordoned.log.dirs",
 })
 
 # TLS stores: dynamic only with a listener prefix (listener.name.NAME.ssl.keystore.location);

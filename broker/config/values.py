@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import enum
+import math
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any, Callable
 
 LONG_MAX = 2**63 - 1
@@ -94,8 +96,21 @@ def render(value: Any) -> str | None:
     if isinstance(value, list):
         return ",".join(value)
     if isinstance(value, float):
-        return repr(value)
+        return _java_double(value)
     return str(value)
+
+
+def _java_double(value: float) -> str:
+    """A double as Java's Double.toString writes it (what Kafka puts on the wire): positional between
+    1e-3 and 1e7, else "1.7976931348623157E308"."""
+    if value != value or value in (math.inf, -math.inf):
+        return "NaN" if value != value else ("Infinity" if value > 0 else "-Infinity")
+    if value == 0 or 1e-3 <= abs(value) < 1e7:
+        return repr(value)      # shortest digits, positional, always with a point in this range
+    sign, digits, exponent = Decimal(repr(value)).as_tuple()
+    power = len(digits) - 1 + exponent
+    shown = "".join(map(str, digits)).rstrip("0") or "0"
+    return f"{'-' if sign else ''}{shown[0]}.{shown[1:] or '0'}E{power}"
 
 
 # ----------------------------------------------------------------------------------------- validators
