@@ -164,6 +164,22 @@ def test_results_files(tmp_path):
     assert "`python -m bench --quick`" in text and "| table |" in text and "in-memory" in text
 
 
+def test_other_bench_sections_survive_a_rewrite_and_replace_themselves(tmp_path):
+    run = {"date": "2026-01-02T03:04:05+00:00", "command": "python -m bench --quick",
+           "settings": {"mode": "quick", "repeats": 1, "duration": 1.0}, "machine_text": "2 cores",
+           "targets": {"peer": "peer"}, "errors": []}
+    md = tmp_path / "RESULTS.md"
+    report.write_results(run, "| first |", results_dir=tmp_path / "results", results_md=md)
+    report.write_section(md, "Spark", "| spark 1 |")
+    report.write_section(md, "Other", "| other |")
+    report.write_section(md, "Spark", "| spark 2 |")        # replaces its own section, keeps the rest
+    report.write_results(run, "| second |", results_dir=tmp_path / "results", results_md=md)
+    text = md.read_text()
+    assert "| first |" not in text and "| second |" in text
+    assert "| spark 1 |" not in text and text.count("\n## Spark\n") == 1 and "| spark 2 |" in text
+    assert text.index("| second |") < text.index("## Other") < text.index("## Spark")
+
+
 def test_profile_summary_ranks_self_and_total_time(tmp_path):
     collapsed = tmp_path / "profile.txt"
     collapsed.write_text(
