@@ -71,6 +71,7 @@ class GroupCoordinator(OffsetsMixin, AdminMixin, PersistenceMixin):
         self.log = log
         self.config = config or GroupConfig()
         self.groups: dict[str, Group] = {}
+        self._next_offset_write = 0   # numbers plain commits' writes, in append order
         self._schedule_offset_expiry()
 
     # ==== JoinGroup ===================================================================================
@@ -98,7 +99,7 @@ class GroupCoordinator(OffsetsMixin, AdminMixin, PersistenceMixin):
             self._join_new_member(group, request)
         else:
             self._join_existing_member(group, request)
-        if group.state is S.EMPTY and not (group.members or group.pending_members or group.offsets
+        if group.state is S.EMPTY and not (group.members or group.pending_members or group.has_offsets()
                                            or group.generation_id):
             self.groups.pop(group.group_id, None)  # a join that failed at once leaves no trace
         return pending
@@ -377,14 +378,25 @@ class GroupCoordinator(OffsetsMixin, AdminMixin, PersistenceMixin):
             for m in group.members.values():
                 m.assignment = given.get(m.member_id, b"")
             try:
-                self._store_group(group)
+                written = self._store_group(group)
             except Exception as exc:
                 self._reset_and_propagate_assignment(group, append_error(exc))
                 self._maybe_prepare_rebalance(group)
                 return pending
-            self._propagate_assignment(group, E.NONE)
-            group.transition(S.STABLE, self.clock.now_ms())
+            # the members hear their assignments once the group's record commits (as in Kafka)
+            generation = group.generation_id
+            written.add_callback(lambda code: self._assignment_written(group, generation, code))
         return pending
+
+    def _assignment_written(self, group: Group, generation: int, code: ErrorCode) -> None:
+        if group.state is not S.COMPLETING_REBALANCE or group.generation_id != generation:
+            return   # a rebalance or the group's removal overtook the write: its members were answered
+        if code is not E.NONE:
+            self._reset_and_propagate_assignment(group, append_error(code, group_metadata=True))
+            self._maybe_prepare_rebalance(group)
+            return
+        self._propagate_assignment(group, E.NONE)
+        group.transition(S.STABLE, self.clock.now_ms())
 
     # ==== Heartbeat ===================================================================================
     def heartbeat(self, group_id: str, member_id: str, group_instance_id: Optional[str],

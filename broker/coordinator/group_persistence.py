@@ -31,8 +31,9 @@ class PersistenceMixin:
         self.groups[group_id] = group
         return group
 
-    def _store_group(self, group: Group) -> None:
-        self.log.append(group.group_id, [GroupMetadataRecord(group.group_id, self.snapshot(group))])
+    def _store_group(self, group: Group):
+        """Write the group's snapshot; answers the write's acknowledgement."""
+        return self.log.append(group.group_id, [GroupMetadataRecord(group.group_id, self.snapshot(group))])
 
     @staticmethod
     def snapshot(group: Group) -> GroupSnapshot:

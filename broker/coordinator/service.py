@@ -34,6 +34,7 @@ from .log_records import TransactionRecord
 from .markers import MarkerSender
 from .ownership import (OFFSETS_TOPIC, TRANSACTION_TOPIC, LoadState, Owned, is_commit, plan,
                         read_internal_log)
+from .pending import Pending
 from .serde import (SerdeError, decode_group_record, decode_txn_record, encode_group_record, encode_txn_record,
                     partition_for)
 from .txn_coordinator import TransactionCoordinator, TxnConfig
@@ -60,7 +61,7 @@ class CoordinatorService:
         self.timers = Timers()
         self.offsets_partitions = config["offsets.topic.num.partitions"]
         self.txn_partitions = config["transaction.state.log.num.partitions"]
-        self._unacked: list = []               # (write seq, partition, append result) not yet settled
+        self._unacked: list = []               # (write seq, partition, append result, ack) not yet settled
         self._next_write = 0
         self._outstanding: set[int] = set()     # write seqs appended and not yet acknowledged
         self._acked = trio.Event()              # set (and replaced) whenever acknowledgements finish
@@ -250,8 +251,10 @@ class CoordinatorService:
         return self.owned.get((owned.topic, owned.index)) is owned and owned.state is LoadState.ACTIVE
 
     # ---- durable writes ----------------------------------------------------------------------------
-    def append(self, topic: str, partition_index: int, batch: bytes) -> None:
-        """Append to an internal partition this broker coordinates; its acknowledgement waits for `settle`."""
+    def append(self, topic: str, partition_index: int, batch: bytes) -> Pending[ErrorCode]:
+        """Append to an internal partition this broker coordinates. Answers the write's
+        acknowledgement, which `settle` completes: NONE once it is committed (durable as configured
+        and replicated to the ISR), else the error that kept it from committing."""
         from storage.log import AppendOrigin
 
         from broker.partitions import PartitionError
@@ -268,8 +271,10 @@ class CoordinatorService:
         result = partition.log.append(batch, leader_epoch=partition.leader_epoch, origin=AppendOrigin.COORDINATOR)
         seq = self._next_write
         self._next_write += 1
-        self._unacked.append((seq, partition, result))
+        written: Pending[ErrorCode] = Pending()
+        self._unacked.append((seq, partition, result, written))
         self._outstanding.add(seq)
+        return written
 
     def write_mark(self) -> int:
         """A position in the coordinators' writes: `settle(since=mark)` reports failures of writes after it."""
@@ -290,8 +295,15 @@ class CoordinatorService:
             try:
                 await self._acknowledge(pending)
             finally:
-                for seq, _, _ in pending:
-                    self._outstanding.discard(seq)
+                unfinished = [item for item in pending if not item[3].done]
+                if unfinished:
+                    # cancelled midway: another settle (the timer task's) acknowledges the rest, so
+                    # no write is left pending for good
+                    self._unacked[:0] = unfinished
+                    self._wake.set()
+                for seq, _, _, written in pending:
+                    if written.done:
+                        self._outstanding.discard(seq)
                 self._acked.set()
                 self._acked = trio.Event()
         while self._outstanding and min(self._outstanding) < target:
@@ -301,34 +313,40 @@ class CoordinatorService:
         return next((code for seq, code in self._write_failures.items() if since <= seq < target), E.NONE)
 
     async def _acknowledge(self, pending) -> None:
+        """Wait for `pending` appends to commit and complete each one's acknowledgement."""
         partitions = self.broker.partitions
         try:
-            await partitions.acknowledge_many([(partition, result) for _, partition, result in pending])
+            await partitions.acknowledge_many([(partition, result) for _, partition, result, _ in pending])
         except Exception as exc:
             log.warning("acknowledging internal appends failed: %s", exc)
-            self._failed([seq for seq, _, _ in pending], getattr(exc, "error_code", E.KAFKA_STORAGE_ERROR))
+            self._failed(pending, getattr(exc, "error_code", E.KAFKA_STORAGE_ERROR))
             return
         replication = getattr(partitions, "replication", None)
-        if replication is None:
-            return
         config = self.broker.config
         for topic, timeout_ms in ((OFFSETS_TOPIC, config["offsets.commit.timeout.ms"]),
                                   (TRANSACTION_TOPIC, config["request.timeout.ms"])):
-            waits = [(seq, partition, result) for seq, partition, result in pending if partition.topic == topic]
+            waits = [item for item in pending if item[1].topic == topic]
             if not waits:
                 continue
-            codes = await replication.wait_for_replicas(
-                [(partition, result.last_offset + 1) for _, partition, result in waits], timeout_ms / 1000)
-            for (seq, partition, _), code in zip(waits, codes):
+            if replication is None:
+                codes = [E.NONE] * len(waits)
+            else:
+                codes = await replication.wait_for_replicas(
+                    [(partition, result.last_offset + 1) for _, partition, result, _ in waits], timeout_ms / 1000)
+            for item, code in zip(waits, codes):
                 if code:
-                    log.info("internal write to %s-%d not acknowledged: %s", partition.topic, partition.index,
+                    log.info("internal write to %s-%d not acknowledged: %s", item[1].topic, item[1].index,
                              ErrorCode(code).name)
-                    self._failed([seq], code)
+                    self._failed([item], code)
+                else:
+                    item[3].complete(E.NONE)
 
-    def _failed(self, seqs, code) -> None:
-        mapped = append_error(CoordinatorError(ErrorCode(code)))
-        for seq in seqs:
+    def _failed(self, items, code) -> None:
+        code = ErrorCode(code)
+        mapped = append_error(CoordinatorError(code))
+        for seq, _, _, written in items:
             self._write_failures[seq] = mapped
+            written.complete(code)
         while len(self._write_failures) > 10_000:           # only recent writes are ever asked about
             self._write_failures.pop(next(iter(self._write_failures)))
 
@@ -512,7 +530,7 @@ class _GroupLog:
     def __init__(self, service: CoordinatorService):
         self.service = service
 
-    def append(self, group_id, records, *, producer_id=-1, producer_epoch=-1) -> None:
+    def append(self, group_id, records, *, producer_id=-1, producer_epoch=-1) -> Pending[ErrorCode]:
         now = self.service.clock.now_ms()
         simple = []
         for record in records:
@@ -521,7 +539,7 @@ class _GroupLog:
         transactional = producer_id >= 0
         batch = build_batch(simple, producer_id=producer_id, producer_epoch=producer_epoch,
                             transactional=transactional)
-        self.service.append(OFFSETS_TOPIC, self.service.offsets_partition(group_id), batch)
+        return self.service.append(OFFSETS_TOPIC, self.service.offsets_partition(group_id), batch)
 
 
 class _TxnLog:

@@ -142,6 +142,8 @@ async def sync_group(ctx, header, body):
         body.group_id, body.member_id, body.group_instance_id if version >= 3 else None, body.generation_id,
         body.protocol_type if version >= 5 else None, body.protocol_name if version >= 5 else None,
         [(a.member_id, bytes(a.assignment)) for a in body.assignments])
+    # a leader's assignments are answered once the group's record commits: acknowledge it first
+    await service.settle()
     result = await wait_for(pending)
     await service.settle()
     ok = result.error is E.NONE
