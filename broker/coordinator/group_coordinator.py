@@ -224,24 +224,33 @@ class GroupCoordinator(OffsetsMixin, AdminMixin, PersistenceMixin):
             if group.select_protocol() == group.protocol_name:
                 # same protocol next generation: no rebalance, just remember the new member id
                 member.awaiting_join = None
+
+                def revert(error: ErrorCode) -> None:
+                    if group.static_members.get(req.group_instance_id) == new_member_id:
+                        group.replace_static_member(req.group_instance_id, new_member_id, old_member_id)
+                        (member.protocols, member.rebalance_timeout_ms, member.session_timeout_ms,
+                         member.client_id, member.client_host) = old_state
+                        self.timers.cancel(("heartbeat", group.group_id, new_member_id))
+                        self._schedule_heartbeat(group, old_member_id, member.session_timeout_ms)
+                    req.pending.complete(JoinResult(error, UNKNOWN_MEMBER_ID))
+
+                def answer() -> None:
+                    if req.supports_skip_assignment:
+                        # KIP-814: a rejoining leader learns it leads but keeps the current assignment
+                        is_leader = group.is_leader(new_member_id)
+                        req.pending.complete(self._join_answer(group, new_member_id, skip_assignment=is_leader))
+                    else:
+                        # older clients are told the old leader id, so a rejoining leader does not reassign
+                        req.pending.complete(JoinResult(E.NONE, new_member_id, group.generation_id,
+                                                        group.protocol_type, group.protocol_name, old_leader or ""))
                 try:
-                    self._store_group(group)
+                    written = self._store_group(group)
                 except Exception as exc:
-                    group.replace_static_member(req.group_instance_id, new_member_id, old_member_id)
-                    (member.protocols, member.rebalance_timeout_ms, member.session_timeout_ms,
-                     member.client_id, member.client_host) = old_state
-                    self.timers.cancel(("heartbeat", group.group_id, new_member_id))
-                    self._schedule_heartbeat(group, old_member_id, member.session_timeout_ms)
-                    req.pending.complete(JoinResult(append_error(exc), UNKNOWN_MEMBER_ID))
+                    revert(append_error(exc))
                     return
-                if req.supports_skip_assignment:
-                    # KIP-814: a rejoining leader learns it leads but keeps the current assignment
-                    is_leader = group.is_leader(new_member_id)
-                    req.pending.complete(self._join_answer(group, new_member_id, skip_assignment=is_leader))
-                else:
-                    # older clients are told the old leader id, so a rejoining leader does not reassign
-                    req.pending.complete(JoinResult(E.NONE, new_member_id, group.generation_id, group.protocol_type,
-                                                    group.protocol_name, old_leader or ""))
+                # the new member id is answered once the group record holding it commits (as Kafka)
+                written.add_callback(lambda code: answer() if code is E.NONE
+                                     else revert(append_error(code, group_metadata=True)))
             else:
                 self._maybe_prepare_rebalance(group)
         elif group.state is S.COMPLETING_REBALANCE:

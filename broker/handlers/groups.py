@@ -110,6 +110,8 @@ async def join_group(ctx, header, body):
         header.client_id or "", "/" + ctx.connection.peer.rsplit(":", 1)[0], body.session_timeout_ms,
         rebalance_timeout, body.protocol_type, [(p.name, bytes(p.metadata)) for p in body.protocols],
         require_known_member_id=version >= 4, supports_skip_assignment=version >= 9)
+    # a static member's rejoin is answered once the group record holding its new id commits
+    await service.settle()
     result = await wait_for(pending)
     await service.settle()
     ok = result.error is E.NONE

@@ -164,3 +164,25 @@ def test_append_error_mapping_matches_kafka():
     # SyncGroup's group record (storeGroup)
     assert append_error(E.REQUEST_TIMED_OUT, group_metadata=True) is E.REBALANCE_IN_PROGRESS
     assert append_error(E.MESSAGE_TOO_LARGE, group_metadata=True) is E.UNKNOWN_SERVER_ERROR
+
+
+def test_a_static_member_rejoin_is_answered_once_its_new_id_commits(h):
+    from tests.coordinator.test_group_static import form_static  # noqa: PLC0415
+    ids, gen, leader_iid = form_static(h, ["i1", "i2"])
+    follower = "i2" if leader_iid == "i1" else "i1"
+    h.log.hold_acks = True
+    again = h.join(instance_id=follower, client_id=follower)
+    assert not again.done
+    h.log.acknowledge()
+    assert again.result.error is E.NONE and again.result.member_id != ids[follower]
+
+
+def test_a_static_member_rejoin_whose_record_fails_keeps_the_old_id(h):
+    from tests.coordinator.test_group_static import form_static  # noqa: PLC0415
+    ids, gen, leader_iid = form_static(h, ["i1", "i2"])
+    follower = "i2" if leader_iid == "i1" else "i1"
+    h.log.hold_acks = True
+    again = h.join(instance_id=follower, client_id=follower)
+    h.log.acknowledge(E.NOT_ENOUGH_REPLICAS_AFTER_APPEND)
+    assert again.result.error is E.COORDINATOR_NOT_AVAILABLE and again.result.member_id == ""
+    assert h.coord.heartbeat("g", ids[follower], follower, gen) is E.NONE   # the old id still holds
