@@ -186,3 +186,67 @@ def test_a_static_member_rejoin_whose_record_fails_keeps_the_old_id(h):
     h.log.acknowledge(E.NOT_ENOUGH_REPLICAS_AFTER_APPEND)
     assert again.result.error is E.COORDINATOR_NOT_AVAILABLE and again.result.member_id == ""
     assert h.coord.heartbeat("g", ids[follower], follower, gen) is E.NONE   # the old id still holds
+
+
+# ---- over the wire, one broker whose __consumer_offsets writes can be made to fail ---------------
+class FailingOffsetsWrites:
+    """Wraps the broker's acks=all wait: while `failing`, writes to __consumer_offsets time out."""
+
+    def __init__(self, replication):
+        self.failing = False
+        self._wait = replication.wait_for_replicas
+        replication.wait_for_replicas = self.wait_for_replicas
+
+    async def wait_for_replicas(self, waits, timeout_s):
+        codes = await self._wait(waits, timeout_s)
+        if self.failing:
+            return [E.REQUEST_TIMED_OUT if p.topic == "__consumer_offsets" else c for (p, _), c in zip(waits, codes)]
+        return codes
+
+
+def wire_commit(raw, offset):
+    from protocol import messages as m  # noqa: PLC0415
+    C = m.OffsetCommitRequest
+    body = C(group_id="wire", generation_id_or_member_epoch=-1, member_id="", topics=[C.OffsetCommitRequestTopic(
+        name="t", partitions=[C.OffsetCommitRequestPartition(partition_index=0, committed_offset=offset)])])
+    return raw.request(8, 8, body).topics[0].partitions[0].error_code
+
+
+def wire_fetch(raw, group="wire", require_stable=False):
+    from protocol import messages as m  # noqa: PLC0415
+    F = m.OffsetFetchRequest
+    row = raw.request(9, 7, F(group_id=group, require_stable=require_stable, topics=[
+        F.OffsetFetchRequestTopic(name="t", partition_indexes=[0])])).topics[0].partitions[0]
+    return row.committed_offset, row.error_code
+
+
+def test_over_the_wire_a_commit_or_assignment_whose_write_fails_is_not_shown(tmp_path):
+    from broker.testing import running_broker  # noqa: PLC0415
+    from protocol import messages as m  # noqa: PLC0415
+    from tests.broker.raw_client import RawClient  # noqa: PLC0415
+    from tests.coordinator.test_raw_protocol import SUB, join  # noqa: PLC0415
+
+    with running_broker(tmp_path / "data", {"group.initial.rebalance.delay.ms": "0"}) as running, \
+            RawClient("127.0.0.1", running.port) as raw:
+        raw.create_topic("t", 1)
+        assert wire_commit(raw, 205) == E.NONE
+        writes = FailingOffsetsWrites(running.broker.partitions.replication)
+        writes.failing = True
+        assert wire_commit(raw, 210) == E.COORDINATOR_NOT_AVAILABLE     # REQUEST_TIMED_OUT, mapped
+        assert wire_fetch(raw) == (205, E.NONE) and wire_fetch(raw, require_stable=True) == (205, E.NONE)
+
+        member_id = join(raw, group="sg").member_id
+        joined = join(raw, member_id, group="sg")
+        assert joined.error_code == E.NONE and joined.leader == member_id
+        S = m.SyncGroupRequest
+        sync = S(group_id="sg", generation_id=joined.generation_id, member_id=member_id,
+                 assignments=[S.SyncGroupRequestAssignment(member_id=member_id, assignment=SUB)])
+        assert raw.request(14, 3, sync).error_code == E.REBALANCE_IN_PROGRESS   # as Kafka's storeGroup maps it
+
+        writes.failing = False
+        assert wire_commit(raw, 215) == E.NONE and wire_fetch(raw) == (215, E.NONE)
+        joined = join(raw, member_id, group="sg")
+        assert joined.error_code == E.NONE
+        sync.generation_id = joined.generation_id
+        answer = raw.request(14, 3, sync)
+        assert answer.error_code == E.NONE and bytes(answer.assignment) == SUB
