@@ -312,6 +312,29 @@ class CoordinatorService:
             return E.NONE
         return next((code for seq, code in self._write_failures.items() if since <= seq < target), E.NONE)
 
+    async def caught_up(self, topic: str, partition_index: int) -> ErrorCode:
+        """Wait until the partition's high watermark covers its whole log as it is now: every write an
+        answer about its keys may rest on, including another request's write whose own acknowledgement
+        already gave up (it stays in this leader's log). As Kafka's new group coordinator, which answers
+        once its last written offset commits. NONE, or the client's error when that does not happen in
+        `offsets.commit.timeout.ms` / leadership moved. Immediate when nothing is outstanding."""
+        from broker.partitions import PartitionError
+
+        owned = self.owned.get((topic, partition_index))
+        if owned is None or owned.state is not LoadState.ACTIVE:
+            return E.NOT_COORDINATOR
+        try:
+            partition = self.broker.partitions.leader(topic, partition_index)
+        except PartitionError:
+            return E.NOT_COORDINATOR
+        end = partition.log.log_end_offset
+        replication = getattr(self.broker.partitions, "replication", None)
+        if partition.log.high_watermark >= end or replication is None:
+            return E.NONE
+        timeout_ms = self.broker.config["offsets.commit.timeout.ms" if topic == OFFSETS_TOPIC else "request.timeout.ms"]
+        code, = await replication.wait_for_replicas([(partition, end)], timeout_ms / 1000)
+        return append_error(CoordinatorError(ErrorCode(code))) if code else E.NONE
+
     async def _acknowledge(self, pending) -> None:
         """Wait for `pending` appends to commit and complete each one's acknowledgement."""
         partitions = self.broker.partitions

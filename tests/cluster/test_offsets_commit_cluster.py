@@ -4,7 +4,8 @@ The coordinator's followers are paused (SIGSTOP), so the commit's acks=all write
 while it waits, OffsetFetch keeps answering the previous offset (require_stable: UNSTABLE_OFFSET_COMMIT);
 when it times out (`offsets.commit.timeout.ms`) the client gets COORDINATOR_NOT_AVAILABLE and the
 offset never shows. A coordinator elected later never had the write, so showing it would let committed
-offsets go backwards. Once the followers are back, commits go through as usual.
+offsets go backwards. A KIP-848 member's heartbeat is not answered NONE meanwhile either. Once the
+followers are back, commits go through as usual.
 """
 
 from __future__ import annotations
@@ -57,6 +58,15 @@ def fetch(cluster, node: int, require_stable: bool = False) -> tuple[int, int]:
     return row.committed_offset, row.error_code
 
 
+def consumer_heartbeat(cluster, node: int, member_id: str = "", epoch: int = 0):
+    """A KIP-848 member of group `consumers` (ConsumerGroupHeartbeat v0): (error, member id, epoch)."""
+    H = m.ConsumerGroupHeartbeatRequest
+    body = H(group_id="consumers", member_id=member_id, member_epoch=epoch, rebalance_timeout_ms=30_000,
+             subscribed_topic_names=["t"] if epoch == 0 else None, topic_partitions=[] if epoch == 0 else None)
+    answer = call(cluster.nodes[node].address, 68, 0, body, timeout=15)
+    return answer.error_code, answer.member_id, answer.member_epoch
+
+
 def create_topic(cluster) -> None:
     C = m.CreateTopicsRequest
     body = C(topics=[C.CreatableTopic(name="t", num_partitions=1, replication_factor=3)], timeout_ms=30_000)
@@ -71,6 +81,10 @@ def test_a_commit_that_cannot_replicate_never_shows(tmp_path):
         coordinator = find_coordinator(cluster)
         cluster.wait_until(lambda: commit(cluster, coordinator, 205) == E.NONE, 60, "a first commit")
         assert fetch(cluster, coordinator) == (205, E.NONE)
+        # a KIP-848 member (its group on the same __consumer_offsets partition: there is one)
+        code, member, epoch = consumer_heartbeat(cluster, coordinator)
+        assert code == E.NONE and epoch >= 1
+        assert consumer_heartbeat(cluster, coordinator, member, epoch) == (E.NONE, member, epoch)
 
         followers = [b for b in cluster.brokers if b != coordinator]
         outcome: dict = {}
@@ -91,6 +105,10 @@ def test_a_commit_that_cannot_replicate_never_shows(tmp_path):
             assert outcome["code"] == E.COORDINATOR_NOT_AVAILABLE   # REQUEST_TIMED_OUT, as Kafka maps it
             assert fetch(cluster, coordinator) == (205, E.NONE)
             assert fetch(cluster, coordinator, require_stable=True) == (205, E.NONE)
+            # the member's heartbeat writes nothing, but the coordinator's partition holds a write that
+            # has not committed: as Kafka's new coordinator, it is not answered as if all were well
+            code, _, _ = consumer_heartbeat(cluster, coordinator, member, epoch)
+            assert code == E.COORDINATOR_NOT_AVAILABLE
         finally:
             for node in followers:
                 cluster.nodes[node].signal(signal.SIGCONT)
@@ -103,3 +121,4 @@ def test_a_commit_that_cannot_replicate_never_shows(tmp_path):
                 return False
         cluster.wait_until(committed, 60, "a commit once the followers are back")
         assert fetch(cluster, coordinator) == (215, E.NONE)
+        assert consumer_heartbeat(cluster, coordinator, member, epoch)[0] == E.NONE
