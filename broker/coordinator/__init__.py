@@ -31,7 +31,8 @@ In the broker:
   (acknowledges: durable and replicated; `settle(since=write_mark())` reports a failed write with
   Kafka's error) before a handler answers. Each append answers a `Pending[ErrorCode]` that `settle`
   completes once the write commits (or fails): the cores show what a write decides (committed offsets,
-  SyncGroup assignments, a static member's new id) only then, as Kafka's pending offset commits. `coordinator_error(topic, partition)` is what a request for
+  SyncGroup assignments, a static member's new id) only then, as Kafka's pending offset commits. (The
+  writes themselves: `durable_writes.DurableWritesMixin`.) `coordinator_error(topic, partition)` is what a request for
   a key of that partition gets here: NONE, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR or
   COORDINATOR_LOAD_IN_PROGRESS. `CoordinatorService.startup_hook` is an `async hook(broker, nursery)`
   for `broker.startup_hooks` that takes the partitions led here at start-up.
