@@ -336,8 +336,9 @@ def acknowledged_ends(history_path: str) -> dict[int, int]:
                     event = json.loads(line)
                 except ValueError:
                     continue
-                if event.get("type") == "ok" and event.get("offset", -1) >= 0:
-                    ends[event["p"]] = max(ends.get(event["p"], 0), event["offset"] + 1)
+                offset = event.get("offset")
+                if event.get("type") == "ok" and offset is not None and offset >= 0:
+                    ends[event["p"]] = max(ends.get(event["p"], 0), offset + 1)
     except FileNotFoundError:
         pass
     return ends
