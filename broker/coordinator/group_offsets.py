@@ -1,8 +1,10 @@
 """Committed offsets of the classic group coordinator: commits (plain and transactional), fetches,
-deletions, retention (KIP-211) and the offsets of deleted topics.
+deletions, retention (KIP-211) and the offsets of deleted topics. A commit is visible (to OffsetFetch,
+retention, the group's own answers) only once its write has committed; until then it is pending.
 
-`OffsetsMixin` is half of `GroupCoordinator` (which supplies `groups`, `log`, `clock`, `config`,
-`timers`, `_new_group`, `_validate_member` and `_tombstone_group`); kept apart so each module has one job.
+`OffsetsMixin` is part of `GroupCoordinator` (which supplies `groups`, `log`, `clock`, `config`,
+`timers`, `_next_offset_write`, `_new_group`, `_validate_member` and `_tombstone_group`); kept apart so
+each module has one job.
 """
 
 from __future__ import annotations
