@@ -3,7 +3,7 @@
 Cores (no I/O, no trio; time from an injected clock, deadlines in a `Timers` queue; every transition
 is unit-tested on a `FakeClock`):
 - `group_coordinator.GroupCoordinator(clock, timers, group_log, GroupConfig())` (its offsets half in
-  `group_offsets.OffsetsMixin`) — the classic group protocol: `join_group(...) -> Pending[JoinResult]`, `sync_group(...) -> Pending[SyncResult]`,
+  `group_offsets.OffsetsMixin`, its snapshots and replay in `group_persistence.PersistenceMixin`) — the classic group protocol: `join_group(...) -> Pending[JoinResult]`, `sync_group(...) -> Pending[SyncResult]`,
   `heartbeat(...)`, `leave_group(group, [(member_id, instance_id)])`, `commit_offsets(...)` (also
   transactional, with a producer id), `complete_transaction(group, producer_id, commit)`,
   `fetch_offsets(group, partitions | None, require_stable)`, `delete_offsets`, `list_groups`,
@@ -29,7 +29,10 @@ In the broker:
   (their configured partitions and replication factor; COORDINATOR_NOT_AVAILABLE while too few brokers
   are alive), follows leadership of their partitions, appends to them (acks=all) and `settle()`s
   (acknowledges: durable and replicated; `settle(since=write_mark())` reports a failed write with
-  Kafka's error) before a handler answers. `coordinator_error(topic, partition)` is what a request for
+  Kafka's error) before a handler answers. Each append answers a `Pending[ErrorCode]` that `settle`
+  completes once the write commits (or fails): the cores show what a write decides (committed offsets,
+  SyncGroup assignments, a static member's new id) only then, as Kafka's pending offset commits. (The
+  writes themselves: `durable_writes.DurableWritesMixin`.) `coordinator_error(topic, partition)` is what a request for
   a key of that partition gets here: NONE, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR or
   COORDINATOR_LOAD_IN_PROGRESS. `CoordinatorService.startup_hook` is an `async hook(broker, nursery)`
   for `broker.startup_hooks` that takes the partitions led here at start-up.

@@ -79,7 +79,9 @@ class Group:
     pending_sync: set[str] = field(default_factory=set)  # joined this generation, no SyncGroup yet
     static_members: dict[str, str] = field(default_factory=dict)  # group.instance.id -> member id
     new_member_added: bool = False  # extends the initial rebalance delay
-    offsets: dict[tuple[str, int], OffsetAndMetadata] = field(default_factory=dict)
+    offsets: dict[tuple[str, int], OffsetAndMetadata] = field(default_factory=dict)  # committed: visible
+    # plain commits appended but not yet acknowledged (acks=all): partition -> {write number: offset}
+    pending_offsets: dict[tuple[str, int], dict[int, OffsetAndMetadata]] = field(default_factory=dict)
     # transactional offsets not yet committed, by producer id
     pending_txn_offsets: dict[int, dict[tuple[str, int], OffsetAndMetadata]] = field(default_factory=dict)
 
@@ -189,7 +191,18 @@ class Group:
 
     # ---- offsets -----------------------------------------------------------------------------------
     def has_pending_offsets(self, topic: str, partition: int) -> bool:
-        return any((topic, partition) in offsets for offsets in self.pending_txn_offsets.values())
+        """A commit of this partition is in flight: written but not acknowledged, or in an open
+        transaction (OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT meanwhile)."""
+        key = (topic, partition)
+        return key in self.pending_offsets or any(key in offsets for offsets in self.pending_txn_offsets.values())
+
+    def has_offsets(self) -> bool:
+        """Committed offsets or commits still in flight: either keeps an otherwise empty group alive."""
+        return bool(self.offsets or self.pending_offsets or self.pending_txn_offsets)
+
+    def offset_keys(self) -> list[tuple[str, int]]:
+        """Every partition with a committed or in-flight plain commit (what a group's tombstones cover)."""
+        return list(dict.fromkeys([*self.offsets, *self.pending_offsets]))
 
     def expired_offsets(self, now_ms: int, retention_ms: int) -> list[tuple[str, int]]:
         """Offsets past retention, by Kafka's rules (KIP-211): the clock starts when the group empties,

@@ -76,7 +76,7 @@ class AdminMixin:
                 results[group_id] = E.NON_EMPTY_GROUP
             else:
                 try:
-                    self._tombstone_group(group, list(group.offsets))
+                    self._tombstone_group(group, group.offset_keys())
                 except Exception as exc:
                     results[group_id] = append_error(exc)
                     continue

@@ -19,8 +19,8 @@ from .clock import Timers
 from .group import Group, GroupState, Member
 from .group_admin import AdminMixin, GroupDescription, MemberDescription
 from .group_offsets import FetchedOffset, OffsetCommitItem, OffsetsMixin, append_error
-from .log_records import (GroupLog, GroupMetadataRecord, GroupSnapshot, MemberSnapshot,
-                          OffsetCommitRecord)
+from .group_persistence import PersistenceMixin
+from .log_records import GroupLog
 from .pending import Pending
 
 __all__ = ["GroupCoordinator", "GroupConfig", "JoinResult", "SyncResult", "OffsetCommitItem", "FetchedOffset",
@@ -64,13 +64,14 @@ class SyncResult:
     assignment: bytes = b""
 
 
-class GroupCoordinator(OffsetsMixin, AdminMixin):
+class GroupCoordinator(OffsetsMixin, AdminMixin, PersistenceMixin):
     def __init__(self, clock, timers: Timers, log: GroupLog, config: GroupConfig | None = None):
         self.clock = clock
         self.timers = timers
         self.log = log
         self.config = config or GroupConfig()
         self.groups: dict[str, Group] = {}
+        self._next_offset_write = 0   # numbers plain commits' writes, in append order
         self._schedule_offset_expiry()
 
     # ==== JoinGroup ===================================================================================
@@ -98,7 +99,7 @@ class GroupCoordinator(OffsetsMixin, AdminMixin):
             self._join_new_member(group, request)
         else:
             self._join_existing_member(group, request)
-        if group.state is S.EMPTY and not (group.members or group.pending_members or group.offsets
+        if group.state is S.EMPTY and not (group.members or group.pending_members or group.has_offsets()
                                            or group.generation_id):
             self.groups.pop(group.group_id, None)  # a join that failed at once leaves no trace
         return pending
@@ -223,24 +224,33 @@ class GroupCoordinator(OffsetsMixin, AdminMixin):
             if group.select_protocol() == group.protocol_name:
                 # same protocol next generation: no rebalance, just remember the new member id
                 member.awaiting_join = None
+
+                def revert(error: ErrorCode) -> None:
+                    if group.static_members.get(req.group_instance_id) == new_member_id:
+                        group.replace_static_member(req.group_instance_id, new_member_id, old_member_id)
+                        (member.protocols, member.rebalance_timeout_ms, member.session_timeout_ms,
+                         member.client_id, member.client_host) = old_state
+                        self.timers.cancel(("heartbeat", group.group_id, new_member_id))
+                        self._schedule_heartbeat(group, old_member_id, member.session_timeout_ms)
+                    req.pending.complete(JoinResult(error, UNKNOWN_MEMBER_ID))
+
+                def answer() -> None:
+                    if req.supports_skip_assignment:
+                        # KIP-814: a rejoining leader learns it leads but keeps the current assignment
+                        is_leader = group.is_leader(new_member_id)
+                        req.pending.complete(self._join_answer(group, new_member_id, skip_assignment=is_leader))
+                    else:
+                        # older clients are told the old leader id, so a rejoining leader does not reassign
+                        req.pending.complete(JoinResult(E.NONE, new_member_id, group.generation_id,
+                                                        group.protocol_type, group.protocol_name, old_leader or ""))
                 try:
-                    self._store_group(group)
+                    written = self._store_group(group)
                 except Exception as exc:
-                    group.replace_static_member(req.group_instance_id, new_member_id, old_member_id)
-                    (member.protocols, member.rebalance_timeout_ms, member.session_timeout_ms,
-                     member.client_id, member.client_host) = old_state
-                    self.timers.cancel(("heartbeat", group.group_id, new_member_id))
-                    self._schedule_heartbeat(group, old_member_id, member.session_timeout_ms)
-                    req.pending.complete(JoinResult(append_error(exc), UNKNOWN_MEMBER_ID))
+                    revert(append_error(exc))
                     return
-                if req.supports_skip_assignment:
-                    # KIP-814: a rejoining leader learns it leads but keeps the current assignment
-                    is_leader = group.is_leader(new_member_id)
-                    req.pending.complete(self._join_answer(group, new_member_id, skip_assignment=is_leader))
-                else:
-                    # older clients are told the old leader id, so a rejoining leader does not reassign
-                    req.pending.complete(JoinResult(E.NONE, new_member_id, group.generation_id, group.protocol_type,
-                                                    group.protocol_name, old_leader or ""))
+                # the new member id is answered once the group record holding it commits (as Kafka)
+                written.add_callback(lambda code: answer() if code is E.NONE
+                                     else revert(append_error(code, group_metadata=True)))
             else:
                 self._maybe_prepare_rebalance(group)
         elif group.state is S.COMPLETING_REBALANCE:
@@ -377,14 +387,25 @@ class GroupCoordinator(OffsetsMixin, AdminMixin):
             for m in group.members.values():
                 m.assignment = given.get(m.member_id, b"")
             try:
-                self._store_group(group)
+                written = self._store_group(group)
             except Exception as exc:
                 self._reset_and_propagate_assignment(group, append_error(exc))
                 self._maybe_prepare_rebalance(group)
                 return pending
-            self._propagate_assignment(group, E.NONE)
-            group.transition(S.STABLE, self.clock.now_ms())
+            # the members hear their assignments once the group's record commits (as in Kafka)
+            generation = group.generation_id
+            written.add_callback(lambda code: self._assignment_written(group, generation, code))
         return pending
+
+    def _assignment_written(self, group: Group, generation: int, code: ErrorCode) -> None:
+        if group.state is not S.COMPLETING_REBALANCE or group.generation_id != generation:
+            return   # a rebalance or the group's removal overtook the write: its members were answered
+        if code is not E.NONE:
+            self._reset_and_propagate_assignment(group, append_error(code, group_metadata=True))
+            self._maybe_prepare_rebalance(group)
+            return
+        self._propagate_assignment(group, E.NONE)
+        group.transition(S.STABLE, self.clock.now_ms())
 
     # ==== Heartbeat ===================================================================================
     def heartbeat(self, group_id: str, member_id: str, group_instance_id: Optional[str],
@@ -498,85 +519,7 @@ class GroupCoordinator(OffsetsMixin, AdminMixin):
             return E.NONE
         return E.NONE if member_id in group.members else E.UNKNOWN_MEMBER_ID
 
-    def _tombstone_group(self, group: Group, offsets: list[tuple[str, int]]) -> None:
-        records = [OffsetCommitRecord(group.group_id, t, p, None) for t, p in offsets]
-        records.append(GroupMetadataRecord(group.group_id, None))
-        self.log.append(group.group_id, records)
-        group.transition(S.DEAD, self.clock.now_ms())
-        self.groups.pop(group.group_id, None)
-        for key in [("join", group.group_id), ("sync", group.group_id)]:
-            self.timers.cancel(key)
-
-    # ==== persistence =================================================================================
-    def _new_group(self, group_id: str) -> Group:
-        group = Group(group_id, state_timestamp=self.clock.now_ms())
-        self.groups[group_id] = group
-        return group
-
-    def _store_group(self, group: Group) -> None:
-        self.log.append(group.group_id, [GroupMetadataRecord(group.group_id, self.snapshot(group))])
-
-    @staticmethod
-    def snapshot(group: Group) -> GroupSnapshot:
-        protocol = group.protocol_name or ""
-        members = tuple(MemberSnapshot(m.member_id, m.group_instance_id, m.client_id, m.client_host,
-                                       m.rebalance_timeout_ms, m.session_timeout_ms, m.metadata_for(protocol),
-                                       m.assignment)
-                        for m in group.members.values())
-        return GroupSnapshot(group.protocol_type or "", group.generation_id, group.protocol_name,
-                             group.leader_id, group.state_timestamp, members)
-
-    def load(self, records: Iterable) -> None:
-        """Rebuild from `__consumer_offsets` records (replayed in log order); the latest record per key
-        wins and tombstones delete. Call `loaded()` after the last one."""
-        for record in records:
-            self.replay(record)
-
-    def replay(self, record, producer_id: int = -1) -> None:
-        if isinstance(record, OffsetCommitRecord):
-            group = self.groups.get(record.group_id) or self._new_group(record.group_id)
-            key = (record.topic, record.partition)
-            if producer_id >= 0:
-                if record.value is not None:
-                    group.pending_txn_offsets.setdefault(producer_id, {})[key] = record.value
-            elif record.value is None:
-                group.offsets.pop(key, None)
-            else:
-                group.offsets[key] = record.value
-        elif isinstance(record, GroupMetadataRecord):
-            if record.value is None:
-                group = self.groups.pop(record.group_id, None)
-                return
-            group = self.groups.get(record.group_id) or self._new_group(record.group_id)
-            self._restore(group, record.value)
-
-    def _restore(self, group: Group, snap: GroupSnapshot) -> None:
-        group.members.clear()
-        group.static_members.clear()
-        group.leader_id = None
-        group.generation_id = snap.generation_id
-        group.protocol_type = snap.protocol_type or None
-        group.protocol_name = snap.protocol_name
-        group.state_timestamp = snap.state_timestamp
-        for m in snap.members:
-            member = Member(m.member_id, m.group_instance_id, m.client_id, m.client_host,
-                            m.rebalance_timeout_ms, m.session_timeout_ms, snap.protocol_type,
-                            [(snap.protocol_name or "", m.subscription)], m.assignment)
-            group.add(member)
-        group.leader_id = snap.leader_id if snap.leader_id in group.members else group.leader_id
-        group.protocol_type = snap.protocol_type or None
-        group.state = S.STABLE if group.members else S.EMPTY
-        group.previous_state = group.state
-
-    def loaded(self, group_ids: Optional[Iterable[str]] = None) -> None:
-        """After replay (of every group, or of `group_ids`): loaded members must heartbeat within
-        their session timeout or be removed."""
-        wanted = self.groups.values() if group_ids is None else \
-            [self.groups[g] for g in group_ids if g in self.groups]
-        for group in wanted:
-            for member in group.members.values():
-                self._schedule_heartbeat(group, member.member_id, member.session_timeout_ms)
-
+    # ==== leaving a partition ========================================================================
     def unload(self, group_ids: Iterable[str]) -> None:
         """This broker stopped coordinating these groups (their offsets partition moved): forget them,
         answering their waiting joins and syncs with NOT_COORDINATOR so the members look again."""

@@ -1,8 +1,10 @@
 """Committed offsets of the classic group coordinator: commits (plain and transactional), fetches,
-deletions, retention (KIP-211) and the offsets of deleted topics.
+deletions, retention (KIP-211) and the offsets of deleted topics. A commit is visible (to OffsetFetch,
+retention, the group's own answers) only once its write has committed; until then it is pending.
 
-`OffsetsMixin` is half of `GroupCoordinator` (which supplies `groups`, `log`, `clock`, `config`,
-`timers`, `_new_group`, `_validate_member` and `_tombstone_group`); kept apart so each module has one job.
+`OffsetsMixin` is part of `GroupCoordinator` (which supplies `groups`, `log`, `clock`, `config`,
+`timers`, `_next_offset_write`, `_new_group`, `_validate_member` and `_tombstone_group`); kept apart so
+each module has one job.
 """
 
 from __future__ import annotations
@@ -56,7 +58,7 @@ class OffsetsMixin:
             group = self._new_group(group_id)  # a simple (assign()-style) group, or a txn's offsets
         error = self._validate_offset_commit(group, member_id, group_instance_id, generation_id, transactional)
         if error is not E.NONE:
-            if not group.members and not group.offsets and group.generation_id == 0:
+            if not group.members and not group.has_offsets() and group.generation_id == 0:
                 self.groups.pop(group_id, None)
             return error, {}
         now = self.clock.now_ms()
@@ -72,17 +74,57 @@ class OffsetsMixin:
             records.append(OffsetCommitRecord(group_id, item.topic, item.partition, value))
             accepted[key] = value
             errors[key] = E.NONE
-        if records:
-            try:
-                self.log.append(group_id, records, producer_id=producer_id, producer_epoch=producer_epoch)
-            except Exception as exc:
-                error = append_error(exc, offsets=True)
-                return E.NONE, {key: (error if err is E.NONE else err) for key, err in errors.items()}
+        if not records:
+            return E.NONE, errors
+        try:
+            written = self.log.append(group_id, records, producer_id=producer_id, producer_epoch=producer_epoch)
+        except Exception as exc:
+            error = append_error(exc, offsets=True)
+            return E.NONE, {key: (error if err is E.NONE else err) for key, err in errors.items()}
+        # Nothing becomes visible before the write commits (Kafka's pending offset commits): a
+        # coordinator elected after a failed or unreplicated write never had it, so showing it here
+        # could make committed offsets go backwards when the coordinator moves.
         if transactional:
             group.pending_txn_offsets.setdefault(producer_id, {}).update(accepted)
+            written.add_callback(lambda code: self._txn_offsets_written(group, producer_id, accepted, code))
         else:
-            group.offsets.update(accepted)
+            self._next_offset_write += 1
+            write = self._next_offset_write
+            for key, value in accepted.items():
+                group.pending_offsets.setdefault(key, {})[write] = value
+            written.add_callback(lambda code: self._offsets_written(group, write, accepted, code))
         return E.NONE, errors
+
+    @staticmethod
+    def _offsets_written(group: Group, write: int, accepted: dict, code: ErrorCode) -> None:
+        """A plain commit's write committed (`code` NONE: its offsets become visible) or failed
+        (they are dropped; the client got the error and retries)."""
+        for key, value in accepted.items():
+            staged = group.pending_offsets.get(key)
+            if staged is None or staged.pop(write, None) is None:
+                continue   # its offsets were deleted meanwhile, or a later commit already won
+            if code is E.NONE:
+                group.offsets[key] = value
+                # older writes sit before this one in the log: committed too, and superseded
+                for older in [w for w in staged if w < write]:
+                    del staged[older]
+            if not staged:
+                del group.pending_offsets[key]
+
+    @staticmethod
+    def _txn_offsets_written(group: Group, producer_id: int, accepted: dict, code: ErrorCode) -> None:
+        """A TxnOffsetCommit's write failed: its offsets leave the transaction (they stay pending
+        until the marker when it committed)."""
+        if code is E.NONE:
+            return
+        pending = group.pending_txn_offsets.get(producer_id)
+        if pending is None:
+            return   # the transaction already ended
+        for key, value in accepted.items():
+            if pending.get(key) is value:
+                del pending[key]
+        if not pending:
+            del group.pending_txn_offsets[producer_id]
 
     def _validate_offset_commit(self, group: Group, member_id: str, instance_id: Optional[str],
                                 generation_id: int, transactional: bool) -> ErrorCode:
@@ -161,7 +203,7 @@ class OffsetsMixin:
                 errors[(topic, partition)] = E.GROUP_SUBSCRIBED_TO_TOPIC
             else:
                 errors[(topic, partition)] = E.NONE
-                if (topic, partition) in group.offsets:
+                if (topic, partition) in group.offsets or (topic, partition) in group.pending_offsets:
                     records.append(OffsetCommitRecord(group_id, topic, partition, None))
         if records:
             try:
@@ -170,12 +212,13 @@ class OffsetsMixin:
                 return append_error(exc), {}
             for record in records:
                 group.offsets.pop((record.topic, record.partition), None)
+                group.pending_offsets.pop((record.topic, record.partition), None)
         return E.NONE, errors
 
     def forget_topics(self, topics: set[str]) -> None:
         """Deleted topics take their committed offsets with them (Kafka's onPartitionsDeleted)."""
         for group in list(self.groups.values()):
-            gone = [key for key in group.offsets if key[0] in topics]
+            gone = [key for key in group.offset_keys() if key[0] in topics]
             if not gone:
                 continue
             try:
@@ -184,7 +227,8 @@ class OffsetsMixin:
                 continue  # the offsets stay; the next deletion or expiry tries again
             for key in gone:
                 group.offsets.pop(key, None)
-            if group.state is S.EMPTY and not group.offsets and not group.pending_txn_offsets:
+                group.pending_offsets.pop(key, None)
+            if group.state is S.EMPTY and not group.has_offsets():
                 try:
                     self._tombstone_group(group, [])
                 except Exception:
@@ -204,7 +248,7 @@ class OffsetsMixin:
             expired = group.expired_offsets(now, self.config.offsets_retention_ms)
             try:
                 if group.state is S.EMPTY and len(expired) == len(group.offsets) \
-                        and not group.pending_txn_offsets:
+                        and not (group.pending_offsets or group.pending_txn_offsets):
                     self._tombstone_group(group, expired)  # nothing left: the group is gone
                 elif expired:
                     self.log.append(group.group_id,
@@ -217,15 +261,19 @@ class OffsetsMixin:
             consumer_groups.delete_forgotten(has_offsets=lambda group_id: group_id in self.groups)
         self._schedule_offset_expiry()
 
-def append_error(exc: Exception, *, offsets: bool = False) -> ErrorCode:
-    """The error a client gets when writing to `__consumer_offsets` failed (Kafka's mapping)."""
-    code = getattr(exc, "code", None)
+def append_error(exc: Exception | ErrorCode, *, offsets: bool = False, group_metadata: bool = False) -> ErrorCode:
+    """The error a client gets when writing to `__consumer_offsets` failed (Kafka's mapping), from
+    the append's exception or the error its acknowledgement reported. `offsets`: an OffsetCommit's
+    write; `group_metadata`: a SyncGroup leader's (a timed-out one means "rebalance again")."""
+    code = exc if isinstance(exc, ErrorCode) else getattr(exc, "code", None)
     if code is None:
         code = getattr(exc, "error_code", None)
     try:
         code = ErrorCode(code)
     except (TypeError, ValueError):
         return E.COORDINATOR_NOT_AVAILABLE
+    if code is E.REQUEST_TIMED_OUT and group_metadata:
+        return E.REBALANCE_IN_PROGRESS
     if code in (E.UNKNOWN_TOPIC_OR_PARTITION, E.NOT_ENOUGH_REPLICAS, E.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
                 E.REQUEST_TIMED_OUT):
         return E.COORDINATOR_NOT_AVAILABLE

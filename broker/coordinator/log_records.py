@@ -9,7 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional, Protocol, Sequence, Union
 
+from protocol import ErrorCode
+
 from .group import OffsetAndMetadata
+from .pending import Pending
 
 
 @dataclass(frozen=True)
@@ -77,12 +80,17 @@ GroupLogRecord = Union[GroupMetadataRecord, OffsetCommitRecord]
 
 
 class GroupLog(Protocol):
-    """Where the group coordinator writes; raises on failure (the request then gets an error)."""
+    """Where the group coordinator writes; raises if the append itself fails (the request then gets
+    an error)."""
 
     def append(self, group_id: str, records: Sequence[GroupLogRecord], *,
-               producer_id: int = -1, producer_epoch: int = -1) -> None:
+               producer_id: int = -1, producer_epoch: int = -1) -> Pending[ErrorCode]:
         """Append to the group's `__consumer_offsets` partition; a producer id marks a transactional
-        write (TxnOffsetCommit) whose records only count once the commit marker arrives."""
+        write (TxnOffsetCommit) whose records only count once the commit marker arrives.
+
+        Answers the write's acknowledgement: NONE once it is committed (acks=all: the partition's
+        high watermark covers it), else the error that kept it from committing. What a write makes
+        visible to other requests waits for it (Kafka's pending offset commits)."""
 
 
 class TransactionLog(Protocol):
@@ -91,16 +99,31 @@ class TransactionLog(Protocol):
 
 
 class MemoryGroupLog:
-    """An in-memory GroupLog for tests and for running without storage."""
+    """An in-memory GroupLog for tests and for running without storage. Writes are acknowledged at
+    once, unless `hold_acks` is set: then they wait for `acknowledge()` (a write replicating slowly)."""
 
     def __init__(self) -> None:
         self.entries: list[tuple[str, tuple[GroupLogRecord, ...], int, int]] = []
         self.fail_with: Optional[Exception] = None
+        self.hold_acks = False
+        self.unacknowledged: list[Pending[ErrorCode]] = []
 
-    def append(self, group_id, records, *, producer_id=-1, producer_epoch=-1) -> None:
+    def append(self, group_id, records, *, producer_id=-1, producer_epoch=-1) -> Pending[ErrorCode]:
         if self.fail_with is not None:
             raise self.fail_with
         self.entries.append((group_id, tuple(records), producer_id, producer_epoch))
+        if not self.hold_acks:
+            return Pending.completed(ErrorCode.NONE)
+        written: Pending[ErrorCode] = Pending()
+        self.unacknowledged.append(written)
+        return written
+
+    def acknowledge(self, code: ErrorCode = ErrorCode.NONE, count: Optional[int] = None) -> None:
+        """Acknowledge the oldest `count` held writes (all by default) with `code`."""
+        count = len(self.unacknowledged) if count is None else count
+        done, self.unacknowledged = self.unacknowledged[:count], self.unacknowledged[count:]
+        for written in done:
+            written.complete(code)
 
     def records(self) -> list[GroupLogRecord]:
         return [r for _, recs, _, _ in self.entries for r in recs]

@@ -29,11 +29,13 @@ from .clock import SystemClock, Timers
 from .consumer_group.coordinator import ConsumerGroupCoordinator
 from .consumer_group.model import ConsumerGroupConfig
 from .consumer_group.records import GroupRecord
-from .group_coordinator import GroupConfig, GroupCoordinator, append_error
+from .durable_writes import CoordinatorError, DurableWritesMixin
+from .group_coordinator import GroupConfig, GroupCoordinator
 from .log_records import TransactionRecord
 from .markers import MarkerSender
 from .ownership import (OFFSETS_TOPIC, TRANSACTION_TOPIC, LoadState, Owned, is_commit, plan,
                         read_internal_log)
+from .pending import Pending
 from .serde import (SerdeError, decode_group_record, decode_txn_record, encode_group_record, encode_txn_record,
                     partition_for)
 from .txn_coordinator import TransactionCoordinator, TxnConfig
@@ -46,13 +48,7 @@ E = ErrorCode
 _FRESH_LOAD_WAIT_S = 5.0
 
 
-class CoordinatorError(Exception):
-    def __init__(self, code: ErrorCode):
-        super().__init__(code.name)
-        self.code = code
-
-
-class CoordinatorService:
+class CoordinatorService(DurableWritesMixin):
     def __init__(self, broker):
         self.broker = broker
         config = broker.config
@@ -60,7 +56,7 @@ class CoordinatorService:
         self.timers = Timers()
         self.offsets_partitions = config["offsets.topic.num.partitions"]
         self.txn_partitions = config["transaction.state.log.num.partitions"]
-        self._unacked: list = []               # (write seq, partition, append result) not yet settled
+        self._unacked: list = []               # (write seq, partition, append result, ack) not yet settled
         self._next_write = 0
         self._outstanding: set[int] = set()     # write seqs appended and not yet acknowledged
         self._acked = trio.Event()              # set (and replaced) whenever acknowledgements finish
@@ -249,89 +245,6 @@ class CoordinatorService:
     def still_owns(self, owned: Owned) -> bool:
         return self.owned.get((owned.topic, owned.index)) is owned and owned.state is LoadState.ACTIVE
 
-    # ---- durable writes ----------------------------------------------------------------------------
-    def append(self, topic: str, partition_index: int, batch: bytes) -> None:
-        """Append to an internal partition this broker coordinates; its acknowledgement waits for `settle`."""
-        from storage.log import AppendOrigin
-
-        from broker.partitions import PartitionError
-
-        owned = self.owned.get((topic, partition_index))
-        if owned is None or owned.state is not LoadState.ACTIVE:
-            raise CoordinatorError(E.NOT_COORDINATOR)   # lost (or never had) leadership: write nothing
-        try:
-            partition = self.broker.partitions.leader(topic, partition_index)
-        except PartitionError:
-            raise CoordinatorError(E.NOT_COORDINATOR) from None
-        if len(partition.isr) < partition.min_insync_replicas:
-            raise CoordinatorError(E.NOT_ENOUGH_REPLICAS)   # acks=all could not be met: append nothing
-        result = partition.log.append(batch, leader_epoch=partition.leader_epoch, origin=AppendOrigin.COORDINATOR)
-        seq = self._next_write
-        self._next_write += 1
-        self._unacked.append((seq, partition, result))
-        self._outstanding.add(seq)
-
-    def write_mark(self) -> int:
-        """A position in the coordinators' writes: `settle(since=mark)` reports failures of writes after it."""
-        return self._next_write
-
-    async def settle(self, since: Optional[int] = None) -> ErrorCode:
-        """Return once everything appended so far is acknowledged: durable as configured and, as
-        acks=all, replicated to the ISR (`offsets.commit.timeout.ms` for `__consumer_offsets`,
-        `request.timeout.ms` for `__transaction_state`). An append another request's settle is still
-        acknowledging is waited for too, so no answer overtakes the write it depends on.
-
-        With `since` (a `write_mark()`), answers the error a client gets for the writes made after
-        it (Kafka's mapping: COORDINATOR_NOT_AVAILABLE when replication fell short or timed out,
-        NOT_COORDINATOR when leadership moved), else NONE."""
-        target = self._next_write
-        pending, self._unacked = self._unacked, []
-        if pending:
-            try:
-                await self._acknowledge(pending)
-            finally:
-                for seq, _, _ in pending:
-                    self._outstanding.discard(seq)
-                self._acked.set()
-                self._acked = trio.Event()
-        while self._outstanding and min(self._outstanding) < target:
-            await self._acked.wait()
-        if since is None:
-            return E.NONE
-        return next((code for seq, code in self._write_failures.items() if since <= seq < target), E.NONE)
-
-    async def _acknowledge(self, pending) -> None:
-        partitions = self.broker.partitions
-        try:
-            await partitions.acknowledge_many([(partition, result) for _, partition, result in pending])
-        except Exception as exc:
-            log.warning("acknowledging internal appends failed: %s", exc)
-            self._failed([seq for seq, _, _ in pending], getattr(exc, "error_code", E.KAFKA_STORAGE_ERROR))
-            return
-        replication = getattr(partitions, "replication", None)
-        if replication is None:
-            return
-        config = self.broker.config
-        for topic, timeout_ms in ((OFFSETS_TOPIC, config["offsets.commit.timeout.ms"]),
-                                  (TRANSACTION_TOPIC, config["request.timeout.ms"])):
-            waits = [(seq, partition, result) for seq, partition, result in pending if partition.topic == topic]
-            if not waits:
-                continue
-            codes = await replication.wait_for_replicas(
-                [(partition, result.last_offset + 1) for _, partition, result in waits], timeout_ms / 1000)
-            for (seq, partition, _), code in zip(waits, codes):
-                if code:
-                    log.info("internal write to %s-%d not acknowledged: %s", partition.topic, partition.index,
-                             ErrorCode(code).name)
-                    self._failed([seq], code)
-
-    def _failed(self, seqs, code) -> None:
-        mapped = append_error(CoordinatorError(ErrorCode(code)))
-        for seq in seqs:
-            self._write_failures[seq] = mapped
-        while len(self._write_failures) > 10_000:           # only recent writes are ever asked about
-            self._write_failures.pop(next(iter(self._write_failures)))
-
     # ---- transactions meeting groups --------------------------------------------------------------
     def complete_transactional_offsets(self, offsets_partition: int, producer_id: int, commit: bool) -> None:
         """A marker reached `__consumer_offsets`-`offsets_partition`: its groups' pending offsets of
@@ -512,7 +425,7 @@ class _GroupLog:
     def __init__(self, service: CoordinatorService):
         self.service = service
 
-    def append(self, group_id, records, *, producer_id=-1, producer_epoch=-1) -> None:
+    def append(self, group_id, records, *, producer_id=-1, producer_epoch=-1) -> Pending[ErrorCode]:
         now = self.service.clock.now_ms()
         simple = []
         for record in records:
@@ -521,7 +434,7 @@ class _GroupLog:
         transactional = producer_id >= 0
         batch = build_batch(simple, producer_id=producer_id, producer_epoch=producer_epoch,
                             transactional=transactional)
-        self.service.append(OFFSETS_TOPIC, self.service.offsets_partition(group_id), batch)
+        return self.service.append(OFFSETS_TOPIC, self.service.offsets_partition(group_id), batch)
 
 
 class _TxnLog:

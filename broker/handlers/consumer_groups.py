@@ -10,7 +10,7 @@ from __future__ import annotations
 from protocol import ErrorCode, messages
 
 from broker.coordinator.consumer_group.coordinator import HeartbeatRequest
-from broker.coordinator.service import CoordinatorService
+from broker.coordinator.service import OFFSETS_TOPIC, CoordinatorService
 from broker.handlers.common import OPERATIONS_NOT_REQUESTED
 from broker.security import access
 from broker.security.acls import AclOperation, ResourceType
@@ -43,6 +43,10 @@ async def consumer_group_heartbeat(ctx, header, body):
         client_id=header.client_id or "", client_host="/" + ctx.connection.peer.rsplit(":", 1)[0],
         version=header.api_version))
     unacknowledged = await service.settle(since=mark)
+    if result.error is E.NONE and unacknowledged is E.NONE:
+        # the answer may rest on other members' writes that have not committed (their own answers
+        # gave up waiting): it goes out once the group's partition has committed all it holds
+        unacknowledged = await service.caught_up(OFFSETS_TOPIC, service.offsets_partition(body.group_id))
     error = result.error if result.error is not E.NONE else unacknowledged
     if error is not E.NONE:
         return Response(error_code=error, error_message=result.message or error.name)

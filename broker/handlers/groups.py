@@ -110,6 +110,8 @@ async def join_group(ctx, header, body):
         header.client_id or "", "/" + ctx.connection.peer.rsplit(":", 1)[0], body.session_timeout_ms,
         rebalance_timeout, body.protocol_type, [(p.name, bytes(p.metadata)) for p in body.protocols],
         require_known_member_id=version >= 4, supports_skip_assignment=version >= 9)
+    # a static member's rejoin is answered once the group record holding its new id commits
+    await service.settle()
     result = await wait_for(pending)
     await service.settle()
     ok = result.error is E.NONE
@@ -142,6 +144,8 @@ async def sync_group(ctx, header, body):
         body.group_id, body.member_id, body.group_instance_id if version >= 3 else None, body.generation_id,
         body.protocol_type if version >= 5 else None, body.protocol_name if version >= 5 else None,
         [(a.member_id, bytes(a.assignment)) for a in body.assignments])
+    # a leader's assignments are answered once the group's record commits: acknowledge it first
+    await service.settle()
     result = await wait_for(pending)
     await service.settle()
     ok = result.error is E.NONE
