@@ -41,6 +41,7 @@ def start_broker(directory: str, pki, root=REPO_ROOT) -> tuple[subprocess.Popen,
         "ssl.keystore.type": "PEM", "ssl.keystore.location": pki.path("server.pem"),
         "sasl.enabled.mechanisms": "SCRAM-SHA-256",
         "num.partitions": "1", "offsets.topic.num.partitions": "1",
+        "log.segment.delete.delay.ms": "0",   # a measured round's topic is deleted at once
     }
     argv = [sys.executable, "-c", ODRADEK_LAUNCHER, "serve", "--log-level", "warning"]
     for key, value in overrides.items():
@@ -128,7 +129,7 @@ def run(seconds: float, record_size: int, only=None, rounds: int = 3,
                 for tree, (process, ports, pki) in brokers.items():
                     samples[tree][listener].append(_one_round(
                         process.pid, ports[listener], listener, client_configs(pki)[listener],
-                        record_size, seconds, round_number))
+                        record_size, seconds, round_number, ports["PLAINTEXT"]))
         results = {}
         for tree, (process, ports, pki) in brokers.items():
             results[tree] = {}
@@ -170,7 +171,7 @@ def _start_with_user(directory: str, root) -> tuple[subprocess.Popen, dict[str, 
 
 
 def _one_round(pid: int, port: int, listener: str, config: dict, record_size: int,
-               seconds: float, round_number: int) -> dict:
+               seconds: float, round_number: int, plaintext_port: int) -> dict:
     bootstrap = f"127.0.0.1:{port}"
     topic = f"bench-{listener.lower()}-{round_number}"
     cpu = cpu_seconds(pid)
@@ -180,6 +181,7 @@ def _one_round(pid: int, port: int, listener: str, config: dict, record_size: in
                                  time.time() + 0.5, 120,
                                  {**config, "group.id": f"bench-{listener}-{round_number}"})
     consume_cpu = cpu_seconds(pid) - cpu
+    _delete_topic(plaintext_port, topic)
     produced_mb, consumed_mb = produced["bytes"] / 1e6, consumed["bytes"] / 1e6
     return {
         "produce_mb_s": produced_mb / (produced["end"] - produced["start"]),
@@ -189,6 +191,14 @@ def _one_round(pid: int, port: int, listener: str, config: dict, record_size: in
         "consume_cpu_ms_per_mb": 1000 * consume_cpu / max(consumed_mb, 1e-9),
         "errors": produced["errors"] + consumed["errors"],
     }
+
+
+def _delete_topic(plaintext_port: int, topic: str) -> None:
+    """A round's records go once measured: many rounds of fast produce fill a small disk."""
+    from broker.admin.client import KafkaClient
+    from broker.admin.topics import delete_topics
+    with KafkaClient(f"127.0.0.1:{plaintext_port}") as client:
+        delete_topics(client, [topic])
 
 
 def ktls_status() -> str:

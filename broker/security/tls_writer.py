@@ -64,18 +64,26 @@ class TlsWriter:
 
     async def _add_bytes(self, view: memoryview, fill: int, data) -> int:
         size = len(data)
-        if size >= ENCRYPT_IN_PLACE:
+        if size >= ENCRYPT_IN_PLACE:   # encrypted where it is, a buffer's worth at a time
             if fill:
                 self._tls.write(view[:fill])
-            self._tls.write(data)
-            await self._flush()
+            with memoryview(data) as source:
+                for start in range(0, size, STAGING_SIZE):
+                    self._tls.write(source[start:start + STAGING_SIZE])
+                    await self._flush()
             return 0
-        if fill + size > len(view):
-            self._tls.write(view[:fill])
-            await self._flush()
-            fill = 0
-        view[fill:fill + size] = data
-        return fill + size
+        end = fill + size
+        if end <= len(view):
+            view[fill:end] = data
+            return end
+        # top the buffer up to full records, send it, keep the rest of `data` (it fits)
+        room = len(view) - fill
+        with memoryview(data) as source:
+            view[fill:] = source[:room]
+            self._tls.write(view)
+            view[:size - room] = source[room:]
+        await self._flush()
+        return size - room
 
     async def _add_file_slice(self, view: memoryview, fill: int, file_slice) -> int:
         fd, position, remaining = file_slice.fileno(), file_slice.position, file_slice.length

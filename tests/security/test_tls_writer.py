@@ -112,8 +112,9 @@ def test_parts_arrive_in_order_through_partial_writes(contexts, tmp_path):
     content = os.urandom(3 * STAGING_SIZE + 12345)
     slices = _file_slices(tmp_path, content, [0, 100, 70000, STAGING_SIZE + 5, len(content)])
     big = memoryview(bytearray(os.urandom(200_000)))   # encrypted where it is
+    huge = os.urandom(2 * STAGING_SIZE + 999)           # ... a buffer's worth at a time
     parts = [b"\x00\x00\x01\x02", b"header" * 10, slices[0], SlicedRecords(slices[1:3]), b"",
-             big, bytearray(b"tail" * 3000), slices[3], b"end"]
+             big, bytearray(b"tail" * 3000), slices[3], huge, b"end"]
     expected = b"".join(bytes(p) if not isinstance(p, (FileSlice, SlicedRecords)) else
                         b"".join(s.read() for s in getattr(p, "slices", [p])) for p in parts)
     plaintext, _ = _run_writer(contexts, parts, sndbuf=4096)
@@ -123,10 +124,11 @@ def test_parts_arrive_in_order_through_partial_writes(contexts, tmp_path):
 def test_records_are_full_sized_and_bytes_held_back_go_first(contexts, tmp_path):
     content = os.urandom(2 * STAGING_SIZE)
     slices = _file_slices(tmp_path, content, [0, 1000, len(content)])
-    parts = [b"\x00\x00\x00\x10", b"small response header", slices[0], slices[1], b"!"]
+    small = [bytes([i]) * 9999 for i in range(60)]   # overflow the buffer mid-part
+    parts = [b"\x00\x00\x00\x10", b"small response header", slices[0], slices[1], *small, b"!"]
     held_back = b"\x17\x03\x03\x00\x01X"   # stands in for trio's delayed session tickets
     plaintext, ciphertext = _run_writer(contexts, parts, held_back=held_back)
-    assert plaintext == b"".join([parts[0], parts[1], content, parts[-1]])
+    assert plaintext == b"".join([parts[0], parts[1], content, *small, parts[-1]])
     lengths = _records(ciphertext)
     overhead = lengths[0] - MAX_RECORD
     assert 0 < overhead <= 256
