@@ -2,7 +2,7 @@
 (librdkafka) and handshake rate (connections/s).
 
     python -m bench.security [--seconds 5] [--rounds 3] [--record-size 1024] [--json PATH]
-                             [--baseline-tree DIR]
+                             [--baseline-tree DIR] [--consume-records N]
 
 One ``odradek serve`` process gets three listeners (PLAINTEXT, SSL, SASL_SSL with SCRAM-SHA-256) and
 certificates made for the run; each workload runs against each listener in turn, so the ratios
@@ -32,6 +32,7 @@ from bench.targets import ODRADEK_LAUNCHER, REPO_ROOT
 
 LISTENING = re.compile(r"^odradek: listening on (\w+)://[\w.\-]+:(\d+)", re.M)
 SCRAM_USER, SCRAM_PASSWORD = "bench", "bench-secret"
+CONSUME_TOPIC = "bench-consume"   # --consume-records: the one topic every consume reads
 
 
 def start_broker(directory: str, pki, root=REPO_ROOT) -> tuple[subprocess.Popen, dict[str, int]]:
@@ -107,12 +108,14 @@ def _median(values):
 
 
 def run(seconds: float, record_size: int, only=None, rounds: int = 3,
-        baseline_tree: str | None = None) -> dict:
+        baseline_tree: str | None = None, consume_records: int = 0) -> dict:
     """`rounds` rounds, each running every listener's workloads in turn (so a burst of load from
     elsewhere hits every listener alike); each figure is the median over the rounds. Besides
     throughput, the broker's own CPU time per MB moved: a cost that the machine's load barely
     changes, unlike wall-clock throughput on a shared machine. With `baseline_tree`, a second
-    broker from that checkout runs the same workloads in the same rounds (result["baseline"])."""
+    broker from that checkout runs the same workloads in the same rounds (result["baseline"]).
+    With `consume_records`, every consume reads one topic of that many records written up front,
+    so each listener moves the same bytes (by default each reads back what its produce wrote)."""
     directory = tempfile.mkdtemp(prefix="odradek-bench-security-")
     load_before = os.getloadavg()[0]
     trees = {"this tree": REPO_ROOT}
@@ -122,6 +125,11 @@ def run(seconds: float, record_size: int, only=None, rounds: int = 3,
     try:
         for name, root in trees.items():
             brokers[name] = _start_with_user(os.path.join(directory, name.replace(" ", "-")), root)
+            if consume_records:
+                filled = workloads.fill(f"127.0.0.1:{brokers[name][1]['PLAINTEXT']}",
+                                        CONSUME_TOPIC, 0, record_size, consume_records, {})
+                if filled["records"] != consume_records:
+                    raise RuntimeError(f"filling {CONSUME_TOPIC} failed: {filled}")
         listeners = [name for name in client_configs(None) if not only or name in only]
         samples = {tree: {name: [] for name in listeners} for tree in trees}
         for round_number in range(rounds):
@@ -129,7 +137,7 @@ def run(seconds: float, record_size: int, only=None, rounds: int = 3,
                 for tree, (process, ports, pki) in brokers.items():
                     samples[tree][listener].append(_one_round(
                         process.pid, ports[listener], listener, client_configs(pki)[listener],
-                        record_size, seconds, round_number, ports["PLAINTEXT"]))
+                        record_size, seconds, round_number, ports["PLAINTEXT"], consume_records))
         results = {}
         for tree, (process, ports, pki) in brokers.items():
             results[tree] = {}
@@ -140,6 +148,7 @@ def run(seconds: float, record_size: int, only=None, rounds: int = 3,
                                                          min(seconds, 3))
                 results[tree][listener] = row
         result = {"record_size": record_size, "seconds": seconds, "rounds": rounds,
+                  "consume_records": consume_records,
                   "listeners": results["this tree"], "samples": samples["this tree"],
                   "ktls": ktls_status(), "load_average": (load_before, os.getloadavg()[0])}
         if baseline_tree:
@@ -171,14 +180,18 @@ def _start_with_user(directory: str, root) -> tuple[subprocess.Popen, dict[str, 
 
 
 def _one_round(pid: int, port: int, listener: str, config: dict, record_size: int,
-               seconds: float, round_number: int, plaintext_port: int) -> dict:
+               seconds: float, round_number: int, plaintext_port: int,
+               consume_records: int = 0) -> dict:
     bootstrap = f"127.0.0.1:{port}"
     topic = f"bench-{listener.lower()}-{round_number}"
     cpu = cpu_seconds(pid)
     produced = workloads.produce(bootstrap, topic, record_size, seconds, config, time.time() + 0.5)
     produce_cpu, cpu = cpu_seconds(pid) - cpu, cpu_seconds(pid)
-    consumed = workloads.consume(bootstrap, topic, {0: produced["records"]}, record_size,
-                                 time.time() + 0.5, 120,
+    if consume_records:   # the same bytes over every listener
+        source, count = CONSUME_TOPIC, consume_records
+    else:
+        source, count = topic, produced["records"]
+    consumed = workloads.consume(bootstrap, source, {0: count}, record_size, time.time() + 0.5, 120,
                                  {**config, "group.id": f"bench-{listener}-{round_number}"})
     consume_cpu = cpu_seconds(pid) - cpu
     _delete_topic(plaintext_port, topic)
@@ -227,9 +240,11 @@ def _kernel_tls() -> str:
 
 def report(result: dict) -> str:
     before, after = result["load_average"]
+    consume = (f"; every consume reads the same {result['consume_records']:,} records"
+               if result.get("consume_records") else "")
     lines = [f"record size {result['record_size']} B, {result['seconds']:g} s per workload, "
              f"median of {result['rounds']} interleaved rounds; load average {before:.1f} -> "
-             f"{after:.1f}"]
+             f"{after:.1f}{consume}"]
     tables = [("this tree", result["listeners"])]
     if "baseline" in result:
         tables.append((f"baseline ({result['baseline']['tree']})", result["baseline"]["listeners"]))
@@ -272,10 +287,14 @@ def main(argv=None) -> int:
                         help="only these (PLAINTEXT first for the ratios)")
     parser.add_argument("--rounds", type=int, default=3,
                         help="interleaved rounds; figures are medians (default 3)")
+    parser.add_argument("--consume-records", type=int, default=0, metavar="N",
+                        help="every consume reads the same topic of N records (default: each "
+                             "reads back what its produce wrote)")
     parser.add_argument("--baseline-tree", metavar="DIR",
                         help="also run an Odradek from this checkout in the same rounds")
     args = parser.parse_args(argv)
-    result = run(args.seconds, args.record_size, args.listeners, args.rounds, args.baseline_tree)
+    result = run(args.seconds, args.record_size, args.listeners, args.rounds, args.baseline_tree,
+                 args.consume_records)
     print(report(result))
     if args.json:
         with open(args.json, "w") as handle:
