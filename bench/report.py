@@ -208,7 +208,8 @@ where both fsync before acknowledging (separate instances, shown in the Odradek 
 Kafka runs one unmeasured warm-up pass of every case before its measured ones (its JIT is warm).
 "server CPU µs/record" is the server process's CPU time (all threads) during a run divided by the
 records it handled: the client shares the cores, so records/s is often client-bound while this shows
-each server's own cost. Profiles and what to change next: `bench/PROFILE.md`.
+each server's own cost. Profiles and what to change next: `bench/PROFILE.md`. TLS and SASL_SSL
+next to PLAINTEXT (`python -m bench.security`): `bench/RESULTS-security.md`.
 
 Servers:
 {targets}

@@ -2,10 +2,15 @@
 (librdkafka) and handshake rate (connections/s).
 
     python -m bench.security [--seconds 5] [--rounds 3] [--record-size 1024] [--json PATH]
+                             [--baseline-tree DIR] [--consume-records N]
 
 One ``odradek serve`` process gets three listeners (PLAINTEXT, SSL, SASL_SSL with SCRAM-SHA-256) and
 certificates made for the run; each workload runs against each listener in turn, so the ratios
 compare the same broker, data path and machine. The goal (issue 15) is TLS >= 0.6x PLAINTEXT.
+
+``--baseline-tree DIR`` also starts an Odradek from another checkout (say ``git archive`` of the
+commit before a change) and runs every workload on both in each round: a before/after comparison
+under the same load.
 """
 
 from __future__ import annotations
@@ -27,22 +32,24 @@ from bench.targets import ODRADEK_LAUNCHER, REPO_ROOT
 
 LISTENING = re.compile(r"^odradek: listening on (\w+)://[\w.\-]+:(\d+)", re.M)
 SCRAM_USER, SCRAM_PASSWORD = "bench", "bench-secret"
+CONSUME_TOPIC = "bench-consume"   # --consume-records: the one topic every consume reads
 
 
-def start_broker(directory: str, pki) -> tuple[subprocess.Popen, dict[str, int]]:
+def start_broker(directory: str, pki, root=REPO_ROOT) -> tuple[subprocess.Popen, dict[str, int]]:
     overrides = {
         "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
         "log.dirs": os.path.join(directory, "data"),
         "ssl.keystore.type": "PEM", "ssl.keystore.location": pki.path("server.pem"),
         "sasl.enabled.mechanisms": "SCRAM-SHA-256",
         "num.partitions": "1", "offsets.topic.num.partitions": "1",
+        "log.segment.delete.delay.ms": "0",   # a measured round's topic is deleted at once
     }
     argv = [sys.executable, "-c", ODRADEK_LAUNCHER, "serve", "--log-level", "warning"]
     for key, value in overrides.items():
         argv += ["--override", f"{key}={value}"]
     log = open(os.path.join(directory, "odradek.log"), "w")
-    process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT,
-                               env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=root,
+                               env={**os.environ, "PYTHONPATH": str(root)})
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         with open(log.name) as handle:
@@ -57,7 +64,8 @@ def start_broker(directory: str, pki) -> tuple[subprocess.Popen, dict[str, int]]
 
 
 def client_configs(pki) -> dict[str, dict]:
-    tls = {"security.protocol": "SSL", "ssl.ca.location": pki.path("ca.pem")}
+    """librdkafka settings per listener (`pki` None: only the listener names matter)."""
+    tls = {"security.protocol": "SSL", "ssl.ca.location": pki.path("ca.pem") if pki else ""}
     return {
         "PLAINTEXT": {},
         "SSL": tls,
@@ -99,57 +107,94 @@ def _median(values):
     return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 
 
-def run(seconds: float, record_size: int, only=None, rounds: int = 3) -> dict:
+def run(seconds: float, record_size: int, only=None, rounds: int = 3,
+        baseline_tree: str | None = None, consume_records: int = 0) -> dict:
     """`rounds` rounds, each running every listener's workloads in turn (so a burst of load from
     elsewhere hits every listener alike); each figure is the median over the rounds. Besides
     throughput, the broker's own CPU time per MB moved: a cost that the machine's load barely
-    changes, unlike wall-clock throughput on a shared machine."""
-    from broker.admin.client import KafkaClient
-    from broker.admin.users import set_credential
-    from broker.security.pki import make_pki
+    changes, unlike wall-clock throughput on a shared machine. With `baseline_tree`, a second
+    broker from that checkout runs the same workloads in the same rounds (result["baseline"]).
+    With `consume_records`, every consume reads one topic of that many records written up front,
+    so each listener moves the same bytes (by default each reads back what its produce wrote)."""
     directory = tempfile.mkdtemp(prefix="odradek-bench-security-")
     load_before = os.getloadavg()[0]
+    trees = {"this tree": REPO_ROOT}
+    if baseline_tree:
+        trees["baseline"] = os.path.abspath(baseline_tree)
+    brokers = {}
     try:
-        pki = make_pki(os.path.join(directory, "pki"))
-        process, ports = start_broker(directory, pki)
-        try:
-            with KafkaClient(f"127.0.0.1:{ports['PLAINTEXT']}") as client:
-                set_credential(client, SCRAM_USER, "SCRAM-SHA-256", SCRAM_PASSWORD, 4096)
-            listeners = {name: config for name, config in client_configs(pki).items()
-                         if not only or name in only}
-            samples = {name: [] for name in listeners}
-            for round_number in range(rounds):
-                for listener, config in listeners.items():
-                    samples[listener].append(_one_round(process.pid, ports[listener], listener,
-                                                        config, record_size, seconds,
-                                                        round_number))
-            results = {}
-            for listener, rows in samples.items():
-                results[listener] = {key: _median([row[key] for row in rows]) for key in rows[0]}
-                results[listener]["errors"] = sum(row["errors"] for row in rows)
-                results[listener]["handshakes_per_s"] = handshake_rate(
-                    ports[listener], listener, pki, min(seconds, 3))
-            return {"record_size": record_size, "seconds": seconds, "rounds": rounds,
-                    "listeners": results, "samples": samples, "ktls": ktls_status(),
-                    "load_average": (load_before, os.getloadavg()[0])}
-        finally:
+        for name, root in trees.items():
+            brokers[name] = _start_with_user(os.path.join(directory, name.replace(" ", "-")), root)
+            if consume_records:
+                filled = workloads.fill(f"127.0.0.1:{brokers[name][1]['PLAINTEXT']}",
+                                        CONSUME_TOPIC, 0, record_size, consume_records, {})
+                if filled["records"] != consume_records:
+                    raise RuntimeError(f"filling {CONSUME_TOPIC} failed: {filled}")
+        listeners = [name for name in client_configs(None) if not only or name in only]
+        samples = {tree: {name: [] for name in listeners} for tree in trees}
+        for round_number in range(rounds):
+            for listener in listeners:
+                for tree, (process, ports, pki) in brokers.items():
+                    samples[tree][listener].append(_one_round(
+                        process.pid, ports[listener], listener, client_configs(pki)[listener],
+                        record_size, seconds, round_number, ports["PLAINTEXT"], consume_records))
+        results = {}
+        for tree, (process, ports, pki) in brokers.items():
+            results[tree] = {}
+            for listener, rows in samples[tree].items():
+                row = {key: _median([r[key] for r in rows]) for key in rows[0]}
+                row["errors"] = sum(r["errors"] for r in rows)
+                row["handshakes_per_s"] = handshake_rate(ports[listener], listener, pki,
+                                                         min(seconds, 3))
+                results[tree][listener] = row
+        result = {"record_size": record_size, "seconds": seconds, "rounds": rounds,
+                  "consume_records": consume_records,
+                  "listeners": results["this tree"], "samples": samples["this tree"],
+                  "ktls": ktls_status(), "load_average": (load_before, os.getloadavg()[0])}
+        if baseline_tree:
+            result["baseline"] = {"tree": trees["baseline"], "listeners": results["baseline"],
+                                  "samples": samples["baseline"]}
+        return result
+    finally:
+        for process, _, _ in brokers.values():
             process.terminate()
             process.wait(30)
-    finally:
         shutil.rmtree(directory, ignore_errors=True)
 
 
+def _start_with_user(directory: str, root) -> tuple[subprocess.Popen, dict[str, int], object]:
+    """A broker from checkout `root` with its own certificates and the bench's SCRAM user."""
+    from broker.admin.client import KafkaClient
+    from broker.admin.users import set_credential
+    from broker.security.pki import make_pki
+    os.makedirs(directory)
+    pki = make_pki(os.path.join(directory, "pki"))
+    process, ports = start_broker(directory, pki, root)
+    try:
+        with KafkaClient(f"127.0.0.1:{ports['PLAINTEXT']}") as client:
+            set_credential(client, SCRAM_USER, "SCRAM-SHA-256", SCRAM_PASSWORD, 4096)
+    except BaseException:
+        process.kill()
+        raise
+    return process, ports, pki
+
+
 def _one_round(pid: int, port: int, listener: str, config: dict, record_size: int,
-               seconds: float, round_number: int) -> dict:
+               seconds: float, round_number: int, plaintext_port: int,
+               consume_records: int = 0) -> dict:
     bootstrap = f"127.0.0.1:{port}"
     topic = f"bench-{listener.lower()}-{round_number}"
     cpu = cpu_seconds(pid)
     produced = workloads.produce(bootstrap, topic, record_size, seconds, config, time.time() + 0.5)
     produce_cpu, cpu = cpu_seconds(pid) - cpu, cpu_seconds(pid)
-    consumed = workloads.consume(bootstrap, topic, {0: produced["records"]}, record_size,
-                                 time.time() + 0.5, 120,
+    if consume_records:   # the same bytes over every listener
+        source, count = CONSUME_TOPIC, consume_records
+    else:
+        source, count = topic, produced["records"]
+    consumed = workloads.consume(bootstrap, source, {0: count}, record_size, time.time() + 0.5, 120,
                                  {**config, "group.id": f"bench-{listener}-{round_number}"})
     consume_cpu = cpu_seconds(pid) - cpu
+    _delete_topic(plaintext_port, topic)
     produced_mb, consumed_mb = produced["bytes"] / 1e6, consumed["bytes"] / 1e6
     return {
         "produce_mb_s": produced_mb / (produced["end"] - produced["start"]),
@@ -161,27 +206,61 @@ def _one_round(pid: int, port: int, listener: str, config: dict, record_size: in
     }
 
 
+def _delete_topic(plaintext_port: int, topic: str) -> None:
+    """A round's records go once measured: many rounds of fast produce fill a small disk."""
+    from broker.admin.client import KafkaClient
+    from broker.admin.topics import delete_topics
+    with KafkaClient(f"127.0.0.1:{plaintext_port}") as client:
+        delete_topics(client, [topic])
+
+
 def ktls_status() -> str:
     """Whether Fetch under TLS could use sendfile (kernel TLS) with this Python and kernel."""
-    python = "yes" if hasattr(ssl, "OP_ENABLE_KTLS") else "no"
-    try:
-        with open("/proc/modules") as handle:
-            kernel = "loaded" if any(line.startswith("tls ") for line in handle) else "not loaded"
-    except OSError:
-        kernel = "unknown"
+    python = "yes" if hasattr(ssl, "OP_ENABLE_KTLS") else "no (the option bit could still be set)"
     return (f"Python ssl.OP_ENABLE_KTLS: {python} (Python {sys.version.split()[0]}, "
-            f"{ssl.OPENSSL_VERSION}); kernel tls module: {kernel}; trio's SSLStream runs OpenSSL "
-            "over memory BIOs, which kTLS cannot offload in any case")
+            f"{ssl.OPENSSL_VERSION}); kernel TLS ULP: {_kernel_tls()}; in any case OpenSSL runs "
+            "over trio's memory BIOs here, and kTLS needs OpenSSL to own the socket")
+
+
+def _kernel_tls() -> str:
+    """Attach the kernel's ``tls`` ULP to a connected loopback socket: the definitive test."""
+    listener = socket.socket()
+    try:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        with socket.create_connection(listener.getsockname()) as client:
+            try:
+                client.setsockopt(socket.IPPROTO_TCP, 31, b"tls")   # TCP_ULP
+            except OSError as exc:
+                return f"unavailable ({exc.strerror}: kernel built without CONFIG_TLS?)"
+            return "available"
+    finally:
+        listener.close()
 
 
 def report(result: dict) -> str:
-    rows = result["listeners"]
-    base = rows.get("PLAINTEXT") or next(iter(rows.values()))
     before, after = result["load_average"]
+    consume = (f"; every consume reads the same {result['consume_records']:,} records"
+               if result.get("consume_records") else "")
     lines = [f"record size {result['record_size']} B, {result['seconds']:g} s per workload, "
              f"median of {result['rounds']} interleaved rounds; load average {before:.1f} -> "
-             f"{after:.1f}",
-             f"{'listener':<11}{'produce MB/s':>13}{'ratio':>7}{'consume MB/s':>13}{'ratio':>7}"
+             f"{after:.1f}{consume}"]
+    tables = [("this tree", result["listeners"])]
+    if "baseline" in result:
+        tables.append((f"baseline ({result['baseline']['tree']})", result["baseline"]["listeners"]))
+    for title, rows in tables:
+        if len(tables) > 1:
+            lines.append(f"-- {title}")
+        lines.extend(_table(rows))
+    lines.append("ratios: throughput vs PLAINTEXT; CPU (inv): PLAINTEXT's broker CPU per MB over "
+                 "this listener's (1.0 = TLS costs the broker nothing extra)")
+    lines.append("kTLS: " + result["ktls"])
+    return "\n".join(lines)
+
+
+def _table(rows: dict) -> list[str]:
+    base = rows.get("PLAINTEXT") or next(iter(rows.values()))
+    lines = [f"{'listener':<11}{'produce MB/s':>13}{'ratio':>7}{'consume MB/s':>13}{'ratio':>7}"
              f"{'produce CPU':>13}{'ratio':>7}{'consume CPU':>13}{'ratio':>7}"
              f"{'handshakes/s':>13}{'errors':>7}",
              f"{'':<11}{'':>13}{'':>7}{'':>13}{'':>7}{'ms/MB':>13}{'(inv)':>7}{'ms/MB':>13}"
@@ -196,10 +275,7 @@ def report(result: dict) -> str:
             f"{row['consume_cpu_ms_per_mb']:>13.2f}"
             f"{base['consume_cpu_ms_per_mb'] / row['consume_cpu_ms_per_mb']:>7.2f}"
             f"{row['handshakes_per_s']:>13.0f}{row['errors']:>7}")
-    lines.append("ratios: throughput vs PLAINTEXT; CPU (inv): PLAINTEXT's broker CPU per MB over "
-                 "this listener's (1.0 = TLS costs the broker nothing extra)")
-    lines.append("kTLS: " + result["ktls"])
-    return "\n".join(lines)
+    return lines
 
 
 def main(argv=None) -> int:
@@ -211,8 +287,14 @@ def main(argv=None) -> int:
                         help="only these (PLAINTEXT first for the ratios)")
     parser.add_argument("--rounds", type=int, default=3,
                         help="interleaved rounds; figures are medians (default 3)")
+    parser.add_argument("--consume-records", type=int, default=0, metavar="N",
+                        help="every consume reads the same topic of N records (default: each "
+                             "reads back what its produce wrote)")
+    parser.add_argument("--baseline-tree", metavar="DIR",
+                        help="also run an Odradek from this checkout in the same rounds")
     args = parser.parse_args(argv)
-    result = run(args.seconds, args.record_size, args.listeners, args.rounds)
+    result = run(args.seconds, args.record_size, args.listeners, args.rounds, args.baseline_tree,
+                 args.consume_records)
     print(report(result))
     if args.json:
         with open(args.json, "w") as handle:

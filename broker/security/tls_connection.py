@@ -1,10 +1,11 @@
 """A connection on a TLS listener (SSL, SASL_SSL): the same framing as ``broker.connection``, with
-bytes going through ``trio.SSLStream``.
+``trio.SSLStream`` doing the handshake and OpenSSL's memory BIOs driven directly afterwards.
 
 The handshake is bounded (``ssl.handshake.timeout.ms``): a client that stalls, speaks plaintext or
-fails verification is closed at once and costs one task for at most that long. Record bytes cannot
-go out with sendfile under TLS (Python's ssl has no kernel TLS), so a file slice is read into one
-buffer with ``preadv`` and encrypted straight from it: one kernel→user copy, no copy in Python.
+fails verification is closed at once and costs one task for at most that long. Reads decrypt
+straight into the frame buffers; writes go through ``tls_writer`` (record bytes cannot go out with
+sendfile under TLS: there, a file slice is read into a reusable buffer with ``preadv`` and encrypted
+from it in full TLS records).
 """
 
 from __future__ import annotations
@@ -12,42 +13,28 @@ from __future__ import annotations
 import logging
 import os
 import ssl
+import struct
 import time
 
 import trio
 
-from broker.connection import FIRST_READ, READ_AHEAD, Connection, CloseConnection
+from broker.connection import FIRST_READ, READ_AHEAD, Connection
 
+from .buffer_pool import BufferPool
 from .principal import KafkaPrincipal
 from .principal_mapping import NoMatchingRule
 from .tls import subject_name
+from .tls_writer import TlsWriter
 
 log = logging.getLogger("odradek.security.tls")
 
-FILE_READ_STEP = 256 * 1024   # a file slice goes out through TLS this much at a time
+_SIZE = struct.Struct(">i")
+
 CIPHERTEXT_READ = 256 * 1024  # socket read size under TLS
-COALESCE_BELOW = 16 * 1024    # small response parts are joined into one TLS record
 
-
-class _BufferPool:
-    """Ciphertext read buffers shared by the TLS connections (all on the one trio thread): a
-    connection holds one only between the bytes arriving and the socket running dry. Reusing them
-    spares a fresh 256 KiB allocation per burst (above malloc's mmap threshold: an mmap, a page
-    fault per 4 KiB on first use, an munmap)."""
-
-    def __init__(self, size: int, keep: int):
-        self.size, self.keep = size, keep
-        self._free: list[bytearray] = []
-
-    def take(self) -> bytearray:
-        return self._free.pop() if self._free else bytearray(self.size)
-
-    def give(self, buffer: bytearray) -> None:
-        if len(self._free) < self.keep:
-            self._free.append(buffer)
-
-
-_CIPHERTEXT_BUFFERS = _BufferPool(CIPHERTEXT_READ, keep=16)   # at most 4 MiB kept
+# Ciphertext read buffers: a connection holds one only between the bytes arriving and the socket
+# running dry.
+_CIPHERTEXT_BUFFERS = BufferPool(CIPHERTEXT_READ, keep=16)   # at most 4 MiB kept
 
 
 class TlsConnection(Connection):
@@ -56,6 +43,7 @@ class TlsConnection(Connection):
         self.security = security
         self.tls = trio.SSLStream(stream, security.ssl_context, server_side=True)
         self._ciphertext: bytearray | None = None
+        self._writer: TlsWriter | None = None   # after the handshake: every response goes through it
 
     async def serve(self):
         if await self._handshake():
@@ -69,6 +57,7 @@ class TlsConnection(Connection):
         with trio.move_on_after(self.security.handshake_timeout_s):
             try:
                 await self.tls.do_handshake()
+                self._take_over_writes()
             except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
                 reason = getattr(exc.__cause__, "reason", None) or str(exc.__cause__ or exc)
                 audit.failed(listener, self.peer, None, f"TLS handshake failed: {reason}")
@@ -151,28 +140,23 @@ class TlsConnection(Connection):
                 incoming.write(view[:received])
 
     # ------------------------------------------------------------------------------ writing
+    def _take_over_writes(self):
+        """From here on responses go through TlsWriter, not SSLStream (see tls_writer)."""
+        held_back, self.tls._delayed_outgoing = self.tls._delayed_outgoing or b"", None
+        self._writer = TlsWriter(self.tls._ssl_object, self.tls._outgoing, self.stream.socket,
+                                 held_back)
+
+    async def _send_responses(self, responses):
+        """Size-prefixed responses, encrypted together: a burst fills whole TLS records."""
+        parts: list = []
+        for response in responses:
+            parts.append(_SIZE.pack(sum(len(part) for part in response)))
+            parts.extend(response)
+        await self._writer.send(parts)
+
+    # Never the plaintext socket writes of the base class.
     async def _send_buffers(self, buffers):
-        pending = bytearray()
-        for buffer in buffers:
-            if len(buffer) < COALESCE_BELOW:
-                pending += buffer
-                continue
-            if pending:
-                await self.tls.send_all(pending)
-                pending = bytearray()
-            await self.tls.send_all(buffer)
-        if pending:
-            await self.tls.send_all(pending)
+        await self._writer.send(buffers)
 
     async def _send_file_slice(self, file_slice):
-        in_fd, position, remaining = file_slice.fileno(), file_slice.position, file_slice.length
-        buffer = bytearray(min(remaining, FILE_READ_STEP))
-        view = memoryview(buffer)
-        while remaining > 0:
-            step = min(remaining, len(buffer))
-            read = os.preadv(in_fd, [view[:step]], position)
-            if read == 0:
-                raise CloseConnection("file slice shorter than announced")
-            await self.tls.send_all(view[:read])
-            position += read
-            remaining -= read
+        await self._writer.send((file_slice,))
