@@ -17,8 +17,14 @@ KINDS = ("messages", "internal", "metadata")
 # the wire as Vote v2's PreVote field, which the cluster's metadata quorum speaks; KIP-1073's
 # DescribeCluster v2 lists fenced brokers too (`odradek cluster describe`); KIP-848's
 # ConsumerGroupHeartbeat as released (stable v1, client-generated member ids, KIP-1082) and
-# ConsumerGroupDescribe v1 (KIP-1099's MemberType), which Java 4.x and librdkafka speak.
-NEWER_SPECS = {"messages": ("messages-4.3", (
+# ConsumerGroupDescribe v1 (KIP-1099's MemberType), which Java 4.x and librdkafka speak; KIP-932's
+# share-group APIs as released in 4.1+ (what Java 4.x's KafkaShareConsumer speaks) and the share
+# coordinator's state APIs of the same release.
+_SHARE_APIS = ("ShareGroupHeartbeat", "ShareGroupDescribe", "ShareFetch", "ShareAcknowledge",
+               "InitializeShareGroupState", "ReadShareGroupState", "WriteShareGroupState",
+               "DeleteShareGroupState", "ReadShareGroupStateSummary")
+NEWER_SPECS = {"messages": ("messages-4.3", tuple(f"{name}{kind}.json" for name in _SHARE_APIS
+                                                  for kind in ("Request", "Response")) + (
     "VoteRequest.json", "VoteResponse.json",
     "DescribeClusterRequest.json", "DescribeClusterResponse.json",
     "ConsumerGroupHeartbeatRequest.json", "ConsumerGroupHeartbeatResponse.json",
