@@ -15,7 +15,8 @@ API_KEY = 18
 # Features this broker supports (name -> (min, max)). metadata.version 7 is 3.3-IV3, the oldest KRaft
 # level Kafka 4 accepts. transaction.version / group.version stay unadvertised: clients then use the
 # classic transaction and group protocols, which are what the coordinators implement.
-SUPPORTED_FEATURES = {"metadata.version": (7, 22)}
+# share.version (KIP-932): 1 enables share groups, as in Kafka 4.1+.
+SUPPORTED_FEATURES = {"metadata.version": (7, 22), "share.version": (0, 1)}
 
 
 def _api_keys(registry) -> list:
@@ -34,11 +35,20 @@ def unsupported_version_response(registry):
 _CONSUMER_PROTOCOL_APIS = (68, 69)
 
 
+# KIP-932's APIs, advertised only while share groups are enabled (broker.share.manager.enabled)
+_SHARE_GROUP_APIS = (76, 77, 78, 79)
+
+
 def _advertised(ctx):
+    from broker.share.manager import enabled as share_groups_enabled
+
+    hidden = set()
+    if "consumer" not in ctx.config["group.coordinator.rebalance.protocols"]:   # also on a controller
+        hidden.update(_CONSUMER_PROTOCOL_APIS)
+    if not share_groups_enabled(ctx.config, ctx.finalized_features()):
+        hidden.update(_SHARE_GROUP_APIS)
     registry = ctx.handlers
-    if "consumer" in ctx.config["group.coordinator.rebalance.protocols"]:   # also on a controller
-        return registry
-    return {key: entry for key, entry in registry.items() if key not in _CONSUMER_PROTOCOL_APIS}
+    return {key: entry for key, entry in registry.items() if key not in hidden} if hidden else registry
 
 
 _SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")

@@ -154,6 +154,9 @@ REQUEST_RULES: dict[int, tuple[Rule, ...]] = {
     57: (Rule(Op.ALTER, RT.CLUSTER),),                   # UpdateFeatures
     62: (_cluster_action,),                              # BrokerRegistration
     68: (_group,),                                       # ConsumerGroupHeartbeat
+    76: (_group,),                                       # ShareGroupHeartbeat
+    78: (_group,),                                       # ShareFetch
+    79: (_group,),                                       # ShareAcknowledge
     63: (_cluster_action,),                              # BrokerHeartbeat
     64: (Rule(Op.ALTER, RT.CLUSTER),),                   # UnregisterBroker
     67: (_cluster_action,),                              # AllocateProducerIds
