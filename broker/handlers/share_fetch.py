@@ -24,12 +24,15 @@ from broker.coordinator.ownership import SHARE_STATE_TOPIC
 from broker.coordinator.service import CoordinatorError, CoordinatorService
 from broker.handlers.share_groups import share_groups_enabled
 from broker.partitions import PartitionError
-from broker.share.session import CLOSE_EPOCH, OPEN_EPOCH
+from broker.share.session import OPEN_EPOCH
 
 E = ErrorCode
 DEFAULT_MAX_RECORDS = 500
 _BATCH_PREFIX = struct.Struct(">qi")        # base offset, batch length
 _LAST_DELTA = struct.Struct(">i")           # at byte 23 of a batch header
+_TRANSIENT = (E.NOT_COORDINATOR, E.COORDINATOR_LOAD_IN_PROGRESS, E.COORDINATOR_NOT_AVAILABLE)
+# how long a request waits for the share coordinator's partitions to finish loading
+_LOAD_WAIT_S = 5.0
 
 
 class _Partition:
@@ -127,6 +130,9 @@ async def _open(ctx, body, Response):
         await service.ensure_topic(SHARE_STATE_TOPIC)
     except CoordinatorError as exc:
         return Response(error_code=exc.code, error_message=exc.code.name)
+    with trio.move_on_after(_LOAD_WAIT_S):
+        while _share_state_loading(service):
+            await trio.sleep(0.05)
     topics = getattr(body, "topics", ())
     if body.share_session_epoch == OPEN_EPOCH and any(p.acknowledgement_batches for t in topics for p in t.partitions):
         return Response(error_code=E.INVALID_REQUEST,
@@ -141,6 +147,17 @@ async def _open(ctx, body, Response):
     if step.replaced is not None:        # a new session from the same member: the old one's records go back
         manager.release_member(body.group_id, body.member_id, set(step.replaced.partitions))
     return service, step
+
+
+def _share_state_loading(service) -> bool:
+    """Whether a `__share_group_state` partition this broker leads is not loaded yet (just created, or
+    just taken over): share-partitions initialized meanwhile could not be written."""
+    topic = service.broker.image.topics.get(SHARE_STATE_TOPIC)
+    if topic is None:
+        return True
+    node = service.broker.node_id
+    return any(p.leader == node and service.coordinator_error(SHARE_STATE_TOPIC, index) is E.COORDINATOR_LOAD_IN_PROGRESS
+               for index, p in topic.partitions.items())
 
 
 def _leader(ctx, answer: _Partition):
@@ -192,7 +209,10 @@ def _acquire(ctx, manager, group_id, member_id, session_partitions, answers, max
             continue
         share = manager.get(group_id, topic_id, index, partition)
         if isinstance(share, ErrorCode):
-            answer.error = share
+            # the share coordinator is loading or moving: no records this time, the member fetches
+            # again (Java's client treats a coordinator error on a partition as fatal)
+            if share not in _TRANSIENT:
+                answer.error = share
             continue
         log = partition.log
         share.reset_start(log.log_start_offset)
