@@ -36,7 +36,7 @@ _CONSUMER_PROTOCOL_APIS = (68, 69)
 
 
 # KIP-932's APIs, advertised only while share groups are enabled (broker.share.manager.enabled)
-_SHARE_GROUP_APIS = (76, 77, 78, 79)
+_SHARE_GROUP_APIS = (76, 77, 78, 79, 83, 84, 85, 86)
 
 
 def _advertised(ctx):

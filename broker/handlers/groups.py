@@ -351,6 +351,7 @@ async def list_groups(ctx, header, body):
     # a KIP-848 group's offsets sit in a classic (offsets-only) group of the same id: list it once
     rows = [row + ("classic",) for row in service.groups.list_groups(states, types) if row[0] not in consumer.groups]
     rows += [row + ("consumer",) for row in consumer.list_groups(states, types)]
+    rows += [row + ("share",) for row in service.share_groups.list_groups(states, types)]
     # DESCRIBE on the cluster lists every group; otherwise only the groups one may describe.
     if not access.cluster_allowed(ctx, Op.DESCRIBE, log_if_denied=False):
         rows = [row for row in rows if _group_allowed(ctx, Op.DESCRIBE, row[0], False)]
@@ -409,6 +410,10 @@ async def delete_groups(ctx, header, body):
             code = service.consumer_groups.delete(group_id)
             if code is E.NONE and group_id in service.groups.groups:   # its offsets go with it
                 code = service.groups.delete_groups([group_id])[group_id]
+        elif code is E.NONE and group_id in service.share_groups.groups:
+            code = service.share_groups.delete(group_id)
+            if code is E.NONE:          # its share-partitions' state goes with it
+                code = service.share_partitions.delete_group(group_id)
         elif code is E.NONE:
             code = service.groups.delete_groups([group_id])[group_id]
         results.append(Response.DeletableGroupResult(group_id=group_id, error_code=code))

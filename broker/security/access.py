@@ -157,6 +157,10 @@ REQUEST_RULES: dict[int, tuple[Rule, ...]] = {
     76: (_group,),                                       # ShareGroupHeartbeat
     78: (_group,),                                       # ShareFetch
     79: (_group,),                                       # ShareAcknowledge
+    83: (_cluster_action,),                              # InitializeShareGroupState
+    84: (_cluster_action,),                              # ReadShareGroupState
+    85: (_cluster_action,),                              # WriteShareGroupState
+    86: (_cluster_action,),                              # DeleteShareGroupState
     63: (_cluster_action,),                              # BrokerHeartbeat
     64: (Rule(Op.ALTER, RT.CLUSTER),),                   # UnregisterBroker
     67: (_cluster_action,),                              # AllocateProducerIds

@@ -122,6 +122,17 @@ class SharePartitionManager:
         else:
             self._schedule_locks(key)
 
+    def delete_group(self, group_id: str) -> ErrorCode:
+        """DeleteGroups of an empty share group: its share-partitions' state is deleted (Kafka's
+        DeleteShareGroupState) and forgotten here."""
+        keys = [k for k in self.service.share_states.states if k[0] == group_id]
+        for key in keys:
+            code = self.service.share_states.delete(key)
+            if code is not E.NONE:
+                return code
+        self.forget(keys + [k for k in self.partitions if k[0] == group_id])
+        return E.NONE
+
     def forget(self, keys) -> None:
         for key in list(keys):
             self.partitions.pop(key, None)
