@@ -77,7 +77,8 @@ class CoordinatorService:
         self._topics_cache: tuple = (None, {})
         self.consumer_groups = ConsumerGroupCoordinator(
             self.clock, self.timers, _GroupLog(self), _consumer_group_config(config),
-            topics=self._topics_view, classic_busy=self._classic_group_busy, partition_racks=self._partition_racks)
+            topics=self._topics_view, partition_racks=self._partition_racks,
+            classic_busy=lambda g: self._classic_group_busy(g) or g in self.share_groups.groups)
         self.groups.consumer_groups = self.consumer_groups
         # KIP-932: share groups' membership beside the other group types, their share-partitions'
         # state in __share_group_state (broker/share)

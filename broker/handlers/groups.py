@@ -99,8 +99,8 @@ async def join_group(ctx, header, body):
     code = await service.group_coordinator_error(body.group_id)
     if code is not E.NONE:
         return Response(error_code=code, member_id=body.member_id, protocol_name=_name(None, version))
-    if not service.consumer_groups.yield_to_classic(body.group_id):
-        # a KIP-848 group with members holds the id (mixed classic/consumer groups are not supported)
+    if body.group_id in service.share_groups.groups or not service.consumer_groups.yield_to_classic(body.group_id):
+        # a share group, or a KIP-848 group with members, holds the id (mixed groups are not supported)
         return Response(error_code=E.INCONSISTENT_GROUP_PROTOCOL, member_id=body.member_id,
                         protocol_name=_name(None, version))
     ctx.release_order()  # a join can wait a whole rebalance; later requests must not queue behind it

@@ -36,6 +36,7 @@ class SharePartitionManager:
         self.config = config
         self.partitions: dict[Key, SharePartition] = {}
         self.leader_epochs: dict[Key, int] = {}
+        self.state_epochs: dict[Key, int] = {}
         self.sessions = ShareSessionCache()
         self._available = trio.Event()      # set (and replaced) when released records can be fetched
 
@@ -55,7 +56,7 @@ class SharePartitionManager:
         state = store.read(key)
         if state is not None and state.start_offset >= 0:
             share.restore(state.start_offset, state.batches)
-            share.state_epoch = state.state_epoch
+            self.state_epochs[key] = state.state_epoch
         else:
             start = partition.log.log_start_offset if self.config.auto_offset_reset == "earliest" \
                 else partition.log.high_watermark
@@ -63,6 +64,7 @@ class SharePartitionManager:
             if code is not E.NONE:
                 return code
             share.restore(start, [])
+            self.state_epochs[key] = 0
         # records of a log that has been truncated at the front are gone for the share group too
         share.reset_start(partition.log.log_start_offset)
         self.partitions[key] = share
@@ -74,8 +76,8 @@ class SharePartitionManager:
         share = self.partitions.get(key)
         if share is None:
             return E.NONE
-        code = self.service.share_states.write(key, 0, self.leader_epochs.get(key, -1), share.start_offset,
-                                               share.snapshot())
+        code = self.service.share_states.write(key, self.state_epochs.get(key, 0), self.leader_epochs.get(key, -1),
+                                               share.start_offset, share.snapshot())
         self._schedule_locks(key)
         return code
 
@@ -137,6 +139,7 @@ class SharePartitionManager:
         for key in list(keys):
             self.partitions.pop(key, None)
             self.leader_epochs.pop(key, None)
+            self.state_epochs.pop(key, None)
             self.service.timers.cancel(("share-locks", key))
 
 

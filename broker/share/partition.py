@@ -78,7 +78,7 @@ class SharePartition:
         self.lock_duration_ms = lock_duration_ms
         self.max_in_flight = max_in_flight
         self.records: dict[int, InFlight] = {}      # start_offset <= offset < end_offset, when not plain AVAILABLE-new
-        self.state_epoch = 0                         # moves whenever the durable form changes
+        self.version = 0                             # moves whenever the durable form changes
 
     # ---- acquiring ---------------------------------------------------------------------------------
     def next_fetch_offset(self) -> int:
@@ -92,15 +92,17 @@ class SharePartition:
     def acquire(self, member_id: str, first_offset: int, last_offset: int, max_records: int,
                 now_ms: int) -> list[Acquired]:
         """Acquire for `member_id` up to `max_records` AVAILABLE records among the offsets
-        `first_offset`..`last_offset` (those a fetch read from the log), lowest first."""
+        `first_offset`..`last_offset` (those a fetch read from the log), lowest first; records never
+        delivered only within `max_in_flight` of the SPSO."""
         acquired: list[Acquired] = []
-        locked = sum(1 for r in self.records.values() if r.state is RecordState.ACQUIRED)
-        budget = min(max_records, self.max_in_flight - locked)
+        budget = max_records
         offset = max(first_offset, self.start_offset)
         deadline = now_ms + self.lock_duration_ms
         while budget > 0 and offset <= last_offset:
             record = self.records.get(offset)
             if offset >= self.end_offset:
+                if offset >= self.start_offset + self.max_in_flight:
+                    break                    # the in-flight window (Kafka's max record locks) is full
                 record = self.records[offset] = InFlight(RecordState.AVAILABLE, 0)
                 self.end_offset = offset + 1
             elif record is None:             # an in-range offset never delivered (restored state)
@@ -112,7 +114,7 @@ class SharePartition:
                 budget -= 1
             offset += 1
         if acquired:
-            self.state_epoch += 1
+            self.version += 1
         return acquired
 
     # ---- acknowledging -----------------------------------------------------------------------------
@@ -142,7 +144,7 @@ class SharePartition:
                 self._release(record)
             else:                                    # REJECT, or GAP (no record at that offset)
                 self._settle(record, RecordState.ARCHIVED)
-        self.state_epoch += 1
+        self.version += 1
         self._advance_start()
         return E.NONE
 
@@ -154,7 +156,7 @@ class SharePartition:
                 self._release(record)
                 released += 1
         if released:
-            self.state_epoch += 1
+            self.version += 1
             self._advance_start()
         return released
 
@@ -167,7 +169,7 @@ class SharePartition:
                 self._release(record)
                 expired += 1
         if expired:
-            self.state_epoch += 1
+            self.version += 1
             self._advance_start()
         return expired
 
@@ -211,7 +213,7 @@ class SharePartition:
             del self.records[o]
         self.start_offset = offset
         self.end_offset = max(self.end_offset, offset)
-        self.state_epoch += 1
+        self.version += 1
 
     # ---- inside --------------------------------------------------------------------------------------
     def _release(self, record: InFlight) -> None:
