@@ -35,20 +35,13 @@ def unsupported_version_response(registry):
 _CONSUMER_PROTOCOL_APIS = (68, 69)
 
 
-# KIP-932's APIs, advertised only while share groups are enabled (broker.share.manager.enabled)
-_SHARE_GROUP_APIS = (76, 77, 78, 79, 83, 84, 85, 86)
-
-
 def _advertised(ctx):
-    from broker.share.manager import enabled as share_groups_enabled
-
-    hidden = set()
-    if "consumer" not in ctx.config["group.coordinator.rebalance.protocols"]:   # also on a controller
-        hidden.update(_CONSUMER_PROTOCOL_APIS)
-    if not share_groups_enabled(ctx.config, ctx.finalized_features()):
-        hidden.update(_SHARE_GROUP_APIS)
+    # KIP-932's APIs are advertised whether or not share groups are on (stable since Kafka 4.1); while
+    # they are off, ShareGroupHeartbeat and ShareFetch answer UNSUPPORTED_VERSION, as Kafka's do.
     registry = ctx.handlers
-    return {key: entry for key, entry in registry.items() if key not in hidden} if hidden else registry
+    if "consumer" in ctx.config["group.coordinator.rebalance.protocols"]:   # also on a controller
+        return registry
+    return {key: entry for key, entry in registry.items() if key not in _CONSUMER_PROTOCOL_APIS}
 
 
 _SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")

@@ -111,8 +111,9 @@ def test_share_groups_off_by_default(tmp_path):
             conn = client.coordinator("off")
             _, versions = conn.request(18, m.ApiVersionsRequest(client_software_name="t", client_software_version="1"),
                                        min_version=3, max_version=3)
-            keys = {k.api_key for k in versions.api_keys}
-            assert not keys & {76, 77, 78, 79, 83, 84, 85, 86}
+            assert {76, 77, 78, 79, 83, 84, 85, 86} <= {k.api_key for k in versions.api_keys}
             assert "share.version" in {f.name for f in versions.supported_features}
+            off = heartbeat(conn, "m", 0, ["t"])
+            assert E(off.error_code) is E.UNSUPPORTED_VERSION
         finally:
             client.close()
