@@ -24,6 +24,8 @@ from broker.coordinator.ownership import SHARE_STATE_TOPIC
 from broker.coordinator.service import CoordinatorError, CoordinatorService
 from broker.handlers.share_groups import share_groups_enabled
 from broker.partitions import PartitionError
+from broker.security import access
+from broker.security.acls import AclOperation, ResourceType
 from broker.share.session import OPEN_EPOCH
 
 E = ErrorCode
@@ -165,6 +167,9 @@ def _leader(ctx, answer: _Partition):
     topic = ctx.broker.image.topics_by_id.get(answer.topic_id)
     if topic is None:
         answer.error = E.UNKNOWN_TOPIC_ID
+        return None
+    if not access.allowed(ctx, AclOperation.READ, ResourceType.TOPIC, topic.name):
+        answer.error = E.TOPIC_AUTHORIZATION_FAILED
         return None
     try:
         partition = ctx.partitions.leader(topic.name, answer.index)

@@ -8,6 +8,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from broker.admin.client import KafkaClient
+from broker.admin.groups import describe_group
 from broker.testing import running_broker
 from protocol import ErrorCode as E
 from protocol import messages as m
@@ -58,6 +59,9 @@ def test_share_session_and_acknowledgements(share):
     joined = heartbeat(conn, "m1", 0, ["sw"])
     assert E(joined.error_code) is E.NONE and joined.member_epoch == 1
     topic_id = joined.assignment.topic_partitions[0].topic_id
+    described, code = describe_group(client, "wg")            # what `odradek groups describe` shows
+    assert (code, described.group_type, described.state, described.protocol) == (0, "share", "Stable", "simple")
+    assert [(mb.member_id, mb.assignment, mb.member_epoch) for mb in described.members] == [("m1", {"sw": [0]}, 1)]
     # no session yet / a wrong epoch / acknowledgements on the opening request
     assert E(fetch(conn, "m1", 3, topic_id).error_code) is E.SHARE_SESSION_NOT_FOUND
     assert E(fetch(conn, "m1", 0, topic_id, acks=[(0, 0, [1])]).error_code) is E.INVALID_REQUEST
