@@ -63,19 +63,22 @@ async def share_fetch(ctx, header, body):
         for p in topic.partitions:
             answer = answers.setdefault((topic.topic_id, p.partition_index), _Partition(topic.topic_id, p.partition_index))
             if p.acknowledgement_batches:
-                answer.ack_error = _acknowledge(ctx, manager, group_id, member_id, answer, p.acknowledgement_batches)
+                answer.ack_error = await _acknowledge(ctx, manager, group_id, member_id, answer,
+                                                      p.acknowledgement_batches)
     if step.closing:
         manager.release_member(group_id, member_id, set(step.session.partitions))
     else:
         max_records = body.max_records if header.api_version >= 1 and body.max_records > 0 else DEFAULT_MAX_RECORDS
         deadline = trio.current_time() + max(body.max_wait_ms, 0) / 1000
         while True:
+            await _load(ctx, manager, group_id, step.session.partitions, answers)
             seen = _acquire(ctx, manager, group_id, member_id, step.session.partitions, answers,
                             max_records, body.max_bytes if body.max_bytes > 0 else 0x7FFFFFFF)
             remaining = deadline - trio.current_time()
             if any(a.acquired or a.error for a in answers.values()) or remaining <= 0 or ctx.broker.draining:
                 break
             await _wait(ctx, manager, seen, remaining)
+    await manager.flush()
     await service.settle(since=mark)
     topics: dict = {}
     for answer in answers.values():
@@ -106,12 +109,13 @@ async def share_acknowledge(ctx, header, body):
     for topic in body.topics:
         for p in topic.partitions:
             answer = _Partition(topic.topic_id, p.partition_index)
-            code = _acknowledge(ctx, manager, body.group_id, body.member_id, answer, p.acknowledgement_batches)
+            code = await _acknowledge(ctx, manager, body.group_id, body.member_id, answer, p.acknowledgement_batches)
             out.setdefault(topic.topic_id, []).append(Response.PartitionData(
                 partition_index=p.partition_index, error_code=answer.error if answer.error is not E.NONE else code,
                 current_leader=Response.LeaderIdAndEpoch(leader_id=answer.leader[0], leader_epoch=answer.leader[1])))
     if step.closing:
         manager.release_member(body.group_id, body.member_id, set(step.session.partitions))
+    await manager.flush()
     await service.settle(since=mark)
     response = Response(error_code=E.NONE, responses=[
         Response.ShareAcknowledgeTopicResponse(topic_id=t, partitions=parts) for t, parts in out.items()])
@@ -180,11 +184,11 @@ def _leader(ctx, answer: _Partition):
     return partition
 
 
-def _acknowledge(ctx, manager, group_id, member_id, answer: _Partition, batches) -> ErrorCode:
+async def _acknowledge(ctx, manager, group_id, member_id, answer: _Partition, batches) -> ErrorCode:
     partition = _leader(ctx, answer)
     if partition is None:
         return answer.error
-    share = manager.get(group_id, answer.topic_id, answer.index, partition)
+    share = await manager.load(group_id, answer.topic_id, answer.index, partition)
     if isinstance(share, ErrorCode):
         return share
     now = manager.service.clock.now_ms()
@@ -206,21 +210,17 @@ def _acquire(ctx, manager, group_id, member_id, session_partitions, answers, max
         answer = answers.get((topic_id, index))
         if answer is None:
             answer = answers[(topic_id, index)] = _Partition(topic_id, index)
-        if max_records <= 0 or max_bytes <= 0:
+        if max_records <= 0 or max_bytes <= 0 or answer.error is not E.NONE:
             continue
-        answer.error = E.NONE
         partition = _leader(ctx, answer)
         if partition is None:
             continue
-        share = manager.get(group_id, topic_id, index, partition)
-        if isinstance(share, ErrorCode):
-            # the share coordinator is loading or moving: no records this time, the member fetches
-            # again (Java's client treats a coordinator error on a partition as fatal)
-            if share not in _TRANSIENT:
-                answer.error = share
+        share = manager.get((group_id, topic_id, index))
+        if share is None:               # not loaded (`_load` set the error, if one is to be told)
             continue
+        manager.leader_epochs[(group_id, topic_id, index)] = partition.leader_epoch
         log = partition.log
-        share.reset_start(log.log_start_offset)
+        share.reset_start(log.log_start_offset)     # records removed from the log are gone for the group too
         high_watermark = log.high_watermark
         seen.append((partition, high_watermark, partition.leader_epoch))
         offset = share.next_fetch_offset()
@@ -242,6 +242,24 @@ def _acquire(ctx, manager, group_id, member_id, session_partitions, answers, max
         max_bytes -= sum(len(s) for s in slices)
         manager.persist((group_id, topic_id, index))
     return seen
+
+
+async def _load(ctx, manager, group_id, session_partitions, answers) -> None:
+    """Bring the session's share-partitions here (their state from the share coordinator)."""
+    for topic_id, index in session_partitions:
+        answer = answers.get((topic_id, index))
+        if answer is None:
+            answer = answers[(topic_id, index)] = _Partition(topic_id, index)
+        if manager.get((group_id, topic_id, index)) is not None:
+            continue
+        partition = _leader(ctx, answer)
+        if partition is None:
+            continue
+        share = await manager.load(group_id, topic_id, index, partition)
+        # the share coordinator loading or moving: no records this time, the member fetches again
+        # (Java's client treats a coordinator error on a partition as fatal)
+        if isinstance(share, ErrorCode) and share not in _TRANSIENT:
+            answer.error = share
 
 
 def _last_offset(slices) -> int:

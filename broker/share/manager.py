@@ -23,6 +23,7 @@ from protocol import ErrorCode
 from broker.coordinator.share_group.model import ShareGroupConfig
 
 from .partition import SharePartition
+from .persister import Persister
 from .session import ShareSessionCache
 from .state_store import Key
 
@@ -38,48 +39,58 @@ class SharePartitionManager:
         self.leader_epochs: dict[Key, int] = {}
         self.state_epochs: dict[Key, int] = {}
         self.sessions = ShareSessionCache()
+        self.persister = Persister(service)
         self._available = trio.Event()      # set (and replaced) when released records can be fetched
 
     # ---- share-partitions -------------------------------------------------------------------------------
-    def get(self, group_id: str, topic_id: uuid.UUID, index: int, partition) -> SharePartition | ErrorCode:
-        """The share-partition of `group_id` over `partition` (a leader `broker.partitions` entry)."""
+    async def load(self, group_id: str, topic_id: uuid.UUID, index: int, partition) -> SharePartition | ErrorCode:
+        """The share-partition of `group_id` over `partition` (a leader `broker.partitions` entry),
+        its state read from (or initialized at) the share coordinator the first time."""
         key = (group_id, topic_id, index)
         share = self.partitions.get(key)
-        if share is not None:
-            if self.leader_epochs.get(key) != partition.leader_epoch:
-                self.leader_epochs[key] = partition.leader_epoch
-            return share
-        share = SharePartition(0, delivery_count_limit=self.config.delivery_count_limit,
-                               lock_duration_ms=self.config.record_lock_duration_ms,
-                               max_in_flight=self.config.partition_max_record_locks)
-        store = self.service.share_states
-        state = store.read(key)
-        if state is not None and state.start_offset >= 0:
-            share.restore(state.start_offset, state.batches)
-            self.state_epochs[key] = state.state_epoch
-        else:
-            start = partition.log.log_start_offset if self.config.auto_offset_reset == "earliest" \
-                else partition.log.high_watermark
-            code = store.initialize(key, 0, start)
-            if code is not E.NONE:
-                return code
-            share.restore(start, [])
-            self.state_epochs[key] = 0
+        if share is None:
+            log_ = partition.log
+
+            def initial_start() -> int:
+                return log_.log_start_offset if self.config.auto_offset_reset == "earliest" else log_.high_watermark
+            state = await self.persister.read_or_initialize(key, initial_start)
+            if isinstance(state, ErrorCode):
+                return state
+            share = self.partitions.get(key)          # another request may have loaded it meanwhile
+            if share is None:
+                share = SharePartition(0, delivery_count_limit=self.config.delivery_count_limit,
+                                       lock_duration_ms=self.config.record_lock_duration_ms,
+                                       max_in_flight=self.config.partition_max_record_locks)
+                share.restore(state.start_offset, state.batches)
+                self.partitions[key] = share
+                self.state_epochs[key] = state.state_epoch
         # records of a log that has been truncated at the front are gone for the share group too
         share.reset_start(partition.log.log_start_offset)
-        self.partitions[key] = share
         self.leader_epochs[key] = partition.leader_epoch
         return share
 
+    def get(self, key: Key) -> Optional[SharePartition]:
+        """A share-partition `load` brought here."""
+        return self.partitions.get(key)
+
     def persist(self, key: Key) -> ErrorCode:
-        """Write the share-partition's state to the share coordinator (acknowledged by `settle`)."""
+        """Write the share-partition's state to its share coordinator: acknowledged by the service's
+        `settle` when that is this broker, sent by `persister.flush` otherwise."""
         share = self.partitions.get(key)
         if share is None:
             return E.NONE
-        code = self.service.share_states.write(key, self.state_epochs.get(key, 0), self.leader_epochs.get(key, -1),
-                                               share.start_offset, share.snapshot())
+        code = self.persister.write(key, self.state_epochs.get(key, 0), self.leader_epochs.get(key, -1),
+                                    share.start_offset, share.snapshot())
         self._schedule_locks(key)
         return code
+
+    async def flush(self) -> ErrorCode:
+        """Before answering: every write of this request reached its share coordinator."""
+        return await self.persister.flush() if self.persister.has_pending() else E.NONE
+
+    def _flush_soon(self) -> None:
+        if self.persister.has_pending():
+            self.service.spawn(self.persister.flush)
 
     # ---- members going away -------------------------------------------------------------------------------
     def release_member(self, group_id: str, member_id: str, keys=None) -> None:
@@ -88,6 +99,7 @@ class SharePartitionManager:
             if key[0] == group_id and (keys is None or key[1:] in keys) and share.release_member(member_id):
                 self.persist(key)
                 self.wake()
+        self._flush_soon()
 
     def member_removed(self, group_id: str, member_id: str) -> None:
         """The group coordinator removed the member (left or fenced): its session and locks end."""
@@ -120,6 +132,7 @@ class SharePartitionManager:
         if share.expire_locks(self.service.clock.now_ms()):
             log.debug("acquisition locks expired in %s", key)
             self.persist(key)
+            self._flush_soon()
             self.wake()
         else:
             self._schedule_locks(key)
