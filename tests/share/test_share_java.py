@@ -35,9 +35,9 @@ def java_available():
     return shutil.which("javac") and shutil.which("java") and glob.glob(os.path.join(JARS, "kafka-clients-*.jar"))
 
 
-def run_check(classpath, bootstrap, phase):
+def run_check(classpath, bootstrap, *args):
     run = subprocess.run(["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp", classpath,
-                          "ShareCheck", bootstrap, phase], capture_output=True, text=True, timeout=200)
+                          "ShareCheck", bootstrap, *args], capture_output=True, text=True, timeout=200)
     facts = dict(line.split("=", 1) for line in run.stdout.splitlines() if "=" in line and " " not in line.split("=")[0])
     assert facts.get("done") == "true", run.stdout + run.stderr[-4000:]
     return facts

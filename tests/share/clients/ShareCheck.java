@@ -3,6 +3,7 @@
 //   ShareCheck BOOTSTRAP main     - cooperative consumption, release, lock expiry, delivery limit,
 //                                   and the first half of the restart scenario
 //   ShareCheck BOOTSTRAP restart  - the restart scenario's second half (after a broker restart)
+//   ShareCheck BOOTSTRAP main SCENARIO [GROUP-SUFFIX] - one scenario only
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.consumer.AcknowledgeType;
@@ -18,17 +19,20 @@ import java.util.*;
 
 public class ShareCheck {
     static String bootstrap;
+    static String suffix = "";
 
     public static void main(String[] args) throws Exception {
         bootstrap = args[0];
         if (args[1].equals("main")) {
             try (Admin admin = Admin.create(Map.of("bootstrap.servers", bootstrap))) {
                 List<NewTopic> topics = new ArrayList<>();
+                Set<String> existing = admin.listTopics().names().get();
                 for (String t : List.of("q-accept", "q-release", "q-lock", "q-limit", "q-restart"))
-                    topics.add(new NewTopic(t, 1, (short) 1));
+                    if (!existing.contains(t)) topics.add(new NewTopic(t, 1, (short) 1));
                 admin.createTopics(topics).all().get();
             }
-            if (args.length > 2) {          // one scenario, for investigating it
+            if (args.length > 3) suffix = args[3];
+            if (args.length > 2) {          // one scenario (its groups' ids suffixed by args[3])
                 timed(args[2], Map.<String, Scenario>of("accept", ShareCheck::accept, "release", ShareCheck::release,
                         "lock", ShareCheck::lockExpiry, "limit", ShareCheck::deliveryLimit).get(args[2]));
                 System.out.println("done=true");
@@ -56,7 +60,7 @@ public class ShareCheck {
     static KafkaShareConsumer<String, String> consumer(String group, String name, int maxPollRecords) {
         Properties p = new Properties();
         p.put("bootstrap.servers", bootstrap);
-        p.put("group.id", group);
+        p.put("group.id", group + suffix);
         p.put("client.id", name);
         p.put("share.acknowledgement.mode", "explicit");
         p.put("max.poll.records", String.valueOf(maxPollRecords));
