@@ -1,5 +1,5 @@
 """The share coordinator's RPCs (KIP-932): InitializeShareGroupState (83), ReadShareGroupState (84),
-WriteShareGroupState (85) and DeleteShareGroupState (86), answered from `broker.share.state_store`
+WriteShareGroupState (85), DeleteShareGroupState (86) and ReadShareGroupStateSummary (87), answered from `broker.share.state_store`
 for the `__share_group_state` partitions this broker leads (NOT_COORDINATOR for the others). They are
 inter-broker APIs (CLUSTER_ACTION); this broker's own share-partitions call the store directly.
 """
@@ -75,6 +75,24 @@ async def read_share_group_state(ctx, header, body):
     return R(results=[R.ReadStateResult(topic_id=t, partitions=parts) for t, parts in out])
 
 
+async def read_share_group_state_summary(ctx, header, body):
+    R = messages.ReadShareGroupStateSummaryResponse
+
+    def answer(service, key, p, code):
+        state = service.share_states.read(key) if code is E.NONE else None
+        if state is None:
+            return R.PartitionResult(partition=p.partition, error_code=code, state_epoch=0, leader_epoch=-1,
+                                     start_offset=-1, delivery_complete_count=-1,
+                                     error_message=None if code is E.NONE else code.name)
+        # records in the in-flight window that are done with (acknowledged or archived)
+        done = sum(b.last_offset - b.first_offset + 1 for b in state.batches if b.delivery_state in (2, 4))
+        return R.PartitionResult(partition=p.partition, error_code=E.NONE, state_epoch=state.state_epoch,
+                                 leader_epoch=state.leader_epoch, start_offset=state.start_offset,
+                                 delivery_complete_count=done)
+    out, _ = await _each_partition(ctx, body, answer)
+    return R(results=[R.ReadStateSummaryResult(topic_id=t, partitions=parts) for t, parts in out])
+
+
 async def write_share_group_state(ctx, header, body):
     R = messages.WriteShareGroupStateResponse
 
@@ -103,5 +121,6 @@ HANDLERS = {
     83: (0, 0, initialize_share_group_state),
     84: (0, 0, read_share_group_state),
     85: (0, 1, write_share_group_state),
+    87: (0, 1, read_share_group_state_summary),
     86: (0, 0, delete_share_group_state),
 }

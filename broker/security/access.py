@@ -161,6 +161,7 @@ REQUEST_RULES: dict[int, tuple[Rule, ...]] = {
     84: (_cluster_action,),                              # ReadShareGroupState
     85: (_cluster_action,),                              # WriteShareGroupState
     86: (_cluster_action,),                              # DeleteShareGroupState
+    87: (_cluster_action,),                              # ReadShareGroupStateSummary
     63: (_cluster_action,),                              # BrokerHeartbeat
     64: (Rule(Op.ALTER, RT.CLUSTER),),                   # UnregisterBroker
     67: (_cluster_action,),                              # AllocateProducerIds

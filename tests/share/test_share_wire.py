@@ -94,6 +94,11 @@ def test_share_session_and_acknowledgements(share):
         R.PartitionData(partition=0, leader_epoch=0)])]), min_version=0, max_version=0)
     result = state.results[0].partitions[0]
     assert (E(result.error_code), result.start_offset, list(result.state_batches)) == (E.NONE, 6, [])
+    S = m.ReadShareGroupStateSummaryRequest
+    _, summary = conn.request(87, S(group_id="wg", topics=[S.ReadStateSummaryData(topic_id=topic_id, partitions=[
+        S.PartitionData(partition=0, leader_epoch=0)])]), min_version=1, max_version=1)
+    result = summary.results[0].partitions[0]
+    assert (E(result.error_code), result.start_offset, result.delivery_complete_count) == (E.NONE, 6, 0)
     # closing the session, leaving the group; then the empty group can be listed and deleted
     _, closed = conn.request(79, A(group_id="wg", member_id="m1", share_session_epoch=-1, topics=[]),
                              min_version=1, max_version=2)
