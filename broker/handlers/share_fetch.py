@@ -89,7 +89,7 @@ async def share_fetch(ctx, header, body):
             acquired_records=[Response.AcquiredRecords(first_offset=a.first_offset, last_offset=a.last_offset,
                                                        delivery_count=a.delivery_count) for a in answer.acquired])
         topics.setdefault(answer.topic_id, []).append(data)
-    return Response(error_code=E.NONE, acquisition_lock_timeout_ms=manager.config.record_lock_duration_ms,
+    return Response(error_code=E.NONE, acquisition_lock_timeout_ms=manager.lock_duration_ms(group_id),
                     responses=[Response.ShareFetchableTopicResponse(topic_id=t, partitions=parts)
                                for t, parts in topics.items()])
 
@@ -120,7 +120,7 @@ async def share_acknowledge(ctx, header, body):
     response = Response(error_code=E.NONE, responses=[
         Response.ShareAcknowledgeTopicResponse(topic_id=t, partitions=parts) for t, parts in out.items()])
     if header.api_version >= 2:
-        response.acquisition_lock_timeout_ms = manager.config.record_lock_duration_ms
+        response.acquisition_lock_timeout_ms = manager.lock_duration_ms(body.group_id)
     return response
 
 

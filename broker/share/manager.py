@@ -2,8 +2,8 @@
 logs and the share coordinator.
 
 A share-partition comes to life on the first ShareFetch of its group: its state is read from the
-share coordinator (`ShareStateStore`); without one it is initialized at `share.auto.offset.reset`
-(Kafka's default, latest: the high watermark then). Every change that must survive a restart
+share coordinator (`persister`); without one it is initialized at the group's `share.auto.offset.reset`
+(a group config; Kafka's default, latest: the high watermark then). Every change that must survive a restart
 (acknowledgements, releases, expired locks, and acquisitions, which count deliveries) is written back
 as the share-partition's state; the handler then waits for the coordinator's writes to settle before
 it answers, so an acknowledged acknowledgement is durable. Acquisition locks run on the coordinators'
@@ -20,6 +20,7 @@ import trio
 
 from protocol import ErrorCode
 
+from broker.config.group_configs import group_config
 from broker.coordinator.share_group.model import ShareGroupConfig
 
 from .partition import SharePartition
@@ -52,22 +53,29 @@ class SharePartitionManager:
             log_ = partition.log
 
             def initial_start() -> int:
-                return log_.log_start_offset if self.config.auto_offset_reset == "earliest" else log_.high_watermark
+                earliest = group_config(self.service.broker.image, group_id, "share.auto.offset.reset") == "earliest"
+                return log_.log_start_offset if earliest else log_.high_watermark
             state = await self.persister.read_or_initialize(key, initial_start)
             if isinstance(state, ErrorCode):
                 return state
             share = self.partitions.get(key)          # another request may have loaded it meanwhile
             if share is None:
                 share = SharePartition(0, delivery_count_limit=self.config.delivery_count_limit,
-                                       lock_duration_ms=self.config.record_lock_duration_ms,
+                                       lock_duration_ms=self.lock_duration_ms(group_id),
                                        max_in_flight=self.config.partition_max_record_locks)
                 share.restore(state.start_offset, state.batches)
                 self.partitions[key] = share
                 self.state_epochs[key] = state.state_epoch
+        share.lock_duration_ms = self.lock_duration_ms(group_id)     # the group config may have changed
         # records of a log that has been truncated at the front are gone for the share group too
         share.reset_start(partition.log.log_start_offset)
         self.leader_epochs[key] = partition.leader_epoch
         return share
+
+    def lock_duration_ms(self, group_id: str) -> int:
+        """The group's `share.record.lock.duration.ms`, else the broker's group.share.record.lock.duration.ms."""
+        override = dict(self.service.broker.image.group_configs.get(group_id, {})).get("share.record.lock.duration.ms")
+        return int(override) if override is not None else self.config.record_lock_duration_ms
 
     def get(self, key: Key) -> Optional[SharePartition]:
         """A share-partition `load` brought here."""

@@ -69,6 +69,9 @@ def test_kafka_share_consumer(tmp_path):
     # group.share.delivery.count.limit=3: delivered three times, then archived, never again
     assert facts["limit.poison_deliveries"] == "[1, 2, 3]"
     assert facts["limit.fine"] == "[fine]"
+    # share.auto.offset.reset=earliest as a group config: the records produced before the group existed
+    assert facts["earliest.got"] == "[e0, e1, e2]"
+    assert (facts["earliest.described"], facts["earliest.bad_value"]) == ("earliest", "refused")
     assert facts["restart.before"] == "10"
     # a new broker process over the same data: the share-partition resumes at offset 4, and the
     # released records come back as their second delivery

@@ -28,7 +28,6 @@ class ShareGroupConfig:
     record_lock_duration_ms: int = 30_000     # group.share.record.lock.duration.ms
     delivery_count_limit: int = 5             # group.share.delivery.count.limit
     partition_max_record_locks: int = 2000    # group.share.partition.max.record.locks
-    auto_offset_reset: str = "latest"         # the share.auto.offset.reset group config's default
 
 
 @dataclass

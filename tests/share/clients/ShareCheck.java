@@ -5,6 +5,9 @@
 //   ShareCheck BOOTSTRAP restart  - the restart scenario's second half (after a broker restart)
 //   ShareCheck BOOTSTRAP main SCENARIO [GROUP-SUFFIX] - one scenario only
 import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AlterConfigOp;
+import org.apache.kafka.clients.admin.ConfigEntry;
+import org.apache.kafka.common.config.ConfigResource;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.consumer.AcknowledgeType;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
@@ -27,7 +30,7 @@ public class ShareCheck {
             try (Admin admin = Admin.create(Map.of("bootstrap.servers", bootstrap))) {
                 List<NewTopic> topics = new ArrayList<>();
                 Set<String> existing = admin.listTopics().names().get();
-                for (String t : List.of("q-accept", "q-release", "q-lock", "q-limit", "q-restart"))
+                for (String t : List.of("q-accept", "q-release", "q-lock", "q-limit", "q-restart", "q-earliest"))
                     if (!existing.contains(t)) topics.add(new NewTopic(t, 1, (short) 1));
                 admin.createTopics(topics).all().get();
             }
@@ -42,6 +45,7 @@ public class ShareCheck {
             timed("release", ShareCheck::release);
             timed("lock", ShareCheck::lockExpiry);
             timed("limit", ShareCheck::deliveryLimit);
+            timed("earliest", ShareCheck::earliest);
             timed("restart_before", ShareCheck::restartBefore);
         } else {
             timed("restart_after", ShareCheck::restartAfter);
@@ -229,6 +233,41 @@ public class ShareCheck {
         c.close();
         System.out.println("limit.poison_deliveries=" + poison);
         System.out.println("limit.fine=" + fine);
+    }
+
+    // the share.auto.offset.reset group config (IncrementalAlterConfigs on a GROUP resource): a group
+    // set to earliest gets the records produced before its first fetch
+    static void earliest() throws Exception {
+        produce("q-earliest", List.of("e0", "e1", "e2"));
+        try (Admin admin = Admin.create(Map.of("bootstrap.servers", bootstrap))) {
+            ConfigResource group = new ConfigResource(ConfigResource.Type.GROUP, "g-earliest");
+            admin.incrementalAlterConfigs(Map.of(group, List.of(new AlterConfigOp(
+                    new ConfigEntry("share.auto.offset.reset", "earliest"), AlterConfigOp.OpType.SET)))).all().get();
+            String bad = "refused";
+            try {
+                admin.incrementalAlterConfigs(Map.of(group, List.of(new AlterConfigOp(
+                        new ConfigEntry("share.auto.offset.reset", "sometime"), AlterConfigOp.OpType.SET)))).all().get();
+                bad = "accepted";
+            } catch (Exception e) {
+                if (!(e.getCause() instanceof org.apache.kafka.common.errors.InvalidConfigurationException)) throw e;
+            }
+            System.out.println("earliest.bad_value=" + bad);
+            System.out.println("earliest.described=" + admin.describeConfigs(List.of(group)).all().get()
+                    .get(group).get("share.auto.offset.reset").value());
+        }
+        KafkaShareConsumer<String, String> c = consumer("g-earliest", "earliest", 100);
+        c.subscribe(List.of("q-earliest"));
+        List<String> got = new ArrayList<>();
+        long end = System.currentTimeMillis() + 30_000;
+        while (got.size() < 3 && System.currentTimeMillis() < end) {
+            for (ConsumerRecord<String, String> r : c.poll(Duration.ofMillis(200))) {
+                got.add(r.value());
+                c.acknowledge(r, AcknowledgeType.ACCEPT);
+            }
+            c.commitSync();
+        }
+        c.close();
+        System.out.println("earliest.got=" + got);
     }
 
     // state that must survive a broker restart: r0-r3 accepted, r4-r9 released once
