@@ -72,6 +72,8 @@ def test_kafka_share_consumer(tmp_path):
     # share.auto.offset.reset=earliest as a group config: the records produced before the group existed
     assert facts["earliest.got"] == "[e0, e1, e2]"
     assert (facts["earliest.described"], facts["earliest.bad_value"]) == ("earliest", "refused")
+    # implicit acknowledgement (the client's default): everything accepted, nothing left for a later member
+    assert (facts["implicit.got"], facts["implicit.again"]) == ("50/50", "0")
     assert facts["restart.before"] == "10"
     # a new broker process over the same data: the share-partition resumes at offset 4, and the
     # released records come back as their second delivery

@@ -23,6 +23,7 @@ import java.util.*;
 public class ShareCheck {
     static String bootstrap;
     static String suffix = "";
+    static Set<KafkaShareConsumer<String, String>> explicit = new HashSet<>();
 
     public static void main(String[] args) throws Exception {
         bootstrap = args[0];
@@ -30,7 +31,7 @@ public class ShareCheck {
             try (Admin admin = Admin.create(Map.of("bootstrap.servers", bootstrap))) {
                 List<NewTopic> topics = new ArrayList<>();
                 Set<String> existing = admin.listTopics().names().get();
-                for (String t : List.of("q-accept", "q-release", "q-lock", "q-limit", "q-restart", "q-earliest"))
+                for (String t : List.of("q-accept", "q-release", "q-lock", "q-limit", "q-restart", "q-earliest", "q-implicit"))
                     if (!existing.contains(t)) topics.add(new NewTopic(t, 1, (short) 1));
                 admin.createTopics(topics).all().get();
             }
@@ -46,6 +47,7 @@ public class ShareCheck {
             timed("lock", ShareCheck::lockExpiry);
             timed("limit", ShareCheck::deliveryLimit);
             timed("earliest", ShareCheck::earliest);
+            timed("implicit", ShareCheck::implicit);
             timed("restart_before", ShareCheck::restartBefore);
         } else {
             timed("restart_after", ShareCheck::restartAfter);
@@ -62,13 +64,18 @@ public class ShareCheck {
     }
 
     static KafkaShareConsumer<String, String> consumer(String group, String name, int maxPollRecords) {
+        return consumer(group, name, maxPollRecords, "explicit");
+    }
+
+    static KafkaShareConsumer<String, String> consumer(String group, String name, int maxPollRecords, String mode) {
         Properties p = new Properties();
         p.put("bootstrap.servers", bootstrap);
         p.put("group.id", group + suffix);
         p.put("client.id", name);
-        p.put("share.acknowledgement.mode", "explicit");
+        p.put("share.acknowledgement.mode", mode);
         p.put("max.poll.records", String.valueOf(maxPollRecords));
         KafkaShareConsumer<String, String> c = new KafkaShareConsumer<>(p, new StringDeserializer(), new StringDeserializer());
+        if (mode.equals("explicit")) explicit.add(c);
         return c;
     }
 
@@ -86,7 +93,7 @@ public class ShareCheck {
                 for (int i = 0; i < consumers.size(); i++) {
                     KafkaShareConsumer<String, String> c = consumers.get(i);
                     for (ConsumerRecord<String, String> r : c.poll(Duration.ofMillis(100))) {
-                        c.acknowledge(r, AcknowledgeType.ACCEPT);
+                        if (explicit.contains(c)) c.acknowledge(r, AcknowledgeType.ACCEPT);   // implicit: by the next poll
                         probed.add(i);
                     }
                     c.commitSync();
@@ -268,6 +275,31 @@ public class ShareCheck {
         }
         c.close();
         System.out.println("earliest.got=" + got);
+    }
+
+    // the default, implicit acknowledgement: what a poll returned is accepted by the next poll (or
+    // commitSync); a later member of the group then finds nothing left
+    static void implicit() throws Exception {
+        KafkaShareConsumer<String, String> c = consumer("g-implicit", "implicit", 20, "implicit");
+        c.subscribe(List.of("q-implicit"));
+        ready("q-implicit", List.of(c));
+        List<String> values = new ArrayList<>();
+        for (int i = 0; i < 50; i++) values.add("i" + i);
+        produce("q-implicit", values);
+        List<String> got = new ArrayList<>();
+        long end = System.currentTimeMillis() + 30_000;
+        while (got.size() < 50 && System.currentTimeMillis() < end)
+            for (ConsumerRecord<String, String> r : c.poll(Duration.ofMillis(200))) got.add(r.value());
+        c.commitSync();
+        c.close();
+        KafkaShareConsumer<String, String> later = consumer("g-implicit", "implicit-later", 20, "implicit");
+        later.subscribe(List.of("q-implicit"));
+        int again = 0;
+        long quiet = System.currentTimeMillis() + 3_000;
+        while (System.currentTimeMillis() < quiet) again += later.poll(Duration.ofMillis(200)).count();
+        later.close();
+        System.out.println("implicit.got=" + got.size() + "/" + new HashSet<>(got).size());
+        System.out.println("implicit.again=" + again);
     }
 
     // state that must survive a broker restart: r0-r3 accepted, r4-r9 released once
