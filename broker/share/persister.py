@@ -83,6 +83,29 @@ class Persister:
         code = ErrorCode(answer.results[0].partitions[0].error_code)
         return ShareState(0, -1, start, []) if code is E.NONE else code
 
+    async def read_summary(self, key: Key) -> tuple[ErrorCode, int, int, int]:
+        """(error, start offset (-1: none yet), leader epoch, records done in the in-flight window)."""
+        node, code = self.route(key)
+        if code is not E.NONE:
+            return code, -1, -1, 0
+        if node is None:
+            state = self.service.share_states.read(key)
+            if state is None:
+                return E.NONE, -1, -1, 0
+            done = sum(b.last_offset - b.first_offset + 1 for b in state.batches if b.delivery_state in (2, 4))
+            return E.NONE, state.start_offset, state.leader_epoch, done
+        group_id, topic_id, partition = key
+        S = messages.ReadShareGroupStateSummaryRequest
+        try:
+            answer = await self.service.peer_client().request(node, 87, 1, S(group_id=group_id, topics=[
+                S.ReadStateSummaryData(topic_id=topic_id, partitions=[S.PartitionData(partition=partition, leader_epoch=0)])]),
+                timeout=_RPC_TIMEOUT_S)
+        except Exception as exc:
+            log.info("share coordinator %d unreachable for %s: %s", node, key, exc)
+            return E.COORDINATOR_NOT_AVAILABLE, -1, -1, 0
+        result = answer.results[0].partitions[0]
+        return ErrorCode(result.error_code), result.start_offset, result.leader_epoch, max(result.delivery_complete_count, 0)
+
     def write(self, key: Key, state_epoch: int, leader_epoch: int, start_offset: int, batches) -> ErrorCode:
         node, code = self.route(key)
         if code is not E.NONE:

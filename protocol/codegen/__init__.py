@@ -29,6 +29,9 @@ NEWER_SPECS = {"messages": ("messages-4.3", tuple(f"{name}{kind}.json" for name 
     "DescribeClusterRequest.json", "DescribeClusterResponse.json",
     "ConsumerGroupHeartbeatRequest.json", "ConsumerGroupHeartbeatResponse.json",
     "ConsumerGroupDescribeRequest.json", "ConsumerGroupDescribeResponse.json"))}
+# Specs only the newer snapshot has: KIP-932's DescribeShareGroupOffsets (Admin.listShareGroupOffsets).
+NEWER_ONLY = {"messages": ("messages-4.3", ("DescribeShareGroupOffsetsRequest.json",
+                                            "DescribeShareGroupOffsetsResponse.json"))}
 
 
 def generate(specs=DEFAULT_SPECS, kinds=KINDS):
@@ -42,6 +45,9 @@ def generate(specs=DEFAULT_SPECS, kinds=KINDS):
         paths = [Path(specs, newer_dir, p.name)
                  if p.name in newer_names and Path(specs, newer_dir, p.name).exists() else p
                  for p in paths]
+        extra_dir, extra_names = NEWER_ONLY.get(kind, (None, ()))
+        paths = sorted(paths + [Path(specs, extra_dir, n) for n in extra_names if Path(specs, extra_dir, n).exists()],
+                       key=lambda p: p.name)
         msgs = [load_message(p) for p in paths]
         for msg in msgs:
             files[f"{kind}/{module_name(msg)}.py"] = ModuleEmitter(msg).module_source()

@@ -58,6 +58,7 @@ def test_kafka_share_consumer(tmp_path):
     assert facts["accept.both"] == "true", facts["accept.split"]
     assert facts["accept.max_delivery_count"] == "1"
     assert facts["accept.extra"] == "0"
+    assert facts["accept.described"] == "Stable/2"           # Admin.describeShareGroups
     # the released record came back once more, with delivery count 2; the others once
     assert facts["release.deliveries"] == "{r0=[1], r1=[1], r2=[1, 2], r3=[1], r4=[1]}"
     # the silent holder's locks ran out (3 s) and a member that joined later got the records as a
@@ -74,6 +75,8 @@ def test_kafka_share_consumer(tmp_path):
     assert (facts["earliest.described"], facts["earliest.bad_value"]) == ("earliest", "refused")
     # implicit acknowledgement (the client's default): everything accepted, nothing left for a later member
     assert (facts["implicit.got"], facts["implicit.again"]) == ("50/50", "0")
+    # Admin.listShareGroupOffsets (DescribeShareGroupOffsets): the start offset is the log end, no lag
+    assert facts["implicit.start_at_end"] == "true/0"
     assert facts["restart.before"] == "10"
     # a new broker process over the same data: the share-partition resumes at offset 4, and the
     # released records come back as their second delivery

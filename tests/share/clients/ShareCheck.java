@@ -149,6 +149,11 @@ public class ShareCheck {
             for (ConsumerRecord<String, String> r : a.poll(Duration.ofMillis(100))) { extra++; a.acknowledge(r); }
             for (ConsumerRecord<String, String> r : b.poll(Duration.ofMillis(100))) { extra++; b.acknowledge(r); }
         }
+        try (Admin admin = Admin.create(Map.of("bootstrap.servers", bootstrap))) {
+            org.apache.kafka.clients.admin.ShareGroupDescription d =
+                    admin.describeShareGroups(List.of("g-accept" + suffix)).all().get().get("g-accept" + suffix);
+            System.out.println("accept.described=" + d.groupState() + "/" + d.members().size());
+        }
         a.close();
         b.close();
         System.out.println("accept.total=" + got.size());
@@ -298,6 +303,15 @@ public class ShareCheck {
         long quiet = System.currentTimeMillis() + 3_000;
         while (System.currentTimeMillis() < quiet) again += later.poll(Duration.ofMillis(200)).count();
         later.close();
+        try (Admin admin = Admin.create(Map.of("bootstrap.servers", bootstrap))) {
+            org.apache.kafka.common.TopicPartition tp = new org.apache.kafka.common.TopicPartition("q-implicit", 0);
+            long end2 = admin.listOffsets(Map.of(tp, org.apache.kafka.clients.admin.OffsetSpec.latest())).all().get()
+                    .get(tp).offset();
+            org.apache.kafka.clients.admin.SharePartitionOffsetInfo info = admin.listShareGroupOffsets(
+                    Map.of("g-implicit" + suffix, new org.apache.kafka.clients.admin.ListShareGroupOffsetsSpec()))
+                    .partitionsToOffsetInfo("g-implicit" + suffix).get().get(tp);
+            System.out.println("implicit.start_at_end=" + (info.startOffset() == end2) + "/" + info.lag().orElse(-1L));
+        }
         System.out.println("implicit.got=" + got.size() + "/" + new HashSet<>(got).size());
         System.out.println("implicit.again=" + again);
     }
