@@ -60,6 +60,7 @@ class API:
     DESCRIBE_QUORUM = 55
     DESCRIBE_CLUSTER = 60
     CONSUMER_GROUP_DESCRIBE = 69
+    SHARE_GROUP_DESCRIBE = 77
 
 
 def error_name(code: int) -> str:

@@ -107,12 +107,31 @@ def describe_consumer_group(client: KafkaClient, group_id: str) -> GroupDescript
                             group_type="consumer", group_epoch=g.group_epoch, assignment_epoch=g.assignment_epoch)
 
 
+def describe_share_group(client: KafkaClient, group_id: str) -> GroupDescription | None:
+    """ShareGroupDescribe (KIP-932) at the coordinator; None when the id is not a share group."""
+    conn = client.coordinator(group_id)
+    if not conn.supports(API.SHARE_GROUP_DESCRIBE):
+        return None
+    _, resp = conn.request(API.SHARE_GROUP_DESCRIBE, messages.ShareGroupDescribeRequest(group_ids=[group_id]),
+                           min_version=1, max_version=1)
+    (g,) = resp.groups
+    if g.error_code == 69:   # GROUP_ID_NOT_FOUND: unknown, or another type of group
+        return None
+    check(g.error_code, context=f"group {group_id}")
+    members = [Member(m.member_id, None, m.client_id, m.client_host,
+                      {tp.topic_name or str(tp.topic_id): sorted(tp.partitions) for tp in m.assignment.topic_partitions},
+                      m.member_epoch) for m in g.members]
+    return GroupDescription(g.group_id, g.group_state, "share", g.assignor_name, conn.node_id, members,
+                            group_type="share", group_epoch=g.group_epoch, assignment_epoch=g.assignment_epoch)
+
+
 def describe_group(client: KafkaClient, group_id: str) -> tuple[GroupDescription, int]:
-    """ConsumerGroupDescribe for a KIP-848 group, else DescribeGroups at the coordinator; returns
-    (description, error code)."""
-    consumer = describe_consumer_group(client, group_id)
-    if consumer is not None:
-        return consumer, 0
+    """ConsumerGroupDescribe for a KIP-848 group, ShareGroupDescribe for a share group, else
+    DescribeGroups at the coordinator; returns (description, error code)."""
+    for typed in (describe_consumer_group, describe_share_group):
+        described = typed(client, group_id)
+        if described is not None:
+            return described, 0
     conn = client.coordinator(group_id)
     _, resp = conn.request(API.DESCRIBE_GROUPS,
                            messages.DescribeGroupsRequest(groups=[group_id]), max_version=5)
@@ -292,8 +311,8 @@ def _describe(client: KafkaClient, args) -> int:
     for n, g in enumerate(groups):
         if n:
             print()
-        if g.group_type == "consumer":
-            print(f"Group: {g.group_id}  Type: consumer  State: {g.state}  Assignor: {g.protocol or '-'}  "
+        if g.group_type in ("consumer", "share"):
+            print(f"Group: {g.group_id}  Type: {g.group_type}  State: {g.state}  Assignor: {g.protocol or '-'}  "
                   f"Epoch: {g.group_epoch} (assignment {g.assignment_epoch})  Members: {len(g.members)}  "
                   f"Coordinator: {g.coordinator}")
         else:

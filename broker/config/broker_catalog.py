@@ -201,6 +201,11 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("share.coordinator.state.topic.num.partitions", T.INT, 50, at_least(1)),
     ConfigDef("share.coordinator.state.topic.replication.factor", T.SHORT, 3, at_least(1)),
     ConfigDef("share.coordinator.state.topic.min.isr", T.SHORT, 2, at_least(1)),
+    # KIP-932 share groups (broker/share, broker/coordinator/share_group): Kafka 4.x's names and defaults
+    ConfigDef("share.coordinator.state.topic.segment.bytes", T.INT, 104857600, at_least(1)),
+    ConfigDef("share.coordinator.write.timeout.ms", T.INT, 5000, at_least(1)),
+    ConfigDef("group.share.enable", T.BOOLEAN, False),
+    ConfigDef("group.share.partition.max.record.locks", T.INT, 2000, at_least(100)),
     # authorization (broker/security): Kafka's StandardAuthorizer; empty = everything allowed
     ConfigDef("authorizer.class.name", T.STRING, "",
               one_of("", "org.apache.kafka.metadata.authorizer.StandardAuthorizer",

@@ -6,7 +6,7 @@ from typing import Callable, Mapping
 
 from . import records as r
 from .errors import ApiError, ErrorCode
-from .image import BROKER_RESOURCE, TOPIC_RESOURCE, MetadataImage
+from .image import BROKER_RESOURCE, GROUP_RESOURCE, TOPIC_RESOURCE, MetadataImage
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
@@ -24,7 +24,8 @@ ConfigValidator = Callable[[int, str, Mapping[str, str]], None]
 
 
 def current_configs(image: MetadataImage, resource_type: int, name: str) -> dict[str, str]:
-    table = image.topic_configs if resource_type == TOPIC_RESOURCE else image.broker_configs
+    table = image.topic_configs if resource_type == TOPIC_RESOURCE else \
+        image.group_configs if resource_type == GROUP_RESOURCE else image.broker_configs
     return dict(table.get(name, {}))
 
 
@@ -35,6 +36,9 @@ def check_resource(image: MetadataImage, resource_type: int, name: str) -> None:
     elif resource_type == BROKER_RESOURCE:
         if name != "" and not (name.isdigit() and int(name) >= 0):
             raise ApiError(ErrorCode.INVALID_REQUEST, f"Illegal non-integral BROKER resource type name {name}")
+    elif resource_type == GROUP_RESOURCE:
+        if not name:
+            raise ApiError(ErrorCode.INVALID_REQUEST, "Group name must not be empty")
     else:
         raise ApiError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type}")
 

@@ -20,6 +20,7 @@ from . import records as r
 # ConfigRecord.resource_type values (Kafka's ConfigResource.Type).
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
+GROUP_RESOURCE = 32        # KIP-848 / KIP-932 group configs (share.auto.offset.reset, ...)
 
 
 class ImageError(Exception):
@@ -88,6 +89,7 @@ class MetadataImage:
     topics_by_id: Mapping[uuid.UUID, TopicImage] = field(default_factory=_empty)
     topic_configs: Mapping[str, Mapping[str, str]] = field(default_factory=_empty)
     broker_configs: Mapping[str, Mapping[str, str]] = field(default_factory=_empty)   # key "" = cluster-wide default
+    group_configs: Mapping[str, Mapping[str, str]] = field(default_factory=_empty)
     next_producer_id: int = 0
     features: Mapping[str, int] = field(default_factory=_empty)
     # client quotas: entity (sorted (type, name-or-None) pairs) -> {quota key: value}
@@ -135,6 +137,9 @@ class MetadataImage:
         for name, configs in sorted(self.broker_configs.items()):
             out += [r.ConfigRecord(resource_type=BROKER_RESOURCE, resource_name=name, name=k, value=v)
                     for k, v in sorted(configs.items())]
+        for name, configs in sorted(self.group_configs.items()):
+            out += [r.ConfigRecord(resource_type=GROUP_RESOURCE, resource_name=name, name=k, value=v)
+                    for k, v in sorted(configs.items())]
         for t in (t for _, t in sorted(self.topics.items())):
             out.append(r.TopicRecord(name=t.name, topic_id=t.topic_id))
             for p in (p for _, p in sorted(t.partitions.items())):
@@ -170,6 +175,7 @@ class _Builder:
         self.topics_by_id = dict(base.topics_by_id)
         self.topic_configs = dict(base.topic_configs)
         self.broker_configs = dict(base.broker_configs)
+        self.group_configs = dict(base.group_configs)
         self.features = dict(base.features)
         self.next_producer_id = base.next_producer_id
         self.client_quotas = dict(base.client_quotas)
@@ -182,7 +188,8 @@ class _Builder:
         return MetadataImage(
             cluster_id=self.base.cluster_id, offset=offset, brokers=ro(self.brokers), topics=ro(self.topics),
             topics_by_id=ro(self.topics_by_id), topic_configs=ro(self.topic_configs),
-            broker_configs=ro(self.broker_configs), next_producer_id=self.next_producer_id,
+            broker_configs=ro(self.broker_configs), group_configs=ro(self.group_configs),
+            next_producer_id=self.next_producer_id,
             features=ro(self.features), client_quotas=ro(self.client_quotas),
             scram_credentials=ro(self.scram_credentials),
             acls=self.base.acls if self.acls is None else ro(self.acls),
@@ -290,8 +297,10 @@ class _Builder:
             table = self.topic_configs
         elif rec.resource_type == BROKER_RESOURCE:
             table = self.broker_configs
+        elif rec.resource_type == GROUP_RESOURCE:
+            table = self.group_configs
         else:
-            return  # other resource types (client metrics, groups) are not part of this image yet
+            return  # other resource types (client metrics) are not part of this image yet
         configs = dict(table.get(rec.resource_name, {}))
         if rec.value is None:
             configs.pop(rec.name, None)

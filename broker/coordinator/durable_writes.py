@@ -17,7 +17,7 @@ import trio
 from protocol import ErrorCode
 
 from .group_offsets import append_error
-from .ownership import OFFSETS_TOPIC, TRANSACTION_TOPIC, LoadState
+from .ownership import OFFSETS_TOPIC, SHARE_STATE_TOPIC, TRANSACTION_TOPIC, LoadState
 from .pending import Pending
 
 log = logging.getLogger("odradek.coordinator")
@@ -127,7 +127,8 @@ class DurableWritesMixin:
         replication = getattr(partitions, "replication", None)
         config = self.broker.config
         for topic, timeout_ms in ((OFFSETS_TOPIC, config["offsets.commit.timeout.ms"]),
-                                  (TRANSACTION_TOPIC, config["request.timeout.ms"])):
+                                  (TRANSACTION_TOPIC, config["request.timeout.ms"]),
+                                  (SHARE_STATE_TOPIC, config["share.coordinator.write.timeout.ms"])):
             waits = [item for item in pending if item[1].topic == topic]
             if not waits:
                 continue

@@ -1,4 +1,5 @@
-"""Which `__consumer_offsets` / `__transaction_state` partitions this broker coordinates.
+"""Which `__consumer_offsets` / `__transaction_state` / `__share_group_state` partitions this broker
+coordinates.
 
 The coordinator of a group (a transactional id) is the leader of its internal-topic partition, so
 coordination follows partition leadership in the metadata image, one partition at a time:
@@ -28,7 +29,8 @@ log = logging.getLogger("odradek.coordinator")
 
 OFFSETS_TOPIC = "__consumer_offsets"
 TRANSACTION_TOPIC = "__transaction_state"
-INTERNAL_TOPICS = (OFFSETS_TOPIC, TRANSACTION_TOPIC)
+SHARE_STATE_TOPIC = "__share_group_state"       # the share coordinator's (KIP-932)
+INTERNAL_TOPICS = (OFFSETS_TOPIC, TRANSACTION_TOPIC, SHARE_STATE_TOPIC)
 
 
 class LoadState(enum.Enum):

@@ -20,6 +20,7 @@ from .log_records import (GroupMetadataRecord, GroupSnapshot, MemberSnapshot, Of
 
 
 _CONSUMER_GROUP_KEYS = {key for key, _ in it.CONSUMER_GROUP_RECORDS.values()}
+SHARE_GROUP_KEYS = {key for key, _ in it.SHARE_GROUP_RECORDS.values()}
 
 
 class SerdeError(ValueError):
@@ -64,7 +65,7 @@ def decode_group_record(key, value):
         v = it.decode_group_value(k, None if value is None else bytes(value))
     except DecodeError as exc:
         raise SerdeError(str(exc)) from None
-    if type(k) in _CONSUMER_GROUP_KEYS:
+    if type(k) in _CONSUMER_GROUP_KEYS or type(k) in SHARE_GROUP_KEYS:   # KIP-848 / KIP-932 groups
         return GroupRecord(k.group_id, k, v)
     if isinstance(k, OffsetCommitKey):
         offset = None if v is None else OffsetAndMetadata(v.offset, v.leader_epoch, v.metadata or "",

@@ -33,11 +33,13 @@ from .durable_writes import CoordinatorError, DurableWritesMixin
 from .group_coordinator import GroupConfig, GroupCoordinator
 from .log_records import TransactionRecord
 from .markers import MarkerSender
-from .ownership import (OFFSETS_TOPIC, TRANSACTION_TOPIC, LoadState, Owned, is_commit, plan,
+from .ownership import (OFFSETS_TOPIC, SHARE_STATE_TOPIC, TRANSACTION_TOPIC, LoadState, Owned, is_commit, plan,
                         read_internal_log)
 from .pending import Pending
-from .serde import (SerdeError, decode_group_record, decode_txn_record, encode_group_record, encode_txn_record,
+from .serde import (SHARE_GROUP_KEYS, SerdeError, decode_group_record, decode_txn_record, encode_group_record,
+                    encode_txn_record,
                     partition_for)
+from .share_group.coordinator import ShareGroupCoordinator
 from .txn_coordinator import TransactionCoordinator, TxnConfig
 
 log = logging.getLogger("odradek.coordinator")
@@ -72,8 +74,21 @@ class CoordinatorService(DurableWritesMixin):
         self._topics_cache: tuple = (None, {})
         self.consumer_groups = ConsumerGroupCoordinator(
             self.clock, self.timers, _GroupLog(self), _consumer_group_config(config),
-            topics=self._topics_view, classic_busy=self._classic_group_busy, partition_racks=self._partition_racks)
+            topics=self._topics_view, partition_racks=self._partition_racks,
+            classic_busy=lambda g: self._classic_group_busy(g) or g in self.share_groups.groups)
         self.groups.consumer_groups = self.consumer_groups
+        # KIP-932: share groups' membership beside the other group types, their share-partitions'
+        # state in __share_group_state (broker/share)
+        from broker.share.glue import ShareStateLog
+        from broker.share.manager import SharePartitionManager, share_group_config
+        from broker.share.state_store import ShareStateStore
+        self.share_partitions = SharePartitionManager(self, share_group_config(config))
+        self.share_groups = ShareGroupCoordinator(
+            self.clock, self.timers, _GroupLog(self), self.share_partitions.config, topics=self._topics_view,
+            other_group=lambda g: self._classic_group_busy(g) or g in self.consumer_groups.groups,
+            on_member_removed=self.share_partitions.member_removed)
+        self.share_state_partitions = config["share.coordinator.state.topic.num.partitions"]
+        self.share_states = ShareStateStore(ShareStateLog(self))
         self.producer_ids = _BlockProducerIds(broker)
         self.markers = MarkerSender(self)
         self.txns = TransactionCoordinator(
@@ -108,7 +123,7 @@ class CoordinatorService(DurableWritesMixin):
     def _create(cls, broker) -> "CoordinatorService":
         service = cls(broker)
         broker.coordinators.update(service=service, group=service.groups, transaction=service.txns,
-                                   consumer_group=service.consumer_groups)
+                                   consumer_group=service.consumer_groups, share_group=service.share_groups)
         service.follow_leadership()
         service._start_timers()
         return service
@@ -174,7 +189,10 @@ class CoordinatorService(DurableWritesMixin):
             if name in self.broker.image.topics:
                 return
             config = self.broker.config
-            if name == OFFSETS_TOPIC:
+            if name == SHARE_STATE_TOPIC:
+                from broker.share.glue import share_state_topic_spec
+                partitions, replication_factor, configs = share_state_topic_spec(config)
+            elif name == OFFSETS_TOPIC:
                 partitions = self.offsets_partitions
                 replication_factor = config["offsets.topic.replication.factor"]
                 configs = {"cleanup.policy": "compact", "compression.type": "producer",
@@ -294,11 +312,19 @@ class CoordinatorService(DurableWritesMixin):
                     self._complete_offsets(owned.index, producer_id, commit)   # a no-op if replayed too
                 loaded = [g for g in self.groups.groups if self.offsets_partition(g) == owned.index]
                 consumer = [g for g in self.consumer_groups.groups if self.offsets_partition(g) == owned.index]
+                share = [g for g in self.share_groups.groups if self.offsets_partition(g) == owned.index]
                 owned.state = LoadState.ACTIVE
                 self.groups.loaded(loaded)
                 self.consumer_groups.loaded(consumer)
+                self.share_groups.loaded(share)
                 log.info("loaded %s-%d at leader epoch %d: %d groups (%d new)", owned.topic, owned.index,
                          owned.epoch, len(loaded), len(set(loaded) - before))
+            elif owned.topic == SHARE_STATE_TOPIC:
+                from broker.share.glue import replay_share_states
+                count = replay_share_states(self, owned.index, batches)
+                owned.state = LoadState.ACTIVE
+                log.info("loaded %s-%d at leader epoch %d: %d share-partition states", owned.topic, owned.index,
+                         owned.epoch, count)
             else:
                 self._replay_txns(owned.index, batches)
                 loaded = [t for t in self.txns.txns if self.txn_partition(t) == owned.index]
@@ -318,6 +344,10 @@ class CoordinatorService(DurableWritesMixin):
         if topic == OFFSETS_TOPIC:
             self.groups.unload([g for g in self.groups.groups if self.offsets_partition(g) == index])
             self.consumer_groups.unload([g for g in self.consumer_groups.groups if self.offsets_partition(g) == index])
+            self.share_groups.unload([g for g in self.share_groups.groups if self.offsets_partition(g) == index])
+        elif topic == SHARE_STATE_TOPIC:
+            from broker.share.glue import unload_share_states
+            unload_share_states(self, index)
         else:
             self.txns.unload([t for t in self.txns.txns if self.txn_partition(t) == index])
         log.info("no longer coordinating %s-%d", topic, index)
@@ -334,7 +364,9 @@ class CoordinatorService(DurableWritesMixin):
             for key, value in batch["records"]:
                 try:
                     record = decode_group_record(key, value)
-                    if isinstance(record, GroupRecord):
+                    if isinstance(record, GroupRecord) and type(record.key) in SHARE_GROUP_KEYS:
+                        self.share_groups.replay(record)
+                    elif isinstance(record, GroupRecord):
                         self.consumer_groups.replay(record)
                     else:
                         self.groups.replay(record, producer_id)
@@ -367,7 +399,7 @@ class CoordinatorService(DurableWritesMixin):
         if service is None:
             service = cls(broker)
             broker.coordinators.update(service=service, group=service.groups, transaction=service.txns,
-                                       consumer_group=service.consumer_groups)
+                                       consumer_group=service.consumer_groups, share_group=service.share_groups)
         service._nursery = nursery
         service.follow_leadership()
         service._start_timers()

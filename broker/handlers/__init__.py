@@ -30,6 +30,9 @@ MODULES = (
     "cluster",
     "groups",          # coordinator engineer
     "consumer_groups",  # KIP-848: ConsumerGroupHeartbeat, ConsumerGroupDescribe
+    "share_groups",    # KIP-932: ShareGroupHeartbeat, ShareGroupDescribe
+    "share_fetch",     # KIP-932: ShareFetch, ShareAcknowledge
+    "share_state",     # KIP-932's share coordinator: Initialize/Read/Write/DeleteShareGroupState
     "transactions",    # coordinator engineer
     "quorum",          # DescribeQuorum, answered by the controller (broker.controller.admin)
     "quotas",          # DescribeClientQuotas, AlterClientQuotas

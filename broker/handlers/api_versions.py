@@ -15,7 +15,8 @@ API_KEY = 18
 # Features this broker supports (name -> (min, max)). metadata.version 7 is 3.3-IV3, the oldest KRaft
 # level Kafka 4 accepts. transaction.version / group.version stay unadvertised: clients then use the
 # classic transaction and group protocols, which are what the coordinators implement.
-SUPPORTED_FEATURES = {"metadata.version": (7, 22)}
+# share.version (KIP-932): 1 enables share groups, as in Kafka 4.1+.
+SUPPORTED_FEATURES = {"metadata.version": (7, 22), "share.version": (0, 1)}
 
 
 def _api_keys(registry) -> list:
@@ -35,6 +36,8 @@ _CONSUMER_PROTOCOL_APIS = (68, 69)
 
 
 def _advertised(ctx):
+    # KIP-932's APIs are advertised whether or not share groups are on (stable since Kafka 4.1); while
+    # they are off, ShareGroupHeartbeat and ShareFetch answer UNSUPPORTED_VERSION, as Kafka's do.
     registry = ctx.handlers
     if "consumer" in ctx.config["group.coordinator.rebalance.protocols"]:   # also on a controller
         return registry

@@ -9,7 +9,7 @@ from broker.controller.topics import validate_topic_name
 
 log = logging.getLogger("odradek.handlers")
 
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 
 # KIP-430: an authorized-operations field the client did not ask for (broker.security.access
 # computes the ones it did).

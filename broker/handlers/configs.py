@@ -10,6 +10,7 @@ import logging
 
 from protocol import ErrorCode, messages
 
+from broker.config.group_configs import describe_group_configs
 from broker.controller.errors import ApiError
 from broker.handlers import common
 from broker.security import access
@@ -58,6 +59,10 @@ def _described_entries(ctx, resource_type: int, name: str, keys, include_synonym
         if name != str(ctx.node_id):
             return ErrorCode.INVALID_REQUEST, f"Unexpected broker id {name}", []
         return ErrorCode.NONE, None, _logger_entries(keys)
+    elif resource_type == GROUP:
+        if not name:
+            return ErrorCode.INVALID_REQUEST, "Group name must not be empty", []
+        described = describe_group_configs(dict(ctx.image.group_configs.get(name, {})), keys)
     else:
         return ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type}", []
 
@@ -118,6 +123,8 @@ def _check_alterable(ctx, resource_type: int, name: str) -> tuple[int, str] | No
         if name in ("", str(ctx.node_id)):
             return None
         return ErrorCode.INVALID_REQUEST, f"Unexpected broker id {name}"
+    if resource_type == GROUP:
+        return None   # the controller checks the names and values (broker.config.group_configs)
     if resource_type == BROKER_LOGGER:
         return ErrorCode.INVALID_REQUEST, \
             "Broker logger levels can only be changed with IncrementalAlterConfigs"

@@ -99,8 +99,8 @@ async def join_group(ctx, header, body):
     code = await service.group_coordinator_error(body.group_id)
     if code is not E.NONE:
         return Response(error_code=code, member_id=body.member_id, protocol_name=_name(None, version))
-    if not service.consumer_groups.yield_to_classic(body.group_id):
-        # a KIP-848 group with members holds the id (mixed classic/consumer groups are not supported)
+    if body.group_id in service.share_groups.groups or not service.consumer_groups.yield_to_classic(body.group_id):
+        # a share group, or a KIP-848 group with members, holds the id (mixed groups are not supported)
         return Response(error_code=E.INCONSISTENT_GROUP_PROTOCOL, member_id=body.member_id,
                         protocol_name=_name(None, version))
     ctx.release_order()  # a join can wait a whole rebalance; later requests must not queue behind it
@@ -355,6 +355,7 @@ async def list_groups(ctx, header, body):
     # a KIP-848 group's offsets sit in a classic (offsets-only) group of the same id: list it once
     rows = [row + ("classic",) for row in service.groups.list_groups(states, types) if row[0] not in consumer.groups]
     rows += [row + ("consumer",) for row in consumer.list_groups(states, types)]
+    rows += [row + ("share",) for row in service.share_groups.list_groups(states, types)]
     # DESCRIBE on the cluster lists every group; otherwise only the groups one may describe.
     if not access.cluster_allowed(ctx, Op.DESCRIBE, log_if_denied=False):
         rows = [row for row in rows if _group_allowed(ctx, Op.DESCRIBE, row[0], False)]
@@ -413,6 +414,10 @@ async def delete_groups(ctx, header, body):
             code = service.consumer_groups.delete(group_id)
             if code is E.NONE and group_id in service.groups.groups:   # its offsets go with it
                 code = service.groups.delete_groups([group_id])[group_id]
+        elif code is E.NONE and group_id in service.share_groups.groups:
+            code = service.share_groups.delete(group_id)
+            if code is E.NONE:          # its share-partitions' state goes with it
+                code = service.share_partitions.delete_group(group_id)
         elif code is E.NONE:
             code = service.groups.delete_groups([group_id])[group_id]
         results.append(Response.DeletableGroupResult(group_id=group_id, error_code=code))

@@ -154,6 +154,14 @@ REQUEST_RULES: dict[int, tuple[Rule, ...]] = {
     57: (Rule(Op.ALTER, RT.CLUSTER),),                   # UpdateFeatures
     62: (_cluster_action,),                              # BrokerRegistration
     68: (_group,),                                       # ConsumerGroupHeartbeat
+    76: (_group,),                                       # ShareGroupHeartbeat
+    78: (_group,),                                       # ShareFetch
+    79: (_group,),                                       # ShareAcknowledge
+    83: (_cluster_action,),                              # InitializeShareGroupState
+    84: (_cluster_action,),                              # ReadShareGroupState
+    85: (_cluster_action,),                              # WriteShareGroupState
+    86: (_cluster_action,),                              # DeleteShareGroupState
+    87: (_cluster_action,),                              # ReadShareGroupStateSummary
     63: (_cluster_action,),                              # BrokerHeartbeat
     64: (Rule(Op.ALTER, RT.CLUSTER),),                   # UnregisterBroker
     67: (_cluster_action,),                              # AllocateProducerIds

@@ -17,12 +17,21 @@ KINDS = ("messages", "internal", "metadata")
 # the wire as Vote v2's PreVote field, which the cluster's metadata quorum speaks; KIP-1073's
 # DescribeCluster v2 lists fenced brokers too (`odradek cluster describe`); KIP-848's
 # ConsumerGroupHeartbeat as released (stable v1, client-generated member ids, KIP-1082) and
-# ConsumerGroupDescribe v1 (KIP-1099's MemberType), which Java 4.x and librdkafka speak.
-NEWER_SPECS = {"messages": ("messages-4.3", (
+# ConsumerGroupDescribe v1 (KIP-1099's MemberType), which Java 4.x and librdkafka speak; KIP-932's
+# share-group APIs as released in 4.1+ (what Java 4.x's KafkaShareConsumer speaks) and the share
+# coordinator's state APIs of the same release.
+_SHARE_APIS = ("ShareGroupHeartbeat", "ShareGroupDescribe", "ShareFetch", "ShareAcknowledge",
+               "InitializeShareGroupState", "ReadShareGroupState", "WriteShareGroupState",
+               "DeleteShareGroupState", "ReadShareGroupStateSummary")
+NEWER_SPECS = {"messages": ("messages-4.3", tuple(f"{name}{kind}.json" for name in _SHARE_APIS
+                                                  for kind in ("Request", "Response")) + (
     "VoteRequest.json", "VoteResponse.json",
     "DescribeClusterRequest.json", "DescribeClusterResponse.json",
     "ConsumerGroupHeartbeatRequest.json", "ConsumerGroupHeartbeatResponse.json",
     "ConsumerGroupDescribeRequest.json", "ConsumerGroupDescribeResponse.json"))}
+# Specs only the newer snapshot has: KIP-932's DescribeShareGroupOffsets (Admin.listShareGroupOffsets).
+NEWER_ONLY = {"messages": ("messages-4.3", ("DescribeShareGroupOffsetsRequest.json",
+                                            "DescribeShareGroupOffsetsResponse.json"))}
 
 
 def generate(specs=DEFAULT_SPECS, kinds=KINDS):
@@ -36,6 +45,9 @@ def generate(specs=DEFAULT_SPECS, kinds=KINDS):
         paths = [Path(specs, newer_dir, p.name)
                  if p.name in newer_names and Path(specs, newer_dir, p.name).exists() else p
                  for p in paths]
+        extra_dir, extra_names = NEWER_ONLY.get(kind, (None, ()))
+        paths = sorted(paths + [Path(specs, extra_dir, n) for n in extra_names if Path(specs, extra_dir, n).exists()],
+                       key=lambda p: p.name)
         msgs = [load_message(p) for p in paths]
         for msg in msgs:
             files[f"{kind}/{module_name(msg)}.py"] = ModuleEmitter(msg).module_source()
