@@ -101,7 +101,7 @@ class _Slot:
     __slots__ = ("done", "parts", "order_released", "close_after")
 
     def __init__(self):
-        self.done = trio.Event()      # response (or its absence) is known
+        self.done = False             # response (or its absence) is known
         self.order_released = False   # the next request may start (its runner took the queue)
         self.parts: list[Any] | None = None
         self.close_after = False      # close the connection once this response is out
@@ -180,6 +180,7 @@ class Connection:
         self._send_slots, self._receive_slots = trio.open_memory_channel[_Slot](MAX_IN_FLIGHT)
         self._queue: collections.deque = collections.deque()   # requests read, not started yet
         self._runner_active = False   # a runner task is taking requests off _queue
+        self._slot_done: trio.Event | None = None   # set when a slot is done, while the writer waits
         self._nursery: trio.Nursery | None = None
         self._read_scope = trio.CancelScope()
         self._pending = 0    # requests read whose response is not written yet
@@ -393,7 +394,10 @@ class Connection:
             slot.parts = _CLOSE
         finally:
             self.broker.request_memory.release(size)
-            slot.done.set()
+            slot.done = True
+            if self._slot_done is not None:   # the writer waits for a response: wake it
+                self._slot_done.set()
+                self._slot_done = None
 
     async def _process(self, frame, size: int, slot: _Slot, received: float):
         authenticator = self.authenticator
@@ -403,25 +407,25 @@ class Connection:
             header, body_offset = protocol.decode_request_header(frame)
         except protocol.DecodeError as exc:
             raise CloseConnection(f"undecodable request header: {exc}") from None
+        api_key, api_version = header.request_api_key, header.request_api_version
         if authenticator is not None:
-            authenticator.check_request(header.api_key)   # raises RequestRefused
+            authenticator.check_request(api_key)   # raises RequestRefused
         registry = self.broker.handlers
-        entry = registry.get(header.api_key)
+        entry = registry.get(api_key)
         if entry is None:
-            raise CloseConnection(f"unsupported api key {header.api_key}")
+            raise CloseConnection(f"unsupported api key {api_key}")
         min_version, max_version, handler = entry
-        if not min_version <= header.api_version <= max_version:
-            if header.api_key == API_VERSIONS_KEY:
+        if not min_version <= api_version <= max_version:
+            if api_key == API_VERSIONS_KEY:
                 from broker.handlers.api_versions import unsupported_version_response
                 return [protocol.encode_response(API_VERSIONS_KEY, 0, header.correlation_id,
                                                  unsupported_version_response(registry))]
-            raise CloseConnection(f"unsupported version {header.api_version} of api "
-                                  f"{header.api_key}")
+            raise CloseConnection(f"unsupported version {api_version} of api {api_key}")
         try:
             body = protocol.decode_request_body(header, frame, body_offset)
         except protocol.DecodeError as exc:
-            raise CloseConnection(f"undecodable request (api {header.api_key} "
-                                  f"v{header.api_version}): {exc}") from None
+            raise CloseConnection(f"undecodable request (api {api_key} v{api_version}): "
+                                  f"{exc}") from None
         ctx = RequestContext(self.broker, self, header, slot, size)
         started = time.monotonic()
         metrics = self.broker.metrics
@@ -438,8 +442,8 @@ class Connection:
                                     started - received)
         if response is None:   # acks=0 produce: the client expects no response at all
             return None
-        return protocol.encode_response_parts(header.api_key, header.api_version,
-                                              header.correlation_id, response)
+        return protocol.encode_response_parts(api_key, api_version, header.correlation_id,
+                                              response)
 
     # -------------------------------------------------------------------------------- writing
     async def _write_loop(self, scope: trio.CancelScope):
@@ -451,8 +455,9 @@ class Connection:
                     slot = await self._receive_slots.receive()
                 except trio.EndOfChannel:
                     break
-            if not slot.done.is_set():
-                await slot.done.wait()
+            while not slot.done:   # (no Event per request: one, only while the writer waits)
+                self._slot_done = trio.Event()
+                await self._slot_done.wait()
             ready = [slot]
             # Clients pipeline: every response already done behind this one goes out in the
             # same write (one syscall per burst, not per response), still in request order.
@@ -461,7 +466,7 @@ class Connection:
                     slot = self._receive_slots.receive_nowait()
                 except (trio.WouldBlock, trio.EndOfChannel):
                     break
-                if not slot.done.is_set():
+                if not slot.done:
                     waiting = slot
                     break
                 ready.append(slot)
