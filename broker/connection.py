@@ -177,10 +177,15 @@ class Connection:
         self._chunk: bytearray | None = None   # read-ahead; frames are views into it
         self._start = 0                         # first byte not yet handed out as a frame
         self._end = 0                           # end of the bytes received so far
-        self._send_slots, self._receive_slots = trio.open_memory_channel[_Slot](MAX_IN_FLIGHT)
+        # Requests read whose response is not written yet, in order. The writer sleeps only
+        # while the oldest is unanswered: it is woken when a response is done (or reading
+        # ends), not when a request arrives (no task switch per request for nothing to write).
+        self._slots: collections.deque[_Slot] = collections.deque()
+        self._reading_done = False    # no further slot will come: the writer ends once drained
+        self._writer_wakeup: trio.Event | None = None   # while the writer waits
+        self._room: trio.Event | None = None            # while the reader waits (MAX_IN_FLIGHT)
         self._queue: collections.deque = collections.deque()   # requests read, not started yet
         self._runner_active = False   # a runner task is taking requests off _queue
-        self._slot_done: trio.Event | None = None   # set when a slot is done, while the writer waits
         self._nursery: trio.Nursery | None = None
         self._read_scope = trio.CancelScope()
         self._pending = 0    # requests read whose response is not written yet
@@ -207,7 +212,8 @@ class Connection:
                         await self._read_loop(nursery)
                 finally:
                     # The writer sends what is still pending, then ends the connection.
-                    self._send_slots.close()
+                    self._reading_done = True
+                    self._wake_writer()
         except* CloseConnection as group:
             log.info("closing connection %s: %s", self.peer, group.exceptions[0])
         except* (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as group:
@@ -323,7 +329,7 @@ class Connection:
 
     async def _read_loop(self, nursery: trio.Nursery):
         memory = self.broker.request_memory
-        send_slot = self._send_slots
+        slots = self._slots
         while True:
             try:
                 size = await self._read_size()
@@ -336,12 +342,12 @@ class Connection:
                     if frame is None:
                         memory.release(size)
                         return
+                    while len(slots) >= MAX_IN_FLIGHT:   # wait for the writer to make room
+                        self._room = trio.Event()
+                        await self._room.wait()
                     slot = _Slot()
                     self._pending += 1
-                    try:
-                        send_slot.send_nowait(slot)
-                    except trio.WouldBlock:   # MAX_IN_FLIGHT are pending: wait for the writer
-                        await send_slot.send(slot)
+                    slots.append(slot)
                 except BaseException:
                     memory.release(size)
                     raise
@@ -395,9 +401,12 @@ class Connection:
         finally:
             self.broker.request_memory.release(size)
             slot.done = True
-            if self._slot_done is not None:   # the writer waits for a response: wake it
-                self._slot_done.set()
-                self._slot_done = None
+            self._wake_writer()
+
+    def _wake_writer(self):
+        if self._writer_wakeup is not None:
+            self._writer_wakeup.set()
+            self._writer_wakeup = None
 
     async def _process(self, frame, size: int, slot: _Slot, received: float):
         authenticator = self.authenticator
@@ -447,29 +456,22 @@ class Connection:
 
     # -------------------------------------------------------------------------------- writing
     async def _write_loop(self, scope: trio.CancelScope):
-        waiting: _Slot | None = None   # taken off the channel, its response not ready yet
+        slots = self._slots
         while True:
-            slot, waiting = waiting, None
-            if slot is None:
-                try:
-                    slot = await self._receive_slots.receive()
-                except trio.EndOfChannel:
+            if not slots or not slots[0].done:
+                if not slots and self._reading_done:
                     break
-            while not slot.done:   # (no Event per request: one, only while the writer waits)
-                self._slot_done = trio.Event()
-                await self._slot_done.wait()
-            ready = [slot]
-            # Clients pipeline: every response already done behind this one goes out in the
-            # same write (one syscall per burst, not per response), still in request order.
-            while True:
-                try:
-                    slot = self._receive_slots.receive_nowait()
-                except (trio.WouldBlock, trio.EndOfChannel):
-                    break
-                if not slot.done:
-                    waiting = slot
-                    break
-                ready.append(slot)
+                self._writer_wakeup = trio.Event()
+                await self._writer_wakeup.wait()
+                continue
+            # Clients pipeline: every response already done goes out in the same write (one
+            # syscall per burst, not per response), in request order.
+            ready = [slots.popleft()]
+            while slots and slots[0].done:
+                ready.append(slots.popleft())
+            if self._room is not None:
+                self._room.set()
+                self._room = None
             responses = []
             close = False
             for slot in ready:
