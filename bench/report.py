@@ -13,6 +13,9 @@ from bench.suite import Row
 BENCH_DIR = Path(__file__).resolve().parent
 RESULTS_DIR = BENCH_DIR / "results"
 RESULTS_MD = BENCH_DIR / "RESULTS.md"
+# Everything in RESULTS.md from this line on is hand-written (A/B runs of one change) and is kept
+# when a run rewrites the generated part above it.
+NOTES_MARKER = "<!-- notes below are kept across runs -->"
 
 COLUMNS = (("odradek", "Odradek"), ("candidate", "candidate"), ("peer", "peer"), ("kafka", "Kafka"),
            ("sink", "null sink"))
@@ -232,5 +235,9 @@ def write_results(run: dict, table: str, results_dir: Path = RESULTS_DIR, result
     path = results_dir / f"bench-{run['settings']['mode']}-{stamp}.json"
     path.write_text(json.dumps(run, indent=2) + "\n")
     if results_md is not None:
-        results_md.write_text(results_document(run, table))
+        document = results_document(run, table)
+        previous = results_md.read_text() if results_md.exists() else ""
+        if NOTES_MARKER in previous:   # hand-written A/B notes outlive the generated part
+            document += "\n" + previous[previous.index(NOTES_MARKER):]
+        results_md.write_text(document)
     return path
