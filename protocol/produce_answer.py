@@ -14,18 +14,29 @@ from protocol.generated.messages import RESPONSES
 
 ProduceResponse = RESPONSES[0]
 _FLEXIBLE_FROM = ProduceResponse.FLEXIBLE_FROM
+_MAX_VERSION = ProduceResponse.VALID_VERSIONS[1]
 
-_INT32 = struct.Struct(">i")
-_PARTITION = struct.Struct(">ihq")            # index, error code, base offset
-_INT64 = struct.Struct(">q")
-_ONE = _INT32.pack(1)                         # an int32 array count of one (topic, partition)
-_EMPTY_ERRORS_AND_NULL_MESSAGE = b"\x00\x00\x00\x00\xff\xff"    # v8: record_errors [], error_message null
-_FLEXIBLE_PARTITION_TAIL = b"\x01\x00\x00\x00"   # record_errors [], error_message null, no tags (partition, topic)
+# What precedes the topic name: correlation id, then (flexible) no header tags and a compact
+# count of one topic and the name's compact length, or an int32 count of one and an int16 length.
+_FLEXIBLE_HEAD = struct.Struct(">iBBB")
+_HEAD = struct.Struct(">iih")
+# After the name, per version: the partition count (one), the partition, then the throttle time;
+# flexible versions add an empty record_errors (compact 1), a null error_message (0) and no tags
+# for partition, topic and body.
+_FLEXIBLE_PARTITION = struct.Struct(">BihqqqBBBBiB")        # v9-11
+_PARTITION_BY_VERSION = {
+    0: struct.Struct(">iihq"),
+    1: struct.Struct(">iihqi"),
+    **dict.fromkeys((2, 3, 4), struct.Struct(">iihqqi")),
+    **dict.fromkeys((5, 6, 7), struct.Struct(">iihqqqi")),
+    8: struct.Struct(">iihqqqihi"),                          # + record_errors [], error_message null
+}
 
 
 def encode_produce_response(api_version: int, correlation_id: int, body) -> bytes | None:
     """The response (header + body, no size prefix), or None when `body` is not the common shape."""
-    if type(body) is not ProduceResponse or body._unknown_tagged_fields or body.node_endpoints:
+    if (type(body) is not ProduceResponse or body._unknown_tagged_fields or body.node_endpoints
+            or api_version > _MAX_VERSION):
         return None
     responses = body.responses
     if len(responses) != 1:
@@ -41,37 +52,33 @@ def encode_produce_response(api_version: int, correlation_id: int, body) -> byte
             or leader._unknown_tagged_fields):
         return None
     name = topic.name.encode("utf-8")
-    flexible = api_version >= _FLEXIBLE_FROM
-    if flexible:
-        if len(name) >= 127:   # a multi-byte compact length: leave it to the generic encoder
-            return None
-        out = bytearray(_INT32.pack(correlation_id))
-        out += b"\x00\x02"                 # response header tags; one topic (compact count 1 + 1)
-        out.append(len(name) + 1)
-        out += name
-        out.append(2)                      # one partition
-    else:
-        if len(name) > 0x7FFF:
-            return None
-        out = bytearray(_INT32.pack(correlation_id))
-        out += _ONE
-        out += len(name).to_bytes(2, "big")
-        out += name
-        out += _ONE
     try:
-        out += _PARTITION.pack(answer.index, answer.error_code, answer.base_offset)
-        if api_version >= 2:
-            out += _INT64.pack(answer.log_append_time_ms)
+        if api_version >= _FLEXIBLE_FROM:
+            if len(name) >= 127:   # a multi-byte compact length: left to the generic encoder
+                return None
+            return (_FLEXIBLE_HEAD.pack(correlation_id, 0, 2, len(name) + 1) + name
+                    + _FLEXIBLE_PARTITION.pack(2, answer.index, answer.error_code,
+                                               answer.base_offset, answer.log_append_time_ms,
+                                               answer.log_start_offset, 1, 0, 0, 0,
+                                               body.throttle_time_ms, 0))
+        partition = _PARTITION_BY_VERSION.get(api_version)
+        if partition is None:
+            return None
+        head = _HEAD.pack(correlation_id, 1, len(name)) + name
+        if api_version >= 8:
+            return head + partition.pack(1, answer.index, answer.error_code, answer.base_offset,
+                                         answer.log_append_time_ms, answer.log_start_offset,
+                                         0, -1, body.throttle_time_ms)
         if api_version >= 5:
-            out += _INT64.pack(answer.log_start_offset)
-        if flexible:
-            out += _FLEXIBLE_PARTITION_TAIL
-        elif api_version >= 8:
-            out += _EMPTY_ERRORS_AND_NULL_MESSAGE
-        if api_version >= 1:
-            out += _INT32.pack(body.throttle_time_ms)
-    except struct.error:   # out of range: the generic encoder says so as an EncodeError
-        return None
-    if flexible:
-        out.append(0)                      # no body tags
-    return bytes(out)
+            return head + partition.pack(1, answer.index, answer.error_code, answer.base_offset,
+                                         answer.log_append_time_ms, answer.log_start_offset,
+                                         body.throttle_time_ms)
+        if api_version >= 2:
+            return head + partition.pack(1, answer.index, answer.error_code, answer.base_offset,
+                                         answer.log_append_time_ms, body.throttle_time_ms)
+        if api_version == 1:
+            return head + partition.pack(1, answer.index, answer.error_code, answer.base_offset,
+                                         body.throttle_time_ms)
+        return head + partition.pack(1, answer.index, answer.error_code, answer.base_offset)
+    except struct.error:   # a value out of range (or a name over 32767 bytes): the generic
+        return None        # encoder reports it as an EncodeError

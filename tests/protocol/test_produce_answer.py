@@ -85,6 +85,11 @@ def test_long_names_in_every_version(version):
             generic_response_parts(0, version, 5, body)
 
 
+def test_versions_we_do_not_know_are_left_to_the_generated_encoder():
+    assert encode_produce_response(R.VALID_VERSIONS[1] + 1, 1, _body()) is None
+    assert encode_produce_response(-1, 1, _body()) is None
+
+
 def test_every_error_code_and_offset_combination_round_trips():
     for version, code, offset in itertools.product(VERSIONS, (0, 1, 6, 10, 19, 45, 67), (0, 1, 2**40)):
         body = _body(error_code=code, base_offset=offset)
