@@ -2,7 +2,8 @@
 
 A reader task takes frames off the socket and queues them; a runner task handles the queued requests
 one after another; a writer task sends the responses strictly in the order the requests arrived, all
-that are ready in one gather write (``sendmsg``), record file slices with ``os.sendfile``. Request N+1
+that are ready in one gather write (``writev``), record file slices with ``os.sendfile``; it sleeps
+until the oldest unanswered request is done, so a request costs no task switch of its own. Request N+1
 starts when request N has finished or has called ``RequestContext.release_order()`` — Produce does
 that when it has to wait (fsync, replicas) once its batches are in the log, so pipelined produce
 requests share one fsync while their appends stay in order. Releasing the order hands the queue to a
@@ -399,7 +400,9 @@ class Connection:
             log.exception("request from %s failed; closing the connection", self.peer)
             slot.parts = _CLOSE
         finally:
-            self.broker.request_memory.release(size)
+            memory = self.broker.request_memory
+            if memory.limit > 0:   # (unbounded by default: no call per request then)
+                memory.release(size)
             slot.done = True
             self._wake_writer()
 
@@ -503,7 +506,8 @@ class Connection:
         in between with sendfile."""
         buffers: list[Any] = []
         for parts in responses:
-            buffers.append(_SIZE.pack(sum(len(part) for part in parts)))
+            size = len(parts[0]) if len(parts) == 1 else sum(map(len, parts))
+            buffers.append(_SIZE.pack(size))
             for part in parts:
                 if isinstance(part, (bytes, bytearray, memoryview)):
                     if len(part):
