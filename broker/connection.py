@@ -186,7 +186,8 @@ class Connection:
         self._writer_wakeup: trio.Event | None = None   # while the writer waits
         self._room: trio.Event | None = None            # while the reader waits (MAX_IN_FLIGHT)
         self._queue: collections.deque = collections.deque()   # requests read, not started yet
-        self._runner_active = False   # a runner task is taking requests off _queue
+        self._runner_active = False   # a runner task is taking requests off _queue (or waits)
+        self._runner_idle: trio.Event | None = None   # set to wake the runner waiting for work
         self._nursery: trio.Nursery | None = None
         self._read_scope = trio.CancelScope()
         self._pending = 0    # requests read whose response is not written yet
@@ -363,18 +364,25 @@ class Connection:
             if not self._runner_active:
                 self._runner_active = True
                 nursery.start_soon(self._run_queue)
+            elif self._runner_idle is not None:   # the runner waits for work: hand it this
+                self._runner_idle.set()
+                self._runner_idle = None
 
     # ----------------------------------------------------------------------------- processing
     async def _run_queue(self):
-        """Handle queued requests in order until the queue is empty or one releases the order
-        (then a fresh runner has taken the queue and this one only finishes its request)."""
+        """Handle queued requests in order, waiting for more when the queue is empty (waking a
+        waiting task costs less than starting one per burst), until one releases the order: then
+        a fresh runner has taken the queue and this one only finishes its request. The
+        connection's end cancels a waiting runner with the rest of its tasks."""
         queue = self._queue
-        while queue:
-            frame, size, slot, received = queue.popleft()
-            await self._handle(frame, size, slot, received)
-            if slot.order_released:
-                return
-        self._runner_active = False
+        while True:
+            while queue:
+                frame, size, slot, received = queue.popleft()
+                await self._handle(frame, size, slot, received)
+                if slot.order_released:
+                    return
+            self._runner_idle = trio.Event()
+            await self._runner_idle.wait()
 
     def _release_order(self, slot: _Slot):
         """Request `slot` lets the next ones start while it keeps running: hand the queue over."""
