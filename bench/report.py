@@ -13,6 +13,9 @@ from bench.suite import Row
 BENCH_DIR = Path(__file__).resolve().parent
 RESULTS_DIR = BENCH_DIR / "results"
 RESULTS_MD = BENCH_DIR / "RESULTS.md"
+# Everything in RESULTS.md from this line on is hand-written (A/B runs of one change) and is kept
+# when a run rewrites the generated part above it.
+NOTES_MARKER = "<!-- notes below are kept across runs -->"
 
 COLUMNS = (("odradek", "Odradek"), ("candidate", "candidate"), ("peer", "peer"), ("kafka", "Kafka"),
            ("sink", "null sink"))
@@ -240,9 +243,10 @@ def write_results(run: dict, table: str, results_dir: Path = RESULTS_DIR, result
 
 # Other bench commands (`python -m bench.spark`) keep a "## ..." section of their own at the end of
 # bench/RESULTS.md; the main bench rewrites everything above them and leaves them in place.
+# Hand-written notes below NOTES_MARKER are kept the same way.
 def _extra_sections(text: str) -> str:
-    start = text.find("\n## ")
-    return text[start:] if start >= 0 else ""
+    starts = [at for at in (text.find("\n" + NOTES_MARKER), text.find("\n## ")) if at >= 0]
+    return text[min(starts):] if starts else ""
 
 
 def write_section(results_md: Path, heading: str, body: str) -> None:

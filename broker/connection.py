@@ -2,7 +2,8 @@
 
 A reader task takes frames off the socket and queues them; a runner task handles the queued requests
 one after another; a writer task sends the responses strictly in the order the requests arrived, all
-that are ready in one gather write (``sendmsg``), record file slices with ``os.sendfile``. Request N+1
+that are ready in one gather write (``writev``), record file slices with ``os.sendfile``; it sleeps
+until the oldest unanswered request is done, so a request costs no task switch of its own. Request N+1
 starts when request N has finished or has called ``RequestContext.release_order()`` — Produce does
 that when it has to wait (fsync, replicas) once its batches are in the log, so pipelined produce
 requests share one fsync while their appends stay in order. Releasing the order hands the queue to a
@@ -101,7 +102,7 @@ class _Slot:
     __slots__ = ("done", "parts", "order_released", "close_after")
 
     def __init__(self):
-        self.done = trio.Event()      # response (or its absence) is known
+        self.done = False             # response (or its absence) is known
         self.order_released = False   # the next request may start (its runner took the queue)
         self.parts: list[Any] | None = None
         self.close_after = False      # close the connection once this response is out
@@ -177,9 +178,16 @@ class Connection:
         self._chunk: bytearray | None = None   # read-ahead; frames are views into it
         self._start = 0                         # first byte not yet handed out as a frame
         self._end = 0                           # end of the bytes received so far
-        self._send_slots, self._receive_slots = trio.open_memory_channel[_Slot](MAX_IN_FLIGHT)
+        # Requests read whose response is not written yet, in order. The writer sleeps only
+        # while the oldest is unanswered: it is woken when a response is done (or reading
+        # ends), not when a request arrives (no task switch per request for nothing to write).
+        self._slots: collections.deque[_Slot] = collections.deque()
+        self._reading_done = False    # no further slot will come: the writer ends once drained
+        self._writer_wakeup: trio.Event | None = None   # while the writer waits
+        self._room: trio.Event | None = None            # while the reader waits (MAX_IN_FLIGHT)
         self._queue: collections.deque = collections.deque()   # requests read, not started yet
-        self._runner_active = False   # a runner task is taking requests off _queue
+        self._runner_active = False   # a runner task is taking requests off _queue (or waits)
+        self._runner_idle: trio.Event | None = None   # set to wake the runner waiting for work
         self._nursery: trio.Nursery | None = None
         self._read_scope = trio.CancelScope()
         self._pending = 0    # requests read whose response is not written yet
@@ -206,7 +214,8 @@ class Connection:
                         await self._read_loop(nursery)
                 finally:
                     # The writer sends what is still pending, then ends the connection.
-                    self._send_slots.close()
+                    self._reading_done = True
+                    self._wake_writer()
         except* CloseConnection as group:
             log.info("closing connection %s: %s", self.peer, group.exceptions[0])
         except* (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as group:
@@ -322,7 +331,7 @@ class Connection:
 
     async def _read_loop(self, nursery: trio.Nursery):
         memory = self.broker.request_memory
-        send_slot = self._send_slots
+        slots = self._slots
         while True:
             try:
                 size = await self._read_size()
@@ -335,12 +344,12 @@ class Connection:
                     if frame is None:
                         memory.release(size)
                         return
+                    while len(slots) >= MAX_IN_FLIGHT:   # wait for the writer to make room
+                        self._room = trio.Event()
+                        await self._room.wait()
                     slot = _Slot()
                     self._pending += 1
-                    try:
-                        send_slot.send_nowait(slot)
-                    except trio.WouldBlock:   # MAX_IN_FLIGHT are pending: wait for the writer
-                        await send_slot.send(slot)
+                    slots.append(slot)
                 except BaseException:
                     memory.release(size)
                     raise
@@ -355,18 +364,25 @@ class Connection:
             if not self._runner_active:
                 self._runner_active = True
                 nursery.start_soon(self._run_queue)
+            elif self._runner_idle is not None:   # the runner waits for work: hand it this
+                self._runner_idle.set()
+                self._runner_idle = None
 
     # ----------------------------------------------------------------------------- processing
     async def _run_queue(self):
-        """Handle queued requests in order until the queue is empty or one releases the order
-        (then a fresh runner has taken the queue and this one only finishes its request)."""
+        """Handle queued requests in order, waiting for more when the queue is empty (waking a
+        waiting task costs less than starting one per burst), until one releases the order: then
+        a fresh runner has taken the queue and this one only finishes its request. The
+        connection's end cancels a waiting runner with the rest of its tasks."""
         queue = self._queue
-        while queue:
-            frame, size, slot, received = queue.popleft()
-            await self._handle(frame, size, slot, received)
-            if slot.order_released:
-                return
-        self._runner_active = False
+        while True:
+            while queue:
+                frame, size, slot, received = queue.popleft()
+                await self._handle(frame, size, slot, received)
+                if slot.order_released:
+                    return
+            self._runner_idle = trio.Event()
+            await self._runner_idle.wait()
 
     def _release_order(self, slot: _Slot):
         """Request `slot` lets the next ones start while it keeps running: hand the queue over."""
@@ -392,8 +408,16 @@ class Connection:
             log.exception("request from %s failed; closing the connection", self.peer)
             slot.parts = _CLOSE
         finally:
-            self.broker.request_memory.release(size)
-            slot.done.set()
+            memory = self.broker.request_memory
+            if memory.limit > 0:   # (unbounded by default: no call per request then)
+                memory.release(size)
+            slot.done = True
+            self._wake_writer()
+
+    def _wake_writer(self):
+        if self._writer_wakeup is not None:
+            self._writer_wakeup.set()
+            self._writer_wakeup = None
 
     async def _process(self, frame, size: int, slot: _Slot, received: float):
         authenticator = self.authenticator
@@ -403,25 +427,25 @@ class Connection:
             header, body_offset = protocol.decode_request_header(frame)
         except protocol.DecodeError as exc:
             raise CloseConnection(f"undecodable request header: {exc}") from None
+        api_key, api_version = header.request_api_key, header.request_api_version
         if authenticator is not None:
-            authenticator.check_request(header.api_key)   # raises RequestRefused
+            authenticator.check_request(api_key)   # raises RequestRefused
         registry = self.broker.handlers
-        entry = registry.get(header.api_key)
+        entry = registry.get(api_key)
         if entry is None:
-            raise CloseConnection(f"unsupported api key {header.api_key}")
+            raise CloseConnection(f"unsupported api key {api_key}")
         min_version, max_version, handler = entry
-        if not min_version <= header.api_version <= max_version:
-            if header.api_key == API_VERSIONS_KEY:
+        if not min_version <= api_version <= max_version:
+            if api_key == API_VERSIONS_KEY:
                 from broker.handlers.api_versions import unsupported_version_response
                 return [protocol.encode_response(API_VERSIONS_KEY, 0, header.correlation_id,
                                                  unsupported_version_response(registry))]
-            raise CloseConnection(f"unsupported version {header.api_version} of api "
-                                  f"{header.api_key}")
+            raise CloseConnection(f"unsupported version {api_version} of api {api_key}")
         try:
             body = protocol.decode_request_body(header, frame, body_offset)
         except protocol.DecodeError as exc:
-            raise CloseConnection(f"undecodable request (api {header.api_key} "
-                                  f"v{header.api_version}): {exc}") from None
+            raise CloseConnection(f"undecodable request (api {api_key} v{api_version}): "
+                                  f"{exc}") from None
         ctx = RequestContext(self.broker, self, header, slot, size)
         started = time.monotonic()
         metrics = self.broker.metrics
@@ -438,33 +462,27 @@ class Connection:
                                     started - received)
         if response is None:   # acks=0 produce: the client expects no response at all
             return None
-        return protocol.encode_response_parts(header.api_key, header.api_version,
-                                              header.correlation_id, response)
+        return protocol.encode_response_parts(api_key, api_version, header.correlation_id,
+                                              response)
 
     # -------------------------------------------------------------------------------- writing
     async def _write_loop(self, scope: trio.CancelScope):
-        waiting: _Slot | None = None   # taken off the channel, its response not ready yet
+        slots = self._slots
         while True:
-            slot, waiting = waiting, None
-            if slot is None:
-                try:
-                    slot = await self._receive_slots.receive()
-                except trio.EndOfChannel:
+            if not slots or not slots[0].done:
+                if not slots and self._reading_done:
                     break
-            if not slot.done.is_set():
-                await slot.done.wait()
-            ready = [slot]
-            # Clients pipeline: every response already done behind this one goes out in the
-            # same write (one syscall per burst, not per response), still in request order.
-            while True:
-                try:
-                    slot = self._receive_slots.receive_nowait()
-                except (trio.WouldBlock, trio.EndOfChannel):
-                    break
-                if not slot.done.is_set():
-                    waiting = slot
-                    break
-                ready.append(slot)
+                self._writer_wakeup = trio.Event()
+                await self._writer_wakeup.wait()
+                continue
+            # Clients pipeline: every response already done goes out in the same write (one
+            # syscall per burst, not per response), in request order.
+            ready = [slots.popleft()]
+            while slots and slots[0].done:
+                ready.append(slots.popleft())
+            if self._room is not None:
+                self._room.set()
+                self._room = None
             responses = []
             close = False
             for slot in ready:
@@ -496,7 +514,8 @@ class Connection:
         in between with sendfile."""
         buffers: list[Any] = []
         for parts in responses:
-            buffers.append(_SIZE.pack(sum(len(part) for part in parts)))
+            size = len(parts[0]) if len(parts) == 1 else sum(map(len, parts))
+            buffers.append(_SIZE.pack(size))
             for part in parts:
                 if isinstance(part, (bytes, bytearray, memoryview)):
                     if len(part):

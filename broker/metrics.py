@@ -125,6 +125,10 @@ class _Histogram:
         self.total += value_ms
         self.count += 1
 
+    def observe_zero(self) -> None:
+        self.counts[0] += 1   # every bucket bound is positive: 0 falls in the first
+        self.count += 1
+
     def add_to(self, metric: Metric, labels: dict[str, str]) -> None:
         running = 0
         for bound, n in zip(LATENCY_BUCKETS_MS, self.counts):
@@ -220,9 +224,10 @@ def response_error_counts(body) -> dict[int, int]:
     structs in its arrays (where Kafka puts per-topic/per-partition errors)."""
     counts: dict[int, int] = {}
     stack = [body]
+    plans = _PLANS   # looked up inline: this runs once per answered request
     while stack:
         obj = stack.pop()
-        has_error, arrays = _plan(obj)
+        has_error, arrays = plans.get(type(obj)) or _plan(obj)
         if has_error:
             code = obj.error_code
             if code:
@@ -230,7 +235,7 @@ def response_error_counts(body) -> dict[int, int]:
         for name in arrays:
             items = getattr(obj, name)
             if items and not isinstance(items[0], _SCALARS):
-                first_has_error, first_arrays = _plan(items[0])
+                first_has_error, first_arrays = plans.get(type(items[0])) or _plan(items[0])
                 if first_has_error or first_arrays:  # e.g. AbortedTransaction: nothing to see
                     stack.extend(items)
     return counts
@@ -331,8 +336,12 @@ class BrokerMetrics:
             stats.errors[error_code] = stats.errors.get(error_code, 0) + 1
         stats.queue.observe(queue_s * 1000.0)
         stats.local.observe(local_s * 1000.0)
-        stats.remote.observe(remote_s * 1000.0)
-        stats.send.observe(send_s * 1000.0)
+        # Most requests wait on nobody and are not timed while sent: a zero skips the bisect.
+        for histogram, seconds in ((stats.remote, remote_s), (stats.send, send_s)):
+            if seconds:
+                histogram.observe(seconds * 1000.0)
+            else:
+                histogram.observe_zero()
         stats.total.observe((queue_s + local_s + remote_s + send_s) * 1000.0)
 
     def count_response_errors(self, api_key: int, body) -> int:

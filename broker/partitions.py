@@ -368,26 +368,32 @@ class PartitionManager:
     async def append_many(self, items, *, origin=None) -> list:
         """Append to several partitions, in order: inline when small, else in one worker trip.
 
-        Returns, per (partition, records) item, the storage AppendResult or the StorageError.
+        Returns, per (partition, records[, verification guard]) item, the storage AppendResult
+        or the StorageError.
         """
+        if _appends_inline(items):
+            return self.append_now(items, origin=origin)
+        return await self.broker.run_blocking(self.append_now, items, origin)
+
+    @staticmethod
+    def appends_inline(items) -> bool:
+        """Whether append_now() of these items may run on the event loop (small, no fsync)."""
+        return _appends_inline(items)
+
+    def append_now(self, items, origin=None) -> list:
+        """append_many() in the calling thread."""
         from storage.log import AppendOrigin
 
         origin = origin or AppendOrigin.CLIENT
-
-        def append_all():
-            outcomes = []
-            for partition, records, *guard in items:   # (partition, records[, verification guard])
-                try:
-                    outcomes.append(partition.log.append(
-                        records, leader_epoch=partition.leader_epoch, origin=origin,
-                        verification_guard=guard[0] if guard else None))
-                except StorageError as exc:
-                    outcomes.append(exc)
-            return outcomes
-
-        if _appends_inline(items):
-            return append_all()
-        return await self.broker.run_blocking(append_all)
+        outcomes = []
+        for partition, records, *guard in items:   # (partition, records[, verification guard])
+            try:
+                outcomes.append(partition.log.append(
+                    records, leader_epoch=partition.leader_epoch, origin=origin,
+                    verification_guard=guard[0] if guard else None))
+            except StorageError as exc:
+                outcomes.append(exc)
+        return outcomes
 
     async def acknowledge(self, partition: Partition, result) -> None:
         """Make an append visible (and, if configured, durable) before it is acknowledged."""
@@ -401,6 +407,10 @@ class PartitionManager:
                     partition.log.wait_flushed(result.last_offset + 1)
 
             await self.broker.run_blocking(wait_all)
+        self.acknowledge_now(appended)
+
+    def acknowledge_now(self, appended) -> None:
+        """acknowledge_many() without durable acks: the high watermark moves, waiters wake."""
         for partition, _ in appended:
             self.replication.on_local_append(partition)
 

@@ -133,9 +133,9 @@ class Broker:
     def observe_request(self, header, seconds: float, response, queue_seconds: float = 0.0) -> None:
         """Metrics and the optional request log, once a handler has answered."""
         try:
-            code = 0 if response is None else \
-                self.metrics.count_response_errors(header.api_key, response)
-            self.metrics.observe_request(header.api_key, header.api_version, local_s=seconds,
+            api_key = header.request_api_key
+            code = 0 if response is None else self.metrics.count_response_errors(api_key, response)
+            self.metrics.observe_request(api_key, header.request_api_version, local_s=seconds,
                                          queue_s=queue_seconds)   # errors counted just above
             if self.request_log.enabled:
                 spec = protocol.API_SPECS.get(header.api_key)

@@ -5,6 +5,7 @@ from typing import NamedTuple
 
 from protocol.errors import DecodeError, EncodeError, UnsupportedVersionError
 from protocol.generated.messages import REQUESTS, RESPONSES, RequestHeader, ResponseHeader
+from protocol.produce_answer import encode_produce_response
 from protocol.wire import Writer, as_view
 
 API_VERSIONS_KEY = 18
@@ -187,6 +188,15 @@ def encode_response_parts(api_key, api_version, correlation_id, body):
     `__len__`) is its own element, untouched, for `os.sendfile`; large record buffers are also
     passed through as their own elements instead of being copied.
     """
+    if api_key == 0:   # single-partition Produce answers: a template (protocol/produce_answer.py)
+        data = encode_produce_response(api_version, correlation_id, body)
+        if data is not None:
+            return [data]
+    return generic_response_parts(api_key, api_version, correlation_id, body)
+
+
+def generic_response_parts(api_key, api_version, correlation_id, body):
+    """encode_response_parts() through the generated encoders only (no template)."""
     cls = RESPONSES.get(api_key)
     if cls is None:
         raise EncodeError(f"unknown api key {api_key}")

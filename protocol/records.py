@@ -154,7 +154,7 @@ class RecordBatch:
     __slots__ = (
         "buf", "pos", "base_offset", "batch_length", "partition_leader_epoch", "magic",
         "crc", "attributes", "last_offset_delta", "base_timestamp", "max_timestamp",
-        "producer_id", "producer_epoch", "base_sequence", "record_count",
+        "producer_id", "producer_epoch", "base_sequence", "record_count", "size",
     )
 
     def __init__(self, buf, pos: int = 0):
@@ -169,13 +169,11 @@ class RecordBatch:
         _check_magic(self.magic)
         self.buf = buf
         self.pos = pos
+        # Bytes the batch occupies, including offset and length fields (an attribute, not a
+        # property: it is read several times per batch on the produce path).
+        self.size = self.batch_length + LOG_OVERHEAD
 
     # -- derived header facts -------------------------------------------------
-    @property
-    def size(self) -> int:
-        """Bytes the batch occupies, including offset and length fields."""
-        return self.batch_length + LOG_OVERHEAD
-
     @property
     def last_offset(self) -> int:
         return self.base_offset + self.last_offset_delta

@@ -51,9 +51,13 @@ _TRANSACTIONAL_BIT = 0x10
 
 
 def _has_transactional_records(body) -> bool:
-    return any(data.records is not None and len(data.records) > _ATTRIBUTES_LOW_BYTE
-               and data.records[_ATTRIBUTES_LOW_BYTE] & _TRANSACTIONAL_BIT
-               for topic in body.topic_data for data in topic.partition_data)
+    for topic in body.topic_data:   # (loops, not any() over a generator: once per request)
+        for data in topic.partition_data:
+            records = data.records
+            if (records is not None and len(records) > _ATTRIBUTES_LOW_BYTE
+                    and records[_ATTRIBUTES_LOW_BYTE] & _TRANSACTIONAL_BIT):
+                return True
+    return False
 
 
 def _refuse_all(body, code):
@@ -72,8 +76,10 @@ async def handle_produce(ctx, header, body):
         return _refuse_all(body, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     results: list[tuple[str, list]] = []
     to_append = []      # (partition, records, answer, first batch header)
-    writable = access.allowed_names(ctx, AclOperation.WRITE, ResourceType.TOPIC,
-                                    (topic.name for topic in body.topic_data))
+    writable = None   # every topic, unless an authorizer says otherwise
+    if access.enabled(ctx):
+        writable = access.allowed_names(ctx, AclOperation.WRITE, ResourceType.TOPIC,
+                                        (topic.name for topic in body.topic_data))
 
     for topic in body.topic_data:
         answers = []
@@ -81,7 +87,7 @@ async def handle_produce(ctx, header, body):
         for data in topic.partition_data:
             answer = _partition_response(data.index, ErrorCode.NONE)
             answers.append(answer)
-            if topic.name not in writable:
+            if writable is not None and topic.name not in writable:
                 answer.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
                 continue
             try:
@@ -100,9 +106,18 @@ async def handle_produce(ctx, header, body):
                 answer.error_code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
                 answer.error_message = None
         to_append = []
-    # A commit/abort marker landing between the verification and the append would leave the batch
-    # outside its (then closed) transaction: storage's verification guard refuses it then.
-    to_append = await _verify_transactional(ctx, body.transactional_id, to_append)
+    if body.transactional_id is not None:
+        # A commit/abort marker landing between the verification and the append would leave the
+        # batch outside its (then closed) transaction: storage's verification guard refuses it then.
+        to_append = await _verify_transactional(ctx, body.transactional_id, to_append)
+    partitions = ctx.partitions
+    if acks != -1 and not partitions.durable_acks and partitions.appends_inline(to_append):
+        # The common unbatched case: nothing below can suspend, so nothing can cancel it half
+        # way and no shield (nor another coroutine) is needed.
+        outcomes = partitions.append_now([(p, records, guard) for p, records, _, _, guard in to_append])
+        appended = _note_outcomes(to_append, outcomes)
+        partitions.acknowledge_now([(p, result) for p, result, _, _ in appended])
+        return _answer(ctx, acks, results, appended)
     # Once batches go to the log they must also become visible (high watermark), even if the
     # client disconnects meanwhile: the rest of the request is shielded from cancellation.
     with trio.CancelScope(shield=True):
@@ -133,19 +148,7 @@ async def _append_and_acknowledge(ctx, acks, results, to_append, timeout_ms):
     partitions = ctx.partitions
     outcomes = await partitions.append_many([(p, records, guard)
                                              for p, records, _, _, guard in to_append])
-    appended = []
-    for (partition, records, answer, _, _), outcome in zip(to_append, outcomes):
-        if isinstance(outcome, StorageError):
-            answer.error_code, answer.error_message = outcome.error_code, outcome.message
-            answer.record_errors = [
-                Response.BatchIndexAndErrorMessage(batch_index=index, batch_index_error_message=message)
-                for index, message in getattr(outcome, "record_errors", ())]
-            continue
-        answer.base_offset = outcome.first_offset
-        answer.log_append_time_ms = outcome.log_append_time
-        answer.log_start_offset = outcome.log_start_offset
-        appended.append((partition, outcome, answer, len(records)))
-
+    appended = _note_outcomes(to_append, outcomes)
     # The batches are in the log in request order: the connection's next request may go ahead
     # (its appends queue behind these) while these wait for durability or the replicas. Without
     # such a wait the rest is immediate, and keeping the order spares the connection a task.
@@ -160,6 +163,29 @@ async def _append_and_acknowledge(ctx, acks, results, to_append, timeout_ms):
 
     if acks == -1:
         await _wait_for_replicas(ctx, appended, timeout_ms)
+    return _answer(ctx, acks, results, appended)
+
+
+def _note_outcomes(to_append, outcomes) -> list:
+    """Fill each partition's answer from its append outcome; the (partition, AppendResult,
+    answer, record bytes) of those appended."""
+    appended = []
+    for (partition, records, answer, _, _), outcome in zip(to_append, outcomes):
+        if isinstance(outcome, StorageError):
+            answer.error_code, answer.error_message = outcome.error_code, outcome.message
+            answer.record_errors = [
+                Response.BatchIndexAndErrorMessage(batch_index=index, batch_index_error_message=message)
+                for index, message in getattr(outcome, "record_errors", ())]
+            continue
+        answer.base_offset = outcome.first_offset
+        answer.log_append_time_ms = outcome.log_append_time
+        answer.log_start_offset = outcome.log_start_offset
+        appended.append((partition, outcome, answer, len(records)))
+    return appended
+
+
+def _answer(ctx, acks, results, appended):
+    """Metrics and the produce quota, then the response (None for acks=0)."""
     ctx.broker.record_produce(appended)
     _charge_produce_quota(ctx)
     if acks == 0:

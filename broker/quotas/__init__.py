@@ -95,6 +95,8 @@ class BrokerQuotas:
         """After the handler: the request quota (unless the handler already charged it), then
         the response's throttle_time_ms and the connection's mute. Returns the throttle in ms."""
         throttle, manager = ctx.throttle_ms, ctx.throttle_manager
+        if throttle <= 0 and not self.request.enabled:   # the common case, once per request
+            return 0
         exempt = header.api_key in EXEMPT_API_KEYS or (header.api_key == PRODUCE_KEY
                                                        and response is None)
         if self.request.enabled and not exempt and not ctx.request_quota_charged:

@@ -162,6 +162,12 @@ def test_results_files(tmp_path):
     assert path.name == "bench-quick-20260102T030405Z.json"
     text = md.read_text()
     assert "`python -m bench --quick`" in text and "| table |" in text and "in-memory" in text
+    # hand-written notes below the marker survive the next run's rewrite; the old table does not
+    md.write_text(text.replace("| table |", "| old table |") + report.NOTES_MARKER + "\n## A/B notes\n")
+    report.write_results(run, "| new table |", results_dir=tmp_path / "results", results_md=md)
+    text = md.read_text()
+    assert "| new table |" in text and "| old table |" not in text
+    assert text.count(report.NOTES_MARKER) == 1 and text.endswith("## A/B notes\n")
 
 
 def test_other_bench_sections_survive_a_rewrite_and_replace_themselves(tmp_path):
