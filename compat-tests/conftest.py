@@ -78,7 +78,7 @@ def broker(tmp_path_factory):
     process = brokers.BrokerProcess("session")
     process.start()
     yield {"bootstrap": process.bootstrap, "process": process}
-    process.stop()
+    process.close()
 
 
 @pytest.fixture
@@ -96,7 +96,7 @@ def own_broker():
 
     yield start
     for process in started:
-        process.stop()
+        process.close()
 
 
 def _client_params():

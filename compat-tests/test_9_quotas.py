@@ -45,7 +45,7 @@ def _start(overrides) -> brokers.BrokerProcess:
 def quota_broker():
     process = _start(SHORT_WINDOWS)
     yield process
-    process.stop()
+    process.close()
 
 
 def set_quota(bootstrap, entity, **values):
@@ -297,7 +297,7 @@ def default_windows_broker(request):
         pytest.skip("a minute-long soak: run with -m slow")
     process = _start({})
     yield process
-    process.stop()
+    process.close()
 
 
 @pytest.mark.slow

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -100,6 +101,13 @@ class BrokerProcess:
     def restart(self) -> None:
         self.stop()
         self.start()
+
+    def close(self) -> int | None:
+        """Stop the broker and remove its data dir (a quota test alone writes gigabytes)."""
+        try:
+            return self.stop()
+        finally:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
 
     def log_tail(self, lines: int = 30) -> str:
         try:
