@@ -319,8 +319,48 @@ def read(args) -> int:
     return read_topic(args.bootstrap, args.topic, args.history, args.seconds)
 
 
-def read_topic(bootstrap: str, topic: str, history_path: str, seconds: float) -> int:
+# How long the reader waits for a high watermark to reach an acknowledged offset. A new leader
+# learns its followers' log ends only from their next fetches, so right after a failover its high
+# watermark can sit below records the old leader acknowledged (Kafka's too): not yet visible is not
+# lost. A record that never becomes visible within this bound is reported lost.
+VISIBILITY_WAIT_S = 30.0
+
+
+def acknowledged_ends(history_path: str) -> dict[int, int]:
+    """Per partition, one past the highest offset this client saw acknowledged."""
+    ends: dict[int, int] = {}
+    try:
+        with open(history_path) as handle:
+            for line in handle:
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    continue
+                if event.get("type") == "ok" and event.get("offset", -1) >= 0:
+                    ends[event["p"]] = max(ends.get(event["p"], 0), event["offset"] + 1)
+    except FileNotFoundError:
+        pass
+    return ends
+
+
+def _high_watermark(consumer, topic: str, partition: int, floor: int, deadline: float) -> int:
+    """The partition's high watermark, waiting (bounded) until it reaches `floor`."""
+    settle_by = time.monotonic() + VISIBILITY_WAIT_S
+    while True:
+        try:
+            end = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)[1]
+            if end >= floor or time.monotonic() > min(settle_by, deadline):
+                return end
+        except KafkaException:
+            if time.monotonic() > deadline:
+                raise
+        time.sleep(0.5)
+
+
+def read_topic(bootstrap: str, topic: str, history_path: str, seconds: float,
+               floors: dict[int, int] | None = None) -> int:
     args = argparse.Namespace(bootstrap=bootstrap, topic=topic, seconds=seconds)
+    floors = floors or {}
     out = History(history_path)
     consumer = Consumer({
         "bootstrap.servers": args.bootstrap, "group.id": "faults-reader",
@@ -337,16 +377,8 @@ def read_topic(bootstrap: str, topic: str, history_path: str, seconds: float) ->
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.5)
-    ends = {}
-    for partition in partitions:
-        while partition not in ends:
-            try:
-                ends[partition] = consumer.get_watermark_offsets(
-                    TopicPartition(args.topic, partition), timeout=10)[1]
-            except KafkaException:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.5)
+    ends = {p: _high_watermark(consumer, args.topic, p, floors.get(p, 0), deadline)
+            for p in partitions}
     consumer.assign([TopicPartition(args.topic, p, OFFSET_BEGINNING) for p in partitions])
     positions = {p: 0 for p in partitions}
     while any(positions[p] < ends[p] for p in partitions) and time.monotonic() < deadline:
@@ -419,7 +451,8 @@ def main(argv=None) -> int:
         deadline = time.monotonic() + 300
         while not os.path.exists(args.read_when) and time.monotonic() < deadline:
             time.sleep(0.1)
-        read_status = read_topic(args.bootstrap, args.read_topic, args.read_history, 90)
+        floors = acknowledged_ends(args.history) if args.command == "produce" else None
+        read_status = read_topic(args.bootstrap, args.read_topic, args.read_history, 90, floors)
         status = status or read_status
     return status
 
