@@ -79,7 +79,8 @@ def run_trial(env: FaultEnv, nemesis: str, number: int, rng: random.Random, out_
         client = env.spawn(java_client.producer_command(
             env.bootstrap, topic, 3, max_seconds, PRODUCE_RATE, history_path, stop_file),
             f"trial-{number}-producer-java.log")
-        reader = ["read", "--topic", topic, "--history", read_path, "--seconds", "90"]
+        reader = ["read", "--topic", topic, "--history", read_path, "--seconds", "90",
+                  "--acknowledged-in", history_path]
         check = checker.check_producer
         read_file = None
     elif workload == "producer":
