@@ -338,8 +338,10 @@ def acknowledged_ends(history_path: str) -> dict[int, int]:
                     event = json.loads(line)
                 except ValueError:
                     continue
-                if event.get("type") == "ok" and event.get("offset", -1) >= 0:
-                    ends[event["p"]] = max(ends.get(event["p"], 0), event["offset"] + 1)
+                offset = event.get("offset")
+                # librdkafka acknowledges some records without their offset (None)
+                if event.get("type") == "ok" and offset is not None and offset >= 0:
+                    ends[event["p"]] = max(ends.get(event["p"], 0), offset + 1)
     except FileNotFoundError:
         pass
     return ends
