@@ -167,8 +167,11 @@ class PartitionManager:
         overrides = self.broker.image.topic_configs.get(topic, {})
         return self.broker.config.topic_config(overrides)["min.insync.replicas"]
 
-    async def load_image(self, image) -> None:
-        """Open every log the image places here (at start-up; recovery runs off the loop)."""
+    async def load_image(self, image, *, delete_orphans: bool = True) -> None:
+        """Open every log the image places here (at start-up; recovery runs off the loop).
+
+        A cluster node's image at start-up is only what it knew committed before it stopped;
+        it deletes orphans later (`delete_orphans`), once registered and caught up."""
         wanted = []
         for topic in image.topics.values():
             for partition in topic.partitions.values():
@@ -178,6 +181,10 @@ class PartitionManager:
             lambda: [(t, p, self._open_log(t, p, image)) for t, p in wanted])
         for topic, partition, opened_log in opened:
             self._install(topic, partition, opened_log)
+        if delete_orphans:
+            await self.delete_orphans(image)
+
+    async def delete_orphans(self, image) -> None:
         await self.broker.run_blocking(self._delete_orphans, image)
 
     def _open_log(self, topic, partition, image):

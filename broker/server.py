@@ -284,7 +284,7 @@ class Broker:
         self.controller.add_listener(self.partitions.on_image_change)
         self.quotas.load(image.client_quotas)
         self.controller.add_listener(self.quotas.on_image_change)
-        await self.partitions.load_image(image)
+        await self.partitions.load_image(image, delete_orphans=not self.config.multi_node)
 
     async def _start(self, nursery: trio.Nursery) -> None:
         self.metrics.set_sources(**broker_sources(self))
@@ -297,6 +297,9 @@ class Broker:
             self.health.add_check("replicas", ReplicasCaughtUp(self))
         bound = await self._bind_listeners()
         await self._register(nursery)   # leading its partitions again before clients get in
+        if self.config.multi_node:
+            # registered and unfenced: the image covers every topic deleted while we were down
+            await self.partitions.delete_orphans(self.image)
         self._start_serving(nursery, bound)
         self.health.set("listeners", True)
         for hook in self.startup_hooks:

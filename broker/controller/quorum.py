@@ -15,6 +15,7 @@ worker thread before any send or commit that follows them.
 from __future__ import annotations
 
 import logging
+import os
 import random
 import time
 from typing import Callable
@@ -38,6 +39,12 @@ FETCH_MAX_WAIT_S = 0.5
 
 _DURABLE = (PersistState, AppendEntries, TruncateFrom, SaveSnapshot)
 _RESPONSES = (VoteResponse, BeginQuorumEpochResponse, FetchResponse, FetchSnapshotResponse)
+
+
+def halt(status: int) -> None:
+    """End the process at once (no cleanup that could write more): tests replace this."""
+    logging.shutdown()
+    os._exit(status)
 
 
 class RaftQuorum:
@@ -232,6 +239,16 @@ class RaftQuorum:
         self._maybe_snapshot()
 
     def _persist(self, effects: list) -> None:
+        """Write the effects durably. The core already counts them as done (a vote given, entries
+        acknowledged to the leader), so a failed write cannot be taken back: the node halts, as
+        Kafka's does when its metadata log dir fails, rather than keep a promise it broke."""
+        try:
+            self._write(effects)
+        except OSError as exc:
+            log.critical("the metadata log in %s failed: %s: halting", self.log.path, exc)
+            halt(1)
+
+    def _write(self, effects: list) -> None:
         for effect in effects:
             if isinstance(effect, PersistState):
                 self.log.save_quorum_state(effect.state, self.voters)

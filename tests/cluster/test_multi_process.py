@@ -381,3 +381,26 @@ def test_rolling_restart_of_every_node_loses_nothing(tmp_path, restarted):
         assert total > 100 * len(order), total
         assert consumed == acked               # nothing lost, duplicated or reordered
         print(f"rolling restart of nodes {order}: {total} records acknowledged and consumed, no errors")
+
+
+def test_a_topic_deleted_while_a_node_was_down_leaves_its_disk(tmp_path):
+    """The restarted node removes the deleted topic's logs once caught up, keeps the others, and
+    does not mistake its not-yet-replayed metadata for a lost one."""
+    with running_cluster(tmp_path, nodes=3) as cluster:
+        for topic in ("doomed", "kept"):
+            _create_topic(cluster.bootstrap, topic, 2, replication=3)
+        cluster.wait_until(lambda: len(_leaders(cluster, 1, "doomed")) == 2
+                           and len(_leaders(cluster, 1, "kept")) == 2, 20, "the topics")
+        _produce_and_consume(cluster.bootstrap, "doomed", 2, count=20)
+        data_dir = cluster.nodes[3].data_dir
+        cluster.wait_until(lambda: os.path.isdir(os.path.join(data_dir, "doomed-0")), 20,
+                           "node 3's replica of doomed-0")
+        cluster.stop(3)
+        admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{cluster.nodes[1].port}"})
+        admin.delete_topics(["doomed"])["doomed"].result(30)
+        cluster.restart(3)
+        cluster.wait_until(lambda: not os.path.exists(os.path.join(data_dir, "doomed-0"))
+                           and not os.path.exists(os.path.join(data_dir, "doomed-1")), 30,
+                           "node 3's doomed logs deleted")
+        assert os.path.isdir(os.path.join(data_dir, "kept-0"))
+        assert "metadata log is empty" not in cluster.nodes[3].log()

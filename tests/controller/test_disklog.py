@@ -81,3 +81,26 @@ def test_quorum_state(tmp_path):
     log.save_quorum_state(QuorumState(7, 2, -1), voters=[1, 2, 3])
     log.close()
     assert DiskLog(str(tmp_path)).quorum_state == QuorumState(7, 2, -1)
+
+
+@pytest.mark.parametrize("failing", ["append", "save_quorum_state"])
+def test_a_failed_metadata_write_halts_the_node(tmp_path, monkeypatch, failing):
+    """The Raft core counts a persistence effect as done once issued (a vote, an acknowledged
+    append): a disk that refuses it must stop the node, never let it run on a broken promise."""
+    import errno
+
+    from broker.controller import quorum as quorum_module
+    from broker.controller.raft.messages import AppendEntries, PersistState
+
+    halted = []
+    monkeypatch.setattr(quorum_module, "halt", halted.append)
+    node = quorum_module.RaftQuorum(str(tmp_path), node_id=1)
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(node.log, failing, full)
+    effect = AppendEntries(tuple(_entries(0, 1))) if failing == "append" else \
+        PersistState(QuorumState(epoch=3, voted_id=2, leader_id=-1))
+    node._persist([effect])
+    assert halted == [1]
