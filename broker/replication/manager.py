@@ -6,7 +6,8 @@ places a partition here or changes it; from the image's leader and leader epoch 
 - **leader**: a ``LeaderState`` tracks the followers (fed by their Fetch requests through
   ``on_replica_fetch``); the high watermark follows the ISR's smallest log end offset; an ISR change is
   proposed to the controller with AlterPartition (``isr_updates``), never decided here; becoming
-  leader starts the new epoch at the log end in the leader-epoch cache;
+  leader starts the new epoch at the log end in the leader-epoch cache (and, with
+  ``log.flush.before.acknowledge``, flushes what it got as a follower: ``leader_flush``);
 - **follower**: the partition moves to the fetcher of its leader (``fetcher``); it accepts no produce
   (NOT_LEADER_OR_FOLLOWER) and waiting acks=all produces are answered so at once.
 
@@ -27,6 +28,7 @@ from protocol import ErrorCode
 from .acks import acks_all_outcome
 from .epoch_checkpoints import EpochCheckpointWriter
 from .leader import LeaderState
+from .leader_flush import LeaderFlusher
 
 log = logging.getLogger("odradek.replication")
 
@@ -49,6 +51,7 @@ class ReplicaManager:
         self.isr_updates = None       # IsrUpdates, once started
         self._isr_check = trio.Event()
         self.epoch_checkpoints = EpochCheckpointWriter(broker)
+        self.leader_flushes = LeaderFlusher(broker, self._advance)
 
     # ------------------------------------------------------------------------------ leadership
     def on_partition(self, partition, image_partition) -> None:
@@ -91,7 +94,15 @@ class ReplicaManager:
         log.info("%s-%d: leader in epoch %d, ISR %s, high watermark %d", partition.topic,
                  partition.index, image_partition.leader_epoch, list(image_partition.isr),
                  log_.high_watermark)
+        self._flush_follower_records(partition)
         self._advance(partition)
+
+    def _flush_follower_records(self, partition) -> None:
+        """Durable acks count only fsynced records: flush those this new leader appended as a
+        follower (unflushed), or the high watermark would wait for the next produce."""
+        log_ = partition.log
+        if self.partitions.durable_acks and log_.recovery_point < log_.log_end_offset:
+            self.leader_flushes.flush_later(partition)
 
     def _become_follower(self, partition, image_partition) -> None:
         partition.replica_state = None
@@ -113,6 +124,7 @@ class ReplicaManager:
             partition.log.assign_epoch_start(state.leader_epoch, write=False)
             self.epoch_checkpoints.write_later(partition.log)
             state.epoch_start_offset = partition.log.log_end_offset
+            self._flush_follower_records(partition)
             self._advance(partition)
 
     def on_partition_removed(self, partition) -> None:
@@ -285,6 +297,7 @@ class ReplicaManager:
                 self._become_follower(partition, image_partition)
         nursery.start_soon(self._isr_loop)
         nursery.start_soon(self.epoch_checkpoints.run)
+        nursery.start_soon(self.leader_flushes.run)
 
     async def _isr_loop(self) -> None:
         """Kafka's isr-expiration task (every replica.lag.time.max.ms / 2) plus prompt expansion."""

@@ -6,8 +6,9 @@ writes its history, one JSON object a line: ``{"t": <monotonic>, "type": "invoke
 "p": partition, "v": value, "offset": ..., "error": ...}``. ``ok`` is an acknowledged write, ``fail``
 one the client knows did not happen, ``info`` one whose outcome is unknown (it may be in the log).
 
-``... read --topic T --history FILE`` reads every partition from the start to its high watermark and
-writes ``{"p": partition, "offset": ..., "v": value}`` lines (and a final ``{"complete": bool}``).
+``... read --topic T --history FILE [--acknowledged-in PRODUCER_HISTORY]`` reads every partition from
+the start to its high watermark and writes ``{"p": partition, "offset": ..., "v": value}`` lines
+(and a final ``{"complete": bool}``).
 
 ``... transform --input I --output O --group G --transactional-id X --history FILE`` seeds I, then
 copies it to O in transactions, see `transform`. ``... group --input I --group G --history FILE``
@@ -316,7 +317,8 @@ def group(args) -> int:
 
 
 def read(args) -> int:
-    return read_topic(args.bootstrap, args.topic, args.history, args.seconds)
+    floors = acknowledged_ends(args.acknowledged_in) if args.acknowledged_in else None
+    return read_topic(args.bootstrap, args.topic, args.history, args.seconds, floors)
 
 
 # How long the reader waits for a high watermark to reach an acknowledged offset. A new leader
@@ -337,6 +339,7 @@ def acknowledged_ends(history_path: str) -> dict[int, int]:
                 except ValueError:
                     continue
                 offset = event.get("offset")
+                # librdkafka acknowledges some records without their offset (None)
                 if event.get("type") == "ok" and offset is not None and offset >= 0:
                     ends[event["p"]] = max(ends.get(event["p"], 0), offset + 1)
     except FileNotFoundError:
@@ -419,6 +422,8 @@ def main(argv=None) -> int:
     r.add_argument("--topic", required=True)
     r.add_argument("--seconds", type=float, default=60)
     r.add_argument("--history", required=True)
+    r.add_argument("--acknowledged-in", help="a producer's history: wait (bounded) until each "
+                   "high watermark covers the offsets it saw acknowledged")
     t = sub.add_parser("transform")
     t.add_argument("--input", required=True)
     t.add_argument("--output", required=True)

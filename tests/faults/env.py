@@ -9,8 +9,10 @@ namespace of their own, with a small tmpfs as their data disk, and a client name
         env.cluster.kill(env.leader("t", 0))
         env.recover()                         # every node running, heals, ISR full again
 
-Everything it makes (namespaces, veths, the bridge, nft rules, tmpfs mounts, processes) is removed
-when the block exits, on failure too; every wait is bounded.
+Every node runs with the slow-fsync shim preloaded (delay off until a nemesis switches it on, see
+slowdisk.py) when a C compiler is there. Everything it makes (namespaces, veths, the bridge, nft
+rules, tmpfs mounts, processes, the compiled shim) is removed when the block exits, on failure too;
+every wait is bounded.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import protocol
 from broker.testing_cluster import REPO_ROOT, Cluster, call
 from protocol import messages as m
 
+from tests.faults import slowdisk
 from tests.faults.netlab import NetLab
 
 # acks=all, RF 3, min.insync.replicas=2 everywhere, internal topics included; failure detection
@@ -44,6 +47,9 @@ CLUSTER_SETTINGS = {
     "replica.fetch.backoff.ms": "200",
     "unclean.leader.election.enable": "false",
     "auto.create.topics.enable": "false",
+    # fsync before acknowledging: what makes the slow-fsync nemesis bite on the produce path (the
+    # leader's high watermark waits for its own fsync); on tmpfs an fsync is otherwise free
+    "log.flush.before.acknowledge": "true",
 }
 SESSION_TIMEOUT_S = 6.0
 LIBFAKETIME_GLOBS = ("/usr/lib/*/faketime/libfaketimeMT.so.1", "/usr/lib/faketime/libfaketimeMT.so.1",
@@ -66,6 +72,8 @@ class FaultEnv:
         self.paused: set[int] = set()
         self.fillers: dict[int, str] = {}
         self.skewed: dict[int, list[str]] = {}     # node -> its launcher before the skew
+        self.fsync_shim: slowdisk.SlowFsyncShim | None = None
+        self.slowed: set[int] = set()               # nodes whose fsyncs are being delayed
 
     # -- set-up and tear-down ----------------------------------------------------------------------
     def __enter__(self) -> "FaultEnv":
@@ -75,10 +83,12 @@ class FaultEnv:
                 self.lab.add_host(f"n{node_id}")
                 self._mount(os.path.join(self.root, f"node-{node_id}"))
             self.lab.add_host("client")
+            if slowdisk.compiler():
+                self.fsync_shim = slowdisk.SlowFsyncShim()
 
             def placement(node_id):
                 host = self.lab.hosts[f"n{node_id}"]
-                return host.address, host.exec_prefix()
+                return host.address, host.exec_prefix() + self._preload(node_id)
             self.cluster = Cluster(self.root, self.node_count, overrides=self.overrides,
                                    placement=placement)
             for node_id in self.cluster.nodes:
@@ -107,6 +117,20 @@ class FaultEnv:
             subprocess.run(["umount", "-l", mount], capture_output=True, timeout=30)
         self.mounts.clear()
         self.lab.close()
+        if self.fsync_shim is not None:
+            self.fsync_shim.close()
+            self.fsync_shim = None
+
+    def _preload(self, node_id: int, extra: tuple[str, ...] = ()) -> list[str]:
+        """The launcher suffix that preloads `extra` libraries and the slow-fsync shim."""
+        libraries = list(extra) + ([self.fsync_shim.library] if self.fsync_shim else [])
+        if not libraries:
+            return []
+        return ["env", f"LD_PRELOAD={' '.join(libraries)}",
+                f"{slowdisk.CONTROL_ENV}={self.fsync_control(node_id)}"]
+
+    def fsync_control(self, node_id: int) -> str:
+        return os.path.join(self.root, f"fsync-{node_id}.control")
 
     def _mount(self, path: str) -> None:
         os.makedirs(path, exist_ok=True)
@@ -123,11 +147,16 @@ class FaultEnv:
 
     def client(self, args: list[str], log_name: str) -> subprocess.Popen:
         """Start `python -m tests.faults.client ARGS` in the client namespace."""
+        return self.spawn([sys.executable, "-m", "tests.faults.client",
+                           "--bootstrap", self.bootstrap, *args], log_name)
+
+    def spawn(self, command: list[str], log_name: str) -> subprocess.Popen:
+        """Start `command` in the client namespace, its output in ROOT/`log_name`; `close()`
+        kills it if it is still running."""
         env = dict(os.environ)
         env["PYTHONPATH"] = REPO_ROOT + os.pathsep + env.get("PYTHONPATH", "")
         log = open(os.path.join(self.root, log_name), "ab")
-        command = self.lab.hosts["client"].exec_prefix() + [
-            sys.executable, "-m", "tests.faults.client", "--bootstrap", self.bootstrap, *args]
+        command = self.lab.hosts["client"].exec_prefix() + command
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT,
                                    env=env)
         log.close()
@@ -236,8 +265,9 @@ class FaultEnv:
         node = self.cluster.nodes[node_id]
         self.skewed.setdefault(node_id, list(node.launcher))
         self.cluster.kill(node_id)
-        node.launcher = self.skewed[node_id] + ["env", f"LD_PRELOAD={library}",
-                                                f"FAKETIME={seconds:+.0f}s"]
+        host = self.lab.hosts[f"n{node_id}"]
+        node.launcher = (host.exec_prefix() + self._preload(node_id, (library,)) +
+                         ["env", f"FAKETIME={seconds:+.0f}s"])
         self.cluster.start(node_id)
 
     def unskew_clock(self, node_id: int) -> None:
@@ -247,8 +277,23 @@ class FaultEnv:
             self.cluster.nodes[node_id].launcher = launcher
             self.cluster.start(node_id)
 
+    def slow_fsync(self, node_id: int, low_ms: int, high_ms: int) -> None:
+        """From now on every fsync of the running node takes low..high ms longer (no restart)."""
+        if self.fsync_shim is None:
+            raise RuntimeError("the slow-fsync shim is not loaded (no C compiler)")
+        slowdisk.set_delay(self.fsync_control(node_id), low_ms, high_ms)
+        self.slowed.add(node_id)
+
+    def fast_fsync(self, node_id: int) -> None:
+        slowdisk.set_delay(self.fsync_control(node_id), 0)
+        self.slowed.discard(node_id)
+
+    def fsyncs_delayed(self, node_id: int) -> int:
+        return slowdisk.hits(self.fsync_control(node_id))
+
     def recover(self, topics=(), timeout: float = 120) -> float:
-        """Undo every fault (heal the network, resume paused nodes, free disks, start dead nodes),
+        """Undo every fault (heal the network, resume paused nodes, free disks, fsync at full speed,
+        start dead nodes),
         then wait until every broker is registered and every partition of `topics` has a leader and
         its full ISR. Returns the seconds it took; raises TimeoutError when the cluster does not
         recover."""
@@ -258,6 +303,8 @@ class FaultEnv:
             self.resume(node_id)
         for node_id in list(self.fillers):
             self.free_disk(node_id)
+        for node_id in list(self.slowed):
+            self.fast_fsync(node_id)
         for node_id in list(self.skewed):
             self.unskew_clock(node_id)
         for node_id, node in self.cluster.nodes.items():

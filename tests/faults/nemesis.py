@@ -159,6 +159,23 @@ def clock_skew(env, topic, rng):
     return f"restart partition leader {victim} with its clock {skew:+.0f}s off for {held:.1f}s"
 
 
+def slow_fsync(env, topic, rng):
+    """Every fsync of a partition leader takes 200-2000 ms for a while (the node keeps running: the
+    shim it was started with reads the delay from a control file). With
+    log.flush.before.acknowledge the leader's high watermark, so every acks=all produce it leads,
+    waits for its fsyncs."""
+    victim = _leader(env, topic, rng)
+    low, high = (200, 2000) if not env.quick else (500, 1500)
+    held = _span(env, rng, 8, 12)
+    before = env.fsyncs_delayed(victim)
+    env.slow_fsync(victim, low, high)
+    time.sleep(held)
+    env.fast_fsync(victim)
+    delayed = env.fsyncs_delayed(victim) - before
+    return (f"fsync on partition leader {victim} slowed to {low}-{high} ms for {held:.1f}s "
+            f"({delayed} fsyncs delayed)")
+
+
 # in priority order; the CI slice takes the first of each family
 NEMESES = {
     "kill-leader": kill_leader,
@@ -173,4 +190,5 @@ NEMESES = {
     "packet-loss": packet_loss,
     "disk-full": disk_full,
     "clock-skew": clock_skew,
+    "slow-fsync": slow_fsync,
 }

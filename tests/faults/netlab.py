@@ -68,8 +68,8 @@ def _alive(pid: int) -> bool:
 
 
 class Host:
-    def __init__(self, name: str, netns: str, address: str):
-        self.name, self.netns, self.address = name, netns, address
+    def __init__(self, name: str, netns: str, address: str, veth: str = ""):
+        self.name, self.netns, self.address, self.veth = name, netns, address, veth
 
     def exec_prefix(self) -> list[str]:
         """Prefix a command with this to run it inside the host's namespace."""
@@ -114,7 +114,10 @@ class NetLab:
             return
         self._closed = True
         for host in self.hosts.values():
-            # deleting a namespace removes its veth end (so the pair), its routes and nft tables
+            # deleting a namespace removes its veth end (so the pair), its routes and nft tables,
+            # but the kernel does so in the background: delete the pair first, at once, so that a
+            # next lab of this process (same names) can make its own
+            subprocess.run(["ip", "link", "delete", host.veth], capture_output=True, timeout=30)
             subprocess.run(["ip", "netns", "delete", host.netns], capture_output=True, timeout=30)
         subprocess.run(["ip", "link", "delete", self.bridge], capture_output=True, timeout=30)
         if self in NetLab._open:
@@ -124,7 +127,7 @@ class NetLab:
         index = len(self.hosts) + 10
         netns, veth = f"{PREFIX}{self.tag}-{name}", f"fv{self.tag}x{index}"
         address = f"{self.subnet}.{index}"
-        host = Host(name, netns, address)
+        host = Host(name, netns, address, veth)
         _run("ip", "netns", "add", netns)
         self.hosts[name] = host
         _run("ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", netns)

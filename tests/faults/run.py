@@ -2,12 +2,15 @@
 
     python -m tests.faults.run --trials 50                  # every nemesis, 50 trials each
     python -m tests.faults.run --nemesis kill-leader,pause-leader --trials 5 --out faults-out
+    python -m tests.faults.run --client librdkafka,java --trials 3   # both producers
 
 A trial: a fresh topic (3 partitions, RF 3, min.insync.replicas=2); an idempotent acks=all producer
 in the client namespace; the nemesis strikes once the producer has its first acknowledgement; the
 producer stops a few seconds after the nemesis healed what it could; the environment recovers
 (every node up, every partition's ISR full); a reader reads every partition to its high watermark; the
-checker compares. Trials share one cluster until it fails to recover, when a new one is built (and
+checker compares. `--client java`: the producer is the official Java client
+(java/FaultProducer.java) instead of librdkafka, same history, same reader and checker; a list runs
+both. Trials share one cluster until it fails to recover, when a new one is built (and
 the trial counts as `unrecovered`). `--workload transactions`: consume-transform-produce in
 transactions instead (see client.transform); `--workload group`: a consumer group under
 membership churn (see client.group). Results go to `OUT/results.jsonl` as they come (a failing trial
@@ -28,17 +31,19 @@ import sys
 import tempfile
 import time
 
-from tests.faults import checker
+from tests.faults import checker, java_client
 from tests.faults.env import FaultEnv
 from tests.faults.nemesis import NEMESES
 
 PRODUCE_RATE = 60           # records a second, over 3 partitions
 AFTER_HEAL_S = 3.0          # the producer keeps going this long after the nemesis healed
+CLIENTS = ("librdkafka", "java")
 COLUMNS = ("trials", "acknowledged", "lost", "duplicated", "reordered", "phantom", "unknown",
            "dup_unacked", "windows", "longest_window_s", "unrecovered", "failed")
 
 REQUIRED_TOOLS = {"ip": "iproute2", "nft": "nftables"}
-OPTIONAL_TOOLS = {"faketime": "faketime"}          # libfaketime, for the clock-skew nemesis
+OPTIONAL_TOOLS = {"faketime": "faketime",          # libfaketime, for the clock-skew nemesis
+                  "cc": "gcc"}                      # compiles the slow-fsync nemesis' shim
 
 
 def ensure_tools() -> str | None:
@@ -56,8 +61,10 @@ def ensure_tools() -> str | None:
 
 
 def run_trial(env: FaultEnv, nemesis: str, number: int, rng: random.Random, out_dir: str,
-              max_seconds: float = 60, workload: str = "producer") -> dict:
-    """One trial on a running environment; raises TimeoutError when the cluster does not recover."""
+              max_seconds: float = 60, workload: str = "producer",
+              client_name: str = "librdkafka") -> dict:
+    """One trial on a running environment; raises TimeoutError when the cluster does not recover.
+    `client_name` picks the producer of the producer workload (the others use librdkafka)."""
     trial_dir = os.path.join(out_dir, f"trial-{number}")
     os.makedirs(trial_dir, exist_ok=True)
     history_path = os.path.join(trial_dir, "history.jsonl")
@@ -65,7 +72,18 @@ def run_trial(env: FaultEnv, nemesis: str, number: int, rng: random.Random, out_
     stop_file = os.path.join(trial_dir, "stop")
     read_file = os.path.join(trial_dir, "read")
     began = time.monotonic()
-    if workload == "producer":
+    reader = None       # a reader process started once the client is done (the Java producer)
+    if workload == "producer" and client_name == "java":
+        topic = read_topic = f"faults-{number}"
+        env.create_topic(topic, partitions=3)
+        client = env.spawn(java_client.producer_command(
+            env.bootstrap, topic, 3, max_seconds, PRODUCE_RATE, history_path, stop_file),
+            f"trial-{number}-producer-java.log")
+        reader = ["read", "--topic", topic, "--history", read_path, "--seconds", "90",
+                  "--acknowledged-in", history_path]
+        check = checker.check_producer
+        read_file = None
+    elif workload == "producer":
         topic = read_topic = f"faults-{number}"
         env.create_topic(topic, partitions=3)
         client = env.client(["produce", "--topic", topic, "--rate", str(PRODUCE_RATE),
@@ -106,8 +124,11 @@ def run_trial(env: FaultEnv, nemesis: str, number: int, rng: random.Random, out_
     if read_file:
         open(read_file, "w").close()    # the client reads once its own work is done
     env.wait_client(client, max_seconds + 210)
+    if reader:
+        env.wait_client(env.client(reader, f"trial-{number}-reader.log"), 150)
     result = check(checker.load(history_path), checker.load(read_path))
     result.update(trial=number, workload=workload, nemesis=nemesis, fault=description,
+                  client=client_name if workload == "producer" else "librdkafka",
                   struck_s=round(struck, 1), healed_s=round(healed, 1),
                   recovery_s=round(recovery_s, 1), ok=checker.ok(result))
     if result["ok"]:
@@ -136,12 +157,12 @@ def _keep_logs(env: FaultEnv, trial_dir: str, topics=()) -> None:
             shutil.copy(os.path.join(env.root, name), trial_dir)
 
 
-def summarize(results: list[dict]) -> dict[str, dict]:
-    table: dict[str, dict] = {}
+def summarize(results: list[dict]) -> dict[tuple[str, str, str], dict]:
+    """(workload, client, nemesis) -> the row of the summary table."""
+    table: dict[tuple[str, str, str], dict] = {}
     for result in results:
-        key = result["nemesis"]
-        if result.get("workload", "producer") != "producer":
-            key = f"{result['workload']}:{key}"
+        key = (result.get("workload", "producer"), result.get("client", "librdkafka"),
+               result["nemesis"])
         row = table.setdefault(key, dict.fromkeys(COLUMNS, 0))
         row["trials"] += 1
         if result.get("unrecovered") or not result.get("read_complete", True):
@@ -157,14 +178,20 @@ def summarize(results: list[dict]) -> dict[str, dict]:
     return table
 
 
-def format_table(table: dict[str, dict]) -> str:
-    widths = [max(len("nemesis"), *(len(n) for n in table))] + [len(c) for c in COLUMNS]
-    lines = ["  ".join(["nemesis".ljust(widths[0])] +
-                       [c.rjust(w) for c, w in zip(COLUMNS, widths[1:])])]
-    for name, row in table.items():
+def format_table(table: dict[tuple[str, str, str], dict]) -> str:
+    """One line per workload, client and nemesis, grouped by workload and client."""
+    keys = sorted(table, key=lambda k: (k[0] != "producer", k[0], CLIENTS.index(k[1])
+                                        if k[1] in CLIENTS else len(CLIENTS)))
+    heads = ("workload", "client", "nemesis")
+    widths = [max([len(h)] + [len(k[i]) for k in keys]) for i, h in enumerate(heads)]
+    widths += [len(c) for c in COLUMNS]
+    lines = ["  ".join([h.ljust(w) for h, w in zip(heads, widths)] +
+                       [c.rjust(w) for c, w in zip(COLUMNS, widths[3:])])]
+    for key in keys:
+        row = table[key]
         cells = [f"{row[c]:.1f}" if c == "longest_window_s" else str(row[c]) for c in COLUMNS]
-        lines.append("  ".join([name.ljust(widths[0])] +
-                               [cell.rjust(w) for cell, w in zip(cells, widths[1:])]))
+        lines.append("  ".join([k.ljust(w) for k, w in zip(key, widths)] +
+                               [cell.rjust(w) for cell, w in zip(cells, widths[3:])]))
     return "\n".join(lines)
 
 
@@ -177,6 +204,9 @@ def main(argv=None) -> int:
     parser.add_argument("--out", default="faults-out", help="results directory (faults-out)")
     parser.add_argument("--workload", default="producer",
                         help="comma-separated, from: producer, transactions, group (producer)")
+    parser.add_argument("--client", default="librdkafka",
+                        help="the producer workload's client, comma-separated, from: "
+                        "librdkafka, java (librdkafka)")
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--hours", type=float, default=None, help="stop after this long")
     args = parser.parse_args(argv)
@@ -187,6 +217,15 @@ def main(argv=None) -> int:
     workloads = [w.strip() for w in args.workload.split(",") if w.strip()]
     if set(workloads) - {"producer", "transactions", "group"}:
         parser.error(f"unknown workload in {args.workload}")
+    clients = [c.strip() for c in args.client.split(",") if c.strip()]
+    if not clients or set(clients) - set(CLIENTS):
+        parser.error(f"unknown client in {args.client}")
+    if "java" in clients and java_client.missing():
+        print(f"faults: cannot run the Java producer: {java_client.missing()}", file=sys.stderr)
+        return 2
+    # the Java client drives only the producer workload; the others always use librdkafka
+    runs = [(w, c) for w in workloads for c in (clients if w == "producer" else ["librdkafka"])]
+    runs = list(dict.fromkeys(runs))
     problem = ensure_tools()
     if problem:
         print(f"faults: cannot run: {problem}", file=sys.stderr)
@@ -204,7 +243,7 @@ def main(argv=None) -> int:
         with open(os.path.join(args.out, "results.jsonl"), "a") as sink:
             # round robin, so that a run cut short by --hours has covered every nemesis alike
             for _ in range(args.trials):
-                for workload, name in [(w, n) for w in workloads for n in names]:
+                for (workload, client_name), name in [(r, n) for r in runs for n in names]:
                     if deadline and time.monotonic() > deadline:
                         break
                     number += 1
@@ -213,9 +252,11 @@ def main(argv=None) -> int:
                             env_root = os.path.join(root, f"env-{number}")
                             os.makedirs(env_root)
                             env = FaultEnv(env_root).__enter__()
-                        result = run_trial(env, name, number, rng, args.out, workload=workload)
+                        result = run_trial(env, name, number, rng, args.out, workload=workload,
+                                           client_name=client_name)
                     except Exception as error:      # noqa: BLE001 - recorded, then a fresh cluster
                         result = {"trial": number, "nemesis": name, "workload": workload,
+                                  "client": client_name,
                                   "unrecovered": True, "ok": False,
                                   "error": f"{type(error).__name__}: {error}"}
                         if env is not None:
@@ -225,7 +266,7 @@ def main(argv=None) -> int:
                     results.append(result)
                     sink.write(json.dumps(result) + "\n")
                     sink.flush()
-                    print(f"trial {number} {workload}/{name}: {'ok' if result['ok'] else 'FAILED'} "
+                    print(f"trial {number} {workload}/{client_name}/{name}: {'ok' if result['ok'] else 'FAILED'} "
                           f"{result.get('fault', result.get('error', ''))[:200]} "
                           f"acked={result.get('acknowledged', 0)}", flush=True)
                 print(format_table(summarize(results)), flush=True)

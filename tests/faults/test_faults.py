@@ -1,14 +1,19 @@
 """The fault suite's CI slice: one trial of the main nemeses on a real 3-node cluster in network
-namespaces (the full run is `python -m tests.faults.run`, see README), and the checker's own tests
-(it must see lost, duplicated, reordered and phantom records when they are there)."""
+namespaces, plus one of slow fsync with the Java producer (the full run is `python -m
+tests.faults.run`, see README), the checker's own tests (it must see lost, duplicated, reordered and
+phantom records when they are there) and the slow-fsync shim's."""
 
 from __future__ import annotations
 
+import os
 import random
+import subprocess
+import sys
+import time
 
 import pytest
 
-from tests.faults import checker
+from tests.faults import checker, java_client, slowdisk
 from tests.faults.env import FaultEnv
 from tests.faults.nemesis import NEMESES
 from tests.faults.run import ensure_tools, run_trial
@@ -103,6 +108,39 @@ def test_group_checker_finds_offsets_going_backwards_and_skipped_records():
     assert result["lost"] == 2 and not checker.ok(result)
 
 
+# -- the slow-fsync shim ------------------------------------------------------------------------------
+_TIMED_FSYNCS = """
+import os, sys, time
+with open(sys.argv[1], "wb") as handle:
+    handle.write(b"x")
+    began = time.monotonic()
+    os.fsync(handle.fileno())
+    os.fdatasync(handle.fileno())
+    print(time.monotonic() - began)
+"""
+
+
+@pytest.mark.skipif(slowdisk.compiler() is None, reason="no C compiler")
+def test_the_fsync_shim_delays_while_switched_on_and_not_otherwise(tmp_path):
+    shim = slowdisk.SlowFsyncShim()
+    try:
+        control = str(tmp_path / "control")
+        env = {**os.environ, "LD_PRELOAD": shim.library, slowdisk.CONTROL_ENV: control}
+
+        def timed() -> float:
+            done = subprocess.run([sys.executable, "-c", _TIMED_FSYNCS, str(tmp_path / "data")],
+                                  env=env, capture_output=True, text=True, timeout=60, check=True)
+            return float(done.stdout)
+        assert timed() < 0.3 and slowdisk.hits(control) == 0        # no control file: no delay
+        slowdisk.set_delay(control, 400, 500)
+        assert timed() >= 0.8 and slowdisk.hits(control) == 2       # fsync and fdatasync
+        slowdisk.set_delay(control, 0)
+        assert timed() < 0.3 and slowdisk.hits(control) == 2
+    finally:
+        shim.close()
+    assert not os.path.exists(shim.directory)
+
+
 # -- the CI slice ------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def fault_env(tmp_path_factory):
@@ -126,3 +164,22 @@ def test_acknowledged_writes_survive(fault_env, nemesis, tmp_path):
         pytest.fail(f"{nemesis}: the cluster did not recover: {error}\n{fault_env.log_tails()}")
     assert result["acknowledged"] > 0, result
     assert checker.ok(result), result
+
+
+@pytest.mark.skipif(java_client.missing() is not None, reason=str(java_client.missing()))
+def test_java_producer_under_slow_fsync(fault_env, tmp_path):
+    """The official Java client's idempotent acks=all producer while a partition leader's fsyncs
+    take 0.5-1.5 s each (fsync before acknowledging is on): nothing acknowledged lost, duplicated
+    or reordered, and the fault really delayed fsyncs."""
+    if fault_env.fsync_shim is None:
+        pytest.skip("no C compiler for the slow-fsync shim")
+    number = len(CI_NEMESES) + 1
+    began = time.monotonic()
+    try:
+        result = run_trial(fault_env, "slow-fsync", number, random.Random(number), str(tmp_path),
+                           max_seconds=45, client_name="java")
+    except TimeoutError as error:
+        pytest.fail(f"slow-fsync: the cluster did not recover: {error}\n{fault_env.log_tails()}")
+    assert result["client"] == "java" and result["acknowledged"] > 0, result
+    assert " 0 fsyncs delayed" not in result["fault"], result
+    assert checker.ok(result), (result, time.monotonic() - began)

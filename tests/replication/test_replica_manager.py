@@ -27,6 +27,9 @@ class FakeLog:
     def write_epochs(self, sync=True):
         return False
 
+    def flush(self, up_to=None):
+        self.recovery_point = self.log_end_offset
+
 
 class FakePartitions:
     durable_acks = False
@@ -182,3 +185,45 @@ async def test_becoming_leader_during_a_follower_append_starts_the_epoch_after_i
     partition.replica_io = False
     manager.epoch_start_after_io(partition)
     assert partition.log.epochs == [(4, 25)] and partition.replica_state.epoch_start_offset == 25
+
+
+async def test_a_new_leader_with_durable_acks_flushes_what_it_got_as_a_follower():
+    """log.flush.before.acknowledge: the high watermark counts only fsynced records. A follower's
+    appends are not fsynced, so a new leader flushes them at once: else records the old leader
+    acknowledged stay invisible until the next produce (found by the fault suite)."""
+    broker = SimpleNamespace(node_id=1, metrics=BrokerMetrics(1, process_metrics=False),
+                             image=SimpleNamespace(brokers={}))
+    partitions = FakePartitions()
+    partitions.durable_acks = True
+    manager = ReplicaManager(broker, partitions)
+    log = FakeLog(end=10)
+    log.recovery_point, log.high_watermark = 4, 4        # appended as a follower, not fsynced
+    partition = Partition(topic="t", index=0, topic_id=None, log=log, leader=1, leader_epoch=5,
+                          min_insync_replicas=2)
+    partitions.by_key[("t", 0)] = partition
+    manager.on_partition(partition, SimpleNamespace(leader=1, leader_epoch=5, partition_epoch=3,
+                                                    replicas=(1, 2, 3), isr=(1, 2)))
+    assert log.recovery_point == 10
+    manager.on_replica_fetch(partition, 2, 7, 10)
+    assert log.high_watermark == 10
+
+
+async def test_the_leader_flusher_flushes_off_the_loop_then_advances():
+    from broker.replication.leader_flush import LeaderFlusher
+
+    flushed = []
+
+    async def run_blocking(function, *args):
+        return await trio.to_thread.run_sync(function, *args)
+    flusher = LeaderFlusher(SimpleNamespace(run_blocking=run_blocking), flushed.append)
+    partition = SimpleNamespace(log=FakeLog(end=8))
+    partition.log.recovery_point = 2
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(flusher.run)
+        await trio.sleep(0)
+        flusher.flush_later(partition)
+        with trio.fail_after(10):
+            while not flushed:
+                await trio.sleep(0.01)
+        nursery.cancel_scope.cancel()
+    assert flushed == [partition] and partition.log.recovery_point == 8

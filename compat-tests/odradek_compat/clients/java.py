@@ -27,17 +27,19 @@ def jars_missing(name: str) -> str | None:
     return None
 
 
-def compiled_classes(jar_set: str) -> str:
-    """Compiles Driver.java against the jar set once per version of the source: the classes live
-    under the source's hash, so worktrees sharing one .cache never run each other's driver."""
-    with open(SOURCE, "rb") as f:
+def compiled_classes(jar_set: str, source: str = SOURCE) -> str:
+    """Compiles a driver (Driver.java unless told) against the jar set once per version of the source:
+    the classes live under the source's hash, so worktrees sharing one .cache never run each other's
+    driver."""
+    with open(source, "rb") as f:
         digest = hashlib.sha256(f.read()).hexdigest()[:12]
     classes = os.path.join(CACHE, f"classes-{jar_set}-{digest}")
-    if os.path.exists(os.path.join(classes, "Driver.class")):
+    main_class = os.path.splitext(os.path.basename(source))[0] + ".class"
+    if os.path.exists(os.path.join(classes, main_class)):
         return classes
     tmp = tempfile.mkdtemp(dir=CACHE, prefix=f"classes-{jar_set}.")
     subprocess.run(["javac", "-nowarn", "-encoding", "UTF-8", "-d", tmp, "-cp",
-                    os.path.join(CACHE, jar_set, "*"), SOURCE], check=True, capture_output=True, timeout=180)
+                    os.path.join(CACHE, jar_set, "*"), source], check=True, capture_output=True, timeout=180)
     try:
         os.replace(tmp, classes)
     except OSError:   # another run compiled the same source meanwhile
