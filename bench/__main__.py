@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import signal
 import sys
@@ -37,6 +38,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                              "ones only when $APACHE_KAFKA_HOME or /work/shared/apache-kafka and java exist)")
     parser.add_argument("--scale", action="store_true",
                         help="also the slow scale rows: 10,000 partitions on Odradek and Kafka (bench/scale.py)")
+    parser.add_argument("--no-replicated", action="store_true",
+                        help="skip the replicated rows (three Odradek nodes vs three Kafka nodes, RF 3, acks=all; "
+                             "several minutes: six more servers start)")
+    parser.add_argument("--no-ssl", action="store_true",
+                        help="skip the SSL rows (Odradek and Kafka without their SSL listener)")
     parser.add_argument("--only", default="", help="run only cases whose name contains this text")
     parser.add_argument("--duration", type=float, help="override seconds of load per throughput run")
     parser.add_argument("--repeats", type=int, help="override repetitions per cell")
@@ -77,6 +83,45 @@ def idle_cpu(running: list[targets.Target], seconds: float) -> suite.Row:
     return row
 
 
+def _announce(target: targets.Target) -> None:
+    print(f"{target.name}: {target.label} at {target.bootstrap} (pid {target.pid})", flush=True)
+    if target.ssl_bootstrap:
+        print(f"  SSL listener at {target.ssl_bootstrap}", flush=True)
+    if target.details.get("jvm_flags"):
+        print(f"  JVM flags (jcmd VM.flags): {target.details['jvm_flags']}", flush=True)
+
+
+def _run_replicated(args, bench_suite: suite.Suite, running: list[targets.Target], log_dir: Path,
+                    errors: list[str]) -> None:
+    """Three Odradek nodes against three Kafka nodes. The single-node servers stop first (their rows
+    are done), so the six cluster processes have the machine to themselves."""
+    from bench.clusters import start_kafka_cluster, start_odradek_cluster
+    from bench.replicated_rows import build_replicated_cases
+
+    cases = [case for case in build_replicated_cases(bench_suite) if args.only in case.name]
+    if not cases:
+        return
+    for target in running:
+        bench_suite.forget(target.name)
+        target.stop()
+    starters = [("odradek-rf3", lambda: start_odradek_cluster(log_dir, dict(item.split("=", 1)
+                                                                        for item in args.override)))]
+    if "kafka" in args.targets:
+        starters.append(("kafka-rf3", lambda: start_kafka_cluster(log_dir)))
+    for name, start in starters:
+        print(f"starting {name}", flush=True)
+        try:
+            target = start()
+        except Exception as error:  # noqa: BLE001 - the other cluster's rows still mean something
+            errors.append(f"start {name}: {error}")
+            print(f"could not start {name}: {error}", flush=True)
+            continue
+        running.append(target)
+        bench_suite.targets[target.name] = target
+        _announce(target)
+    bench_suite.run(cases)
+
+
 def _interrupt(signum, frame):
     raise KeyboardInterrupt
 
@@ -104,12 +149,17 @@ def main(argv: list[str] | None = None) -> int:
     running: list[targets.Target] = []
     errors: list[str] = []
     overrides = dict(item.split("=", 1) for item in args.override)
+    pki = None
+    if not args.no_ssl:
+        from bench.ssl_rows import BenchPki
+
+        pki = BenchPki(log_dir / "pki")
     starters = {
         "odradek": lambda: targets.start_odradek(
-            log_dir, overrides, shlex.split(args.odradek_command) if args.odradek_command else None),
+            log_dir, overrides, shlex.split(args.odradek_command) if args.odradek_command else None, tls=pki),
         "peer": lambda: targets.start_peer(log_dir),
         "sink": lambda: targets.start_sink(log_dir, settings.partitions),
-        "kafka": lambda: kafka.start_kafka(log_dir),
+        "kafka": lambda: kafka.start_kafka(log_dir, tls=pki),
         "odradek-durable": lambda: targets.start_odradek(
             log_dir, {**overrides, **ODRADEK_DURABLE},
             shlex.split(args.odradek_command) if args.odradek_command else None,
@@ -132,9 +182,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"could not start {name}: {error}", flush=True)
                 continue
             running.append(target)
-            print(f"{target.name}: {target.label} at {target.bootstrap} (pid {target.pid})", flush=True)
-            if target.details.get("jvm_flags"):
-                print(f"  JVM flags (jcmd VM.flags): {target.details['jvm_flags']}", flush=True)
+            _announce(target)
         if args.profile:
             from bench.profile import PySpy
 
@@ -142,7 +190,13 @@ def main(argv: list[str] | None = None) -> int:
         began = time.monotonic()
         idle_row = idle_cpu(running, settings.idle_seconds)
         with suite.Suite(settings, running, profiler=profiler) as bench_suite:
-            cases = [case for case in suite.build_cases(bench_suite) if args.only in case.name]
+            cases = suite.build_cases(bench_suite)
+            if pki is not None:
+                from bench.ssl_rows import build_ssl_cases
+
+                consume_at = next(i for i, case in enumerate(cases) if case.name.startswith("consume"))
+                cases[consume_at + 1:consume_at + 1] = build_ssl_cases(bench_suite)
+            cases = [case for case in cases if args.only in case.name]
             scale_cases = []
             if args.scale:
                 from bench.scale import scale_case
@@ -157,6 +211,8 @@ def main(argv: list[str] | None = None) -> int:
                     if rss is not None and target.name in ("odradek", "peer", "kafka", "candidate"):
                         rss_row.samples[target.name] = [rss / (1 << 20)]
                 bench_suite.run(scale_cases)
+                if not args.no_replicated:
+                    _run_replicated(args, bench_suite, running, log_dir, errors)
             except KeyboardInterrupt:  # Ctrl-C or SIGTERM: keep what was measured
                 errors.append("run interrupted: later cases missing")
                 print("interrupted: writing what was measured so far", flush=True)
@@ -185,11 +241,13 @@ def main(argv: list[str] | None = None) -> int:
         "rss_timeline": rss_timeline,
         "errors": errors,
         "elapsed_s": elapsed,
+        "load_average_end": list(os.getloadavg()),
         "server_logs": str(log_dir),
     }
     checks_table = report.format_checks(report.target_checks(rows))
     run["checks_table"] = checks_table
     complete = (not args.only and set(args.targets) >= set(default_targets()) and not args.no_results_md
+                and not args.no_replicated and not args.no_ssl
                 and not args.candidate_command and not args.odradek_command
                 and "run interrupted: later cases missing" not in errors)
     path = report.write_results(run, table, results_md=report.RESULTS_MD if complete else None)

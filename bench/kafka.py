@@ -42,8 +42,10 @@ def available() -> str | None:
 
 
 def start_kafka(log_dir: Path, properties: dict[str, str] | None = None, name: str = "kafka",
-                column: str = "kafka", heap: str | None = None, attempts: int = 3) -> Target:
-    """A fresh single-node Kafka with run.sh's settings plus `properties`, on free loopback ports."""
+                column: str = "kafka", heap: str | None = None, attempts: int = 3, tls=None) -> Target:
+    """A fresh single-node Kafka with run.sh's settings plus `properties`, on free loopback ports.
+
+    `tls` (a `bench.ssl_rows.BenchPki`): an SSL listener next to the PLAINTEXT one."""
     reason = available()
     if reason:
         raise TargetError(f"not available: {reason}")
@@ -53,8 +55,10 @@ def start_kafka(log_dir: Path, properties: dict[str, str] | None = None, name: s
     last_error: TargetError | None = None
     for _ in range(attempts):
         data_dir = Path(tempfile.mkdtemp(prefix=f"{name}-bench-"))
-        (data_dir / "extra.properties").write_text("".join(f"{k}={v}\n" for k, v in properties.items()))
-        port, controller_port = free_port(), free_port()
+        port, controller_port, ssl_port = free_port(), free_port(), free_port()
+        listeners = tls.kafka_settings(port, ssl_port, controller_port) if tls is not None else {}
+        (data_dir / "extra.properties").write_text(
+            "".join(f"{k}={v}\n" for k, v in {**listeners, **properties}.items()))
         env = {**os.environ, "KAFKA_HEAP": heap}
         env.pop("KAFKA_EXTRA_PROPS", None)  # only the properties we name, so the label is the truth
         process = _spawn([str(kafka_home() / "run.sh"), str(port), str(data_dir), str(controller_port)],
@@ -67,11 +71,15 @@ def start_kafka(log_dir: Path, properties: dict[str, str] | None = None, name: s
             continue
         jvm = jvm_settings(process.pid)
         settings = ", ".join(f"{k}={v}" for k, v in properties.items()) or "run.sh defaults (flush left to the OS)"
+        if tls is not None:
+            settings += f"; with an SSL listener ({tls.describe()})"
         label = (f"Apache Kafka {version} (KRaft, one node, {kafka_home()}), heap {jvm['heap']}, {jvm['gc']}, "
                  f"{settings}; unmeasured warm-up passes of every workload first")
         return Target(name, label, f"127.0.0.1:{port}", process, log_path, cleanup=[data_dir], column=column,
                       warmup=True, stop_timeout=STOP_TIMEOUT_S, details={"jvm_flags": jvm["flags"],
-                                                                         "properties": properties})
+                                                                         "properties": properties},
+                      ssl_bootstrap=f"127.0.0.1:{ssl_port}" if tls is not None else "",
+                      ssl_client=tls.client_settings() if tls is not None else {})
     raise last_error or TargetError("kafka did not start")
 
 

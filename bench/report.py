@@ -66,7 +66,7 @@ def describe_machine(info: dict) -> str:
 def format_value(value: float | None, metric: str) -> str:
     if value is None:
         return "n/a"
-    if metric == "records/s":
+    if metric.endswith("records/s"):
         return f"{value / 1e6:.2f} M" if value >= 1e6 else f"{value / 1e3:.1f} k" if value >= 1e3 else f"{value:.0f}"
     if metric == "GB/s":
         return f"{value:.2f}"
@@ -139,6 +139,17 @@ def target_checks(rows: list[Row]) -> list[tuple[str, str, str]]:
     value = latency.ratio("odradek", "kafka") if latency else None
     checks.append(("p99 end-to-end ≤ Kafka's", format_ratio(value),
                    "n/a" if value is None else "met" if value <= 1.0 else "missed"))
+    # Issue 21: three nodes each, RF 3, acks=all, min.insync.replicas=2
+    for label in ("100 B", "1 KiB"):
+        ratio_check(f"replicated: batched produce {label} acks=all ≥ 1.0× Kafka's cluster",
+                    f"replicated: produce batched {label}", "records/s", "kafka", 1.0)
+    ratio_check("replicated: consume ≥ 1.0× Kafka's cluster", "replicated: consume", "records/s", "kafka", 1.0)
+    latency = _find(rows, "replicated: end-to-end latency", "p99 ms")
+    value = latency.ratio("odradek", "kafka") if latency else None
+    checks.append(("replicated: p99 end-to-end ≤ Kafka's", format_ratio(value),
+                   "n/a" if value is None else "met" if value <= 1.0 else "missed"))
+    for label in ("produce batched 100 B", "produce batched 1 KiB", "consume"):
+        ratio_check(f"SSL: {label} ≥ 1.0× Kafka over SSL", f"SSL: {label}", "SSL records/s", "kafka", 1.0)
     for metric in ("CreateTopics s", "full Metadata ms"):
         row = _find(rows, "scale:", metric)
         value = row.ratio("odradek", "kafka") if row else None
@@ -213,6 +224,13 @@ Kafka runs one unmeasured warm-up pass of every case before its measured ones (i
 records it handled: the client shares the cores, so records/s is often client-bound while this shows
 each server's own cost. Profiles and what to change next: `bench/PROFILE.md`. TLS and SASL_SSL
 next to PLAINTEXT (`python -m bench.security`): `bench/RESULTS-security.md`.
+`SSL:` rows: the same broker (Odradek and single-node Kafka each have an SSL listener next to the
+PLAINTEXT one, certificates from a CA made for the run) moves the same workload over PLAINTEXT and
+then over SSL in every repetition; "SSL/PLAINTEXT" is each broker's own ratio. `replicated:` rows:
+three Odradek nodes against three Kafka nodes (each node broker and controller), RF 3 topics, acks=all,
+min.insync.replicas=2 (internal topics RF 3 too), Kafka's default replica fetch settings on both; run
+last, after the single-node servers have stopped; CPU is the sum over the three nodes. Load average
+at the end of the run: {' '.join(f'{x:.2f}' for x in run.get('load_average_end', []))}.
 
 Servers:
 {targets}

@@ -135,6 +135,11 @@ class Suite:
     def _gather(self, calls: list[tuple[Callable, tuple]], timeout: float) -> list[dict]:
         return self.pool.run(calls, timeout)
 
+    def forget(self, name: str) -> None:
+        """Before a server stops for good: its admin client goes first (no reconnect noise)."""
+        self._admins.pop(name, None)
+        self.targets.pop(name, None)
+
     def _admin(self, target: Target):
         if target.name not in self._admins:
             from confluent_kafka.admin import AdminClient
@@ -151,16 +156,17 @@ class Suite:
         from confluent_kafka.admin import NewTopic
 
         admin = self._admin(target)
-        future = admin.create_topics([NewTopic(name, partitions, 1)], operation_timeout=30)[name]
+        replicas = target.replication_factor
+        future = admin.create_topics([NewTopic(name, partitions, replicas)], operation_timeout=30)[name]
         future.result(timeout=60)
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:  # wait until every partition has a leader
+        while time.monotonic() < deadline:  # wait until every partition has a leader and a full ISR
             topic = admin.list_topics(name, timeout=10).topics.get(name)
             if topic and topic.error is None and len(topic.partitions) == partitions and all(
-                    p.leader >= 0 for p in topic.partitions.values()):
+                    p.leader >= 0 and len(p.isrs) >= replicas for p in topic.partitions.values()):
                 return name
             time.sleep(0.1)
-        raise RuntimeError(f"topic {name} has no leaders after 30s")
+        raise RuntimeError(f"topic {name} has no leaders (or not all replicas in sync) after 30s")
 
     def delete_topic(self, target: Target, name: str) -> None:
         """Best effort: keeps the in-memory peer's RSS and Odradek's disk use from piling up."""
@@ -285,10 +291,11 @@ class Suite:
     # -- workload building blocks -----------------------------------------------------------------
 
     def produce_run(self, target: Target, topic: str, record_size: int, config: dict,
-                    producers: int | None = None) -> dict[str, float]:
+                    producers: int | None = None, bootstrap: str | None = None) -> dict[str, float]:
+        """`bootstrap`: another listener of the target (its SSL one) instead of its PLAINTEXT one."""
         producers = producers or self.settings.producers
         start_at = time.time() + START_MARGIN_S
-        args = (target.bootstrap, topic, record_size, self.settings.duration, config, start_at)
+        args = (bootstrap or target.bootstrap, topic, record_size, self.settings.duration, config, start_at)
         cpu_before = target.cpu_seconds()
         results = self._gather([(workloads.produce, args)] * producers, timeout=self.settings.duration + 120)
         return _with_cpu(_throughput(results), target, cpu_before, results)
@@ -381,7 +388,7 @@ def build_cases(suite: Suite) -> list[Case]:
     return cases
 
 
-def _consume_case(suite: Suite) -> Case:
+def _consume_case(suite: Suite, targets=("odradek", "peer", "kafka"), prefix: str = "") -> Case:
     s = suite.settings
     size = KIB
     filled: dict[str, tuple[str, dict[int, int]]] = {}
@@ -413,11 +420,11 @@ def _consume_case(suite: Suite) -> Case:
     def finish(target: Target) -> None:
         suite.delete_topic(target, filled.pop(target.name)[0])
 
-    return Case(f"consume from earliest, 1 KiB ({s.consume_records:,} records)", run, THROUGHPUT,
-                targets=("odradek", "peer", "kafka"), prepare=prepare, finish=finish)
+    return Case(f"{prefix}consume from earliest, 1 KiB ({s.consume_records:,} records)", run, THROUGHPUT,
+                targets=targets, prepare=prepare, finish=finish)
 
 
-def _latency_case(suite: Suite) -> Case:
+def _latency_case(suite: Suite, targets=("odradek", "peer", "kafka"), prefix: str = "") -> Case:
     s = suite.settings
     size = 100
 
@@ -441,8 +448,8 @@ def _latency_case(suite: Suite) -> Case:
         return {"p50 ms": percentile(latencies, 0.50), "p99 ms": percentile(latencies, 0.99),
                 "p99.9 ms": percentile(latencies, 0.999)}
 
-    return Case(f"end-to-end latency at {s.latency_rate:,} records/s (100 B, acks=all, linger.ms=1)", run,
-                [("p50 ms", False), ("p99 ms", False), ("p99.9 ms", False)], targets=("odradek", "peer", "kafka"))
+    return Case(f"{prefix}end-to-end latency at {s.latency_rate:,} records/s (100 B, acks=all, linger.ms=1)", run,
+                [("p50 ms", False), ("p99 ms", False), ("p99.9 ms", False)], targets=targets)
 
 
 def _connections_case(suite: Suite, count: int) -> Case:

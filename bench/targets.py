@@ -27,6 +27,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 STARTUP_TIMEOUT_S = 30.0
 # The line each server prints once it listens (Odradek's own log also mentions the configured port 0).
 ODRADEK_LISTENING = re.compile(r"^odradek: listening on PLAINTEXT://([\w.\-]+):(\d+)", re.M)
+ODRADEK_SSL_LISTENING = re.compile(r"^odradek: listening on SSL://([\w.\-]+):(\d+)", re.M)
 PEER_LISTENING = re.compile(r"listening on: tcp://([\w.\-]+):(\d+)")
 SINK_LISTENING = re.compile(r"^null-sink: listening on PLAINTEXT://([\w.\-]+):(\d+)", re.M)
 
@@ -50,6 +51,9 @@ class Target:
     warmup: bool = False  # run every case once, discarded, before measuring (a JVM's JIT)
     stop_timeout: float = 10.0
     details: dict = field(default_factory=dict)  # what the results JSON records about it (JVM flags)
+    replication_factor: int = 1  # of the topics the bench creates on it (3 on a 3-node cluster)
+    ssl_bootstrap: str = ""  # its SSL listener, when started with one (bench/ssl_rows.py)
+    ssl_client: dict = field(default_factory=dict)  # librdkafka settings that reach that listener
 
     def __post_init__(self) -> None:
         self.column = self.column or self.name
@@ -140,15 +144,20 @@ def _spawn(cmd: list[str], log_path: Path, **kwargs) -> subprocess.Popen:
 
 
 def start_odradek(log_dir: Path, overrides: dict[str, str] | None = None,
-                  command: list[str] | None = None, name: str = "odradek", column: str = "") -> Target:
+                  command: list[str] | None = None, name: str = "odradek", column: str = "",
+                  tls=None) -> Target:
     """`odradek serve` on a fresh data dir with its default durability, on an OS-chosen port.
 
     `command` replaces the launcher (default: this checkout's broker.cli under this interpreter),
     e.g. to measure an experimental build; ``serve --override ...`` is appended to it. With
-    name="candidate" it is the second Odradek of an A/B run.
+    name="candidate" it is the second Odradek of an A/B run. `tls` (a `bench.ssl_rows.BenchPki`):
+    an SSL listener next to the PLAINTEXT one, with that certificate.
     """
     data_dir = Path(tempfile.mkdtemp(prefix="odradek-bench-"))
-    settings = {"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(data_dir), **(overrides or {})}
+    settings = {"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(data_dir)}
+    if tls is not None:
+        settings.update(tls.odradek_settings())
+    settings.update(overrides or {})
     cmd = list(command or [sys.executable, "-c", ODRADEK_LAUNCHER]) + ["serve"]
     for key, value in settings.items():
         cmd += ["--override", f"{key}={value}"]
@@ -157,14 +166,20 @@ def start_odradek(log_dir: Path, overrides: dict[str, str] | None = None,
     process = _spawn(cmd, log_path, cwd=REPO_ROOT, env=env)
     try:
         host, port = _wait_for_listener(process, log_path, "odradek", ODRADEK_LISTENING)
+        ssl_bootstrap = ""
+        if tls is not None:
+            ssl_bootstrap = "%s:%d" % _wait_for_listener(process, log_path, "odradek", ODRADEK_SSL_LISTENING)
     except TargetError:
         shutil.rmtree(data_dir, ignore_errors=True)
         raise
     durable = (overrides or {}).get("log.flush.before.acknowledge") == "true"
     label = "Odradek (fresh data dir, " + ("log.flush.before.acknowledge=true)" if durable else "default durability)")
+    if tls is not None:
+        label += f", with an SSL listener ({tls.describe()})"
     if command:
         label += f", launched as `{' '.join(command)}`"
-    return Target(name, label, f"{host}:{port}", process, log_path, cleanup=[data_dir], column=column)
+    return Target(name, label, f"{host}:{port}", process, log_path, cleanup=[data_dir], column=column,
+                  ssl_bootstrap=ssl_bootstrap, ssl_client=tls.client_settings() if tls is not None else {})
 
 
 def start_peer(log_dir: Path, attempts: int = 3) -> Target:
