@@ -10,6 +10,8 @@ import uuid
 import pytest
 
 from bench import kafka, report, suite
+from bench.ssl_rows import BenchPki
+from tests.bench.round_trip import round_trip as _round_trip
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -19,8 +21,9 @@ def kafka_target(tmp_path_factory):
     reason = kafka.available()
     if reason:
         pytest.skip(f"Apache Kafka not available: {reason}")
+    pki = BenchPki(tmp_path_factory.mktemp("pki"))
     target = kafka.start_kafka(tmp_path_factory.mktemp("kafka-logs"), {"log.flush.interval.messages": "1"},
-                               name="kafka-durable", column="kafka", heap="256m")
+                               name="kafka-durable", column="kafka", heap="256m", tls=pki)
     yield target
     target.stop()
 
@@ -45,6 +48,14 @@ def test_kafka_target_answers_a_produce_and_a_consume(kafka_target):
             break
     consumer.close()
     assert got == values
+
+
+def test_kafka_target_ssl_listener_takes_the_bench_certificate(kafka_target):
+    assert kafka_target.ssl_bootstrap and kafka_target.ssl_bootstrap != kafka_target.bootstrap
+    assert "SSL listener" in kafka_target.label
+    topic = f"bench-ssl-{uuid.uuid4().hex[:8]}"
+    assert _round_trip(kafka_target.ssl_bootstrap, kafka_target.ssl_client, topic, acks="1") == [
+        f"{topic}-{i}".encode() for i in range(5)]
 
 
 def test_kafka_target_reports_what_it_runs_with(kafka_target):
