@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from bench import clusters, kafka, report, ssl_rows, suite, targets
+from bench import clusters, kafka, replicated_rows, report, ssl_rows, suite, targets
 from tests.bench.round_trip import round_trip as _round_trip
 
 pytestmark = pytest.mark.timeout(300)
@@ -75,6 +75,10 @@ def test_odradek_cluster_target_replicates_and_sums_its_nodes(tmp_path):
             metadata = AdminClient({"bootstrap.servers": target.bootstrap}).list_topics(topic, timeout=30)
             assert all(len(p.replicas) == 3 for p in metadata.topics[topic].partitions.values())
             assert _round_trip(target.bootstrap, {}, topic) == [f"{topic}-{i}".encode() for i in range(5)]
+            produce_100 = replicated_rows.build_replicated_cases(bench_suite)[0]
+            values = produce_100.run(target)  # a short acks=all run, split by node role
+            assert values["records/s"] > 0 and set(values) >= {replicated_rows.LEADER_CPU,
+                                                               replicated_rows.FOLLOWER_CPU}
         per_node = target.node_cpu_seconds()
         assert set(per_node) == {1, 2, 3} and all(value > 0 for value in per_node.values())
         assert target.cpu_seconds() >= max(per_node.values())
@@ -98,3 +102,13 @@ def test_kafka_cluster_target_forms_and_keeps_acks_all_records(tmp_path):
     finally:
         target.stop()
     assert not target.alive() and not any(path.exists() for path in target.cleanup)
+
+
+def test_replicated_produce_splits_the_clusters_cpu_by_role():
+    from bench.replicated_rows import FOLLOWER_CPU, LEADER_CPU, _split_by_role
+
+    before = {1: 10.0, 2: 10.0, 3: 10.0}
+    after = {1: 13.0, 2: 13.0, 3: 12.0}  # nodes 1 and 2 lead; 3 only follows
+    values = _split_by_role(before, after, {1, 2}, cpu_per_record=8.0)
+    assert values == {LEADER_CPU: 3.0, FOLLOWER_CPU: 2.0}
+    assert _split_by_role(before, {**after, 3: None}, {1, 2}, 8.0) == {}
