@@ -21,6 +21,7 @@ from pathlib import Path
 
 from bench import workloads
 from bench.clusters import start_odradek_cluster
+from bench.profile import py_spy_binary
 from bench.suite import BATCHED, percentile
 
 
@@ -73,7 +74,7 @@ def main(argv=None) -> int:
                 Path(args.py_spy).mkdir(parents=True, exist_ok=True)
                 for node in (leader, follower):
                     spies.append(subprocess.Popen(
-                        ["py-spy", "record", "--format", "raw", "--rate", "200", "--nonblocking",
+                        [py_spy_binary(), "record", "--format", "raw", "--rate", "200", "--nonblocking",
                          "--pid", str(target.processes[node].pid), "--duration", str(int(args.seconds) + 2),
                          "--output", str(Path(args.py_spy) / f"{roles[node]}-node{node}.txt")],
                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
@@ -85,7 +86,8 @@ def main(argv=None) -> int:
             for spy in spies:
                 spy.wait(60)
             rate = result["records"] / (result["end"] - result["start"])
-            cpu = ", ".join(f"node {node} ({roles[node]}) {100 * (after[node] - before[node]) / elapsed:.0f}%"
+            cpu = ", ".join(f"node {node} ({roles[node]}) {100 * (after[node] - before[node]) / elapsed:.0f}% "
+                            f"= {1e6 * (after[node] - before[node]) / max(result['records'], 1):.2f} µs/record"
                             for node in sorted(target.processes))
             print(f"acks={acks:3} {args.size} B batched: {rate:,.0f} records/s "
                   f"({result['errors']} errors); CPU % of a core: {cpu}", flush=True)
