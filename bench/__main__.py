@@ -166,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
             name="odradek-durable", column="odradek"),
         "kafka-durable": lambda: kafka.start_kafka(log_dir, KAFKA_DURABLE, name="kafka-durable", column="kafka"),
         "candidate": lambda: targets.start_odradek(
-            log_dir, overrides, shlex.split(args.candidate_command), name="candidate"),
+            log_dir, overrides, shlex.split(args.candidate_command), name="candidate", tls=pki),
     }
     wanted = args.targets + (["candidate"] if args.candidate_command else [])
     unavailable = kafka.available()
