@@ -2,7 +2,8 @@
 
     python -m bench.replicated_profile [--seconds 10] [--size 1024] [--py-spy DIR] [--override K=V ...]
 
-One RF 3 topic with one partition (so one node leads and two only follow), min.insync.replicas=2,
+One RF 3 topic with one partition (so one node leads and two only follow; `--partitions 2` as in the
+bench's rows), min.insync.replicas=2,
 the cluster of the bench's replicated rows (bench/clusters.py). For acks=all and then acks=1 on the
 same topic: records/s, each node's CPU (% of a core: a node near 100 % is CPU-bound, one far below
 waits), and the produce acknowledgement latency of lone records at a low rate (acks=all minus acks=1
@@ -48,6 +49,8 @@ def main(argv=None) -> int:
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--size", type=int, default=1024)
     parser.add_argument("--latency-records", type=int, default=300)
+    parser.add_argument("--partitions", type=int, default=1,
+                        help="partitions of the RF 3 topic (the bench's rows use 2: two nodes lead one each)")
     parser.add_argument("--py-spy", metavar="DIR")
     parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE")
     args = parser.parse_args(argv)
@@ -59,15 +62,18 @@ def main(argv=None) -> int:
 
         admin = AdminClient({"bootstrap.servers": target.bootstrap, "log_level": 3})
         topic = "profile-rf3"
-        admin.create_topics([NewTopic(topic, 1, 3)])[topic].result(60)
+        admin.create_topics([NewTopic(topic, args.partitions, 3)])[topic].result(60)
         while True:
-            partition = admin.list_topics(topic, timeout=10).topics[topic].partitions.get(0)
-            if partition is not None and partition.leader >= 0 and len(partition.isrs) == 3:
+            partitions = admin.list_topics(topic, timeout=10).topics[topic].partitions
+            if len(partitions) == args.partitions and all(
+                    p.leader >= 0 and len(p.isrs) == 3 for p in partitions.values()):
                 break
             time.sleep(0.2)
-        leader = partition.leader
-        follower = next(node for node in target.processes if node != leader)
-        roles = {node: "leader" if node == leader else "follower" for node in target.processes}
+        leaders = {p.leader for p in partitions.values()}
+        leader = partitions[0].leader
+        follower = next((node for node in target.processes if node not in leaders),
+                        next(node for node in target.processes if node != leader))
+        roles = {node: "leader" if node in leaders else "follower" for node in target.processes}
         for acks in ("all", "1"):
             spies = []
             if args.py_spy and acks == "all":
