@@ -11,6 +11,8 @@ node" what leading one and following one costs.
 
 from __future__ import annotations
 
+import os
+
 from bench.targets import Target
 
 TARGETS = ("odradek-rf3", "kafka-rf3")
@@ -28,6 +30,7 @@ def build_replicated_cases(suite) -> list:
     def produce_case(label: str, size: int) -> Case:
         def run(target: Target) -> dict[str, float]:
             with suite._topic(target, f"rf3-{size}", s.partitions) as topic:
+                os.sync()  # the other cluster's writes are written back now, not during this round
                 before = target.node_cpu_seconds()
                 values = suite.produce_run(target, topic, size, {**BATCHED, "acks": "all"})
                 after = target.node_cpu_seconds()
