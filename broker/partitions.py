@@ -381,16 +381,18 @@ class PartitionManager:
         return _appends_inline(items)
 
     def append_now(self, items, origin=None) -> list:
-        """append_many() in the calling thread."""
+        """append_many() in the calling thread. Items: (partition, records[, verification
+        guard[, the records' one batch header, parsed by the caller]])."""
         from storage.log import AppendOrigin
 
         origin = origin or AppendOrigin.CLIENT
         outcomes = []
-        for partition, records, *guard in items:   # (partition, records[, verification guard])
+        for partition, records, *extra in items:
             try:
                 outcomes.append(partition.log.append(
                     records, leader_epoch=partition.leader_epoch, origin=origin,
-                    verification_guard=guard[0] if guard else None))
+                    verification_guard=extra[0] if extra else None,
+                    batch=extra[1] if len(extra) > 1 else None))
             except StorageError as exc:
                 outcomes.append(exc)
         return outcomes

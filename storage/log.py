@@ -57,6 +57,7 @@ class Log(LogAppends, LogReads, LogRetention, LogTruncation):
                  cleaner_checkpoint: int = 0, clock: Callable[[], int] = _now_ms):
         self.directory = directory
         self.topic, self.partition = parse_partition_dir(os.path.basename(directory.rstrip("/")))
+        self.name = f"{self.topic}-{self.partition}"   # as Kafka names a partition in messages
         self.config = config or LogConfig()
         self.handles = handles if handles is not None else OpenFiles()
         self.clock = clock

@@ -13,7 +13,7 @@ import random
 from typing import NamedTuple
 
 from protocol.records import (
-    LOG_OVERHEAD, NO_PARTITION_LEADER_EPOCH, NO_TIMESTAMP, RecordBatch, RecordBatchError, patched_header,
+    NO_PARTITION_LEADER_EPOCH, NO_TIMESTAMP, RecordBatch, RecordBatchError, patched_header,
 )
 from storage.errors import ErrorCode, InvalidBatchError
 from storage.segment import LogSegment
@@ -44,31 +44,39 @@ class LogAppends:
 
     def append(self, records, *, leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
                origin: AppendOrigin = AppendOrigin.CLIENT, now_ms: int | None = None,
-               verification_guard: object | None = None) -> AppendResult:
+               verification_guard: object | None = None,
+               batch: RecordBatch | None = None) -> AppendResult:
         """Validate and append the batches in `records` (bytes/memoryview, never copied).
 
         CLIENT and COORDINATOR appends get offsets from the log end, the leader epoch
         stamped and, for LogAppendTime topics, the append time; REPLICATION appends
-        keep the offsets they carry (which must not go backwards).
+        keep the offsets they carry (which must not go backwards). `batch`: the header of
+        the one batch that is all of `records`, when the caller parsed it already (Produce
+        checks it first), so it is not parsed twice; validated all the same.
         """
-        view = records if isinstance(records, memoryview) else memoryview(records)
-        if view.format != "B" or view.ndim != 1:
-            view = view.cast("B")
+        config = self.config
         now = self.clock() if now_ms is None else now_ms
-        batches = validate_append(view, origin, self.config, now, f"{self.topic}-{self.partition}")
-        if origin is AppendOrigin.CLIENT and self.config.compression_type != "producer":
-            batches = apply_topic_compression(batches, self.config)
-        log_append_time = now if self.config.log_append_time and origin is not AppendOrigin.REPLICATION else None
+        if batch is not None:
+            batches = validate_append(None, origin, config, now, self.name, [batch])
+        else:
+            view = records if isinstance(records, memoryview) else memoryview(records)
+            if view.format != "B" or view.ndim != 1:
+                view = view.cast("B")
+            batches = validate_append(view, origin, config, now, self.name)
+        replication = origin is AppendOrigin.REPLICATION
+        if not replication and config.compression_type != "producer" and origin is AppendOrigin.CLIENT:
+            batches = apply_topic_compression(batches, config)
+        log_append_time = now if config.log_append_time and not replication else None
         with self._lock:
             self._check_online()
             if verification_guard is not None:
                 self.producer_state.check_verification(batches, verification_guard)
-            next_offset = self.log_end_offset
+            next_offset = self._segments[-1].next_offset
             buffers: list = []
             placed: list[tuple[RecordBatch, int, int]] = []  # (batch, base offset, max timestamp)
-            replication = origin is AppendOrigin.REPLICATION
             max_ts_all = NO_TIMESTAMP
             has_producers = False
+            total = 0
             for batch in batches:
                 if replication:
                     if batch.base_offset < next_offset or batch.last_offset >= INT64_MAX:
@@ -91,6 +99,7 @@ class LogAppends:
                 if batch.producer_id >= 0:
                     has_producers = True
                 next_offset = base + batch.last_offset_delta + 1
+                total += batch.size
             first_offset = placed[0][1]
             last_offset = next_offset - 1
             pending = None
@@ -104,14 +113,13 @@ class LogAppends:
                 if pending.duplicate is not None:
                     dup = pending.duplicate
                     return AppendResult(dup.first_offset, dup.last_offset, -1, self.log_start_offset, True)
-            total = sum(b.batch_length for b in batches) + LOG_OVERHEAD * len(batches)
             try:
                 segment = self._maybe_roll(first_offset, last_offset, total, now, max_ts_all)
                 position = segment.size
                 segment.write(buffers, total)  # cut back to `position` if it fails
                 if pending is not None:
                     self._index_aborted_after_commit(segment, pending, next_offset)
-                interval = self.config.index_interval_bytes
+                interval = config.index_interval_bytes
                 for batch, base, max_ts in placed:
                     segment.note_appended(position, batch, base + batch.last_offset_delta, max_ts, interval)
                     position += batch.size
@@ -126,7 +134,7 @@ class LogAppends:
             result = AppendResult(first_offset, last_offset,
                                   log_append_time if log_append_time is not None else -1,
                                   self.log_start_offset)
-            if self._unflushed_messages >= self.config.flush_messages:
+            if self._unflushed_messages >= config.flush_messages:
                 self._flush_locked()
         return result
 

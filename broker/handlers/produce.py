@@ -114,7 +114,8 @@ async def handle_produce(ctx, header, body):
     if acks != -1 and not partitions.durable_acks and partitions.appends_inline(to_append):
         # The common unbatched case: nothing below can suspend, so nothing can cancel it half
         # way and no shield (nor another coroutine) is needed.
-        outcomes = partitions.append_now([(p, records, guard) for p, records, _, _, guard in to_append])
+        outcomes = partitions.append_now([(p, records, guard, batch)
+                                          for p, records, _, batch, guard in to_append])
         appended = _note_outcomes(to_append, outcomes)
         partitions.acknowledge_now([(p, result) for p, result, _, _ in appended])
         return _answer(ctx, acks, results, appended)
@@ -146,8 +147,8 @@ _ACKS_MESSAGES = {
 
 async def _append_and_acknowledge(ctx, acks, results, to_append, timeout_ms):
     partitions = ctx.partitions
-    outcomes = await partitions.append_many([(p, records, guard)
-                                             for p, records, _, _, guard in to_append])
+    outcomes = await partitions.append_many([(p, records, guard, batch)
+                                             for p, records, _, batch, guard in to_append])
     appended = _note_outcomes(to_append, outcomes)
     # The batches are in the log in request order: the connection's next request may go ahead
     # (its appends queue behind these) while these wait for durability or the replicas. Without
