@@ -189,14 +189,22 @@ def _answer(ctx, acks, results, appended):
     """Metrics and the produce quota, then the response (None for acks=0)."""
     ctx.broker.record_produce(appended)
     _charge_produce_quota(ctx)
+    failed = []   # counted here, where they are known: the answer is not walked for them again
+    for name, answers in results:
+        for answer in answers:
+            if answer.error_code:
+                failed.append((name, answer.index, answer.error_code))
     if acks == 0:
-        failed = [(name, a.index, a.error_code) for name, answers in results for a in answers
-                  if a.error_code]
         if failed:
             # As Kafka: the client gets no answer, so dropping the connection is how it learns
             # (it then refreshes its metadata) that some of its records went nowhere.
             raise CloseConnection(f"acks=0 produce failed for {failed[:3]}")
         return None
+    if failed:
+        count_error = ctx.broker.metrics.count_error
+        for _, _, code in failed:
+            count_error(API_KEY, code)
+    ctx.counted_error = failed[0][2] if failed else 0
     return Response(responses=[Response.TopicProduceResponse(name=name, partition_responses=answers)
                                for name, answers in results], throttle_time_ms=0)
 
