@@ -111,13 +111,19 @@ async def handle_produce(ctx, header, body):
         # batch outside its (then closed) transaction: storage's verification guard refuses it then.
         to_append = await _verify_transactional(ctx, body.transactional_id, to_append)
     partitions = ctx.partitions
-    if acks != -1 and not partitions.durable_acks and partitions.appends_inline(to_append):
-        # The common unbatched case: nothing below can suspend, so nothing can cancel it half
-        # way and no shield (nor another coroutine) is needed.
+    if not partitions.durable_acks and partitions.appends_inline(to_append):
+        # The common unbatched case: nothing up to the acknowledgement can suspend, so nothing
+        # can cancel it half way and no shield (nor another coroutine) is needed.
         outcomes = partitions.append_now([(p, records, guard, batch)
                                           for p, records, _, batch, guard in to_append])
         appended = _note_outcomes(to_append, outcomes)
         partitions.acknowledge_now([(p, result) for p, result, _, _ in appended])
+        if acks == -1 and not _replicated_now(ctx, appended):
+            # Followers have yet to fetch these: the connection's next request may go ahead
+            # while this one waits (shielded: the records are in the log, the answer must say so).
+            ctx.release_order()
+            with trio.CancelScope(shield=True):
+                await _wait_for_replicas(ctx, appended, body.timeout_ms)
         return _answer(ctx, acks, results, appended)
     # Once batches go to the log they must also become visible (high watermark), even if the
     # client disconnects meanwhile: the rest of the request is shielded from cancellation.
@@ -132,10 +138,28 @@ async def _wait_for_replicas(ctx, appended, timeout_ms: int) -> None:
         return
     codes = await ctx.partitions.replication.wait_for_replicas(
         [(p, result.last_offset + 1) for p, result, _ in waiting], timeout_ms / 1000)
+    _note_acks_codes(waiting, codes)
+
+
+def _note_acks_codes(waiting, codes) -> None:
     for (_, _, answer), code in zip(waiting, codes):
         if code:
             answer.error_code, answer.base_offset = code, -1
             answer.error_message = _ACKS_MESSAGES.get(code)
+
+
+def _replicated_now(ctx, appended) -> bool:
+    """acks=all without waiting when the high watermark already covers every partition's
+    batches (one replica in the ISR: the leader's append is enough); answers updated then."""
+    waiting = [(p, result, answer) for p, result, answer, _ in appended if not answer.error_code]
+    if not waiting:
+        return True
+    codes = ctx.partitions.replication.replicated_now(
+        [(p, result.last_offset + 1) for p, result, _ in waiting])
+    if codes is None:
+        return False
+    _note_acks_codes(waiting, codes)
+    return True
 
 
 _ACKS_MESSAGES = {
