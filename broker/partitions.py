@@ -30,6 +30,7 @@ import trio
 from protocol import ErrorCode
 
 from storage.errors import StorageError
+from storage.validation import AppendOrigin
 
 from broker.security.dynamic import reload_listener_security
 
@@ -383,8 +384,6 @@ class PartitionManager:
     def append_now(self, items, origin=None) -> list:
         """append_many() in the calling thread. Items: (partition, records[, verification
         guard[, the records' one batch header, parsed by the caller]])."""
-        from storage.log import AppendOrigin
-
         origin = origin or AppendOrigin.CLIENT
         outcomes = []
         for partition, records, *extra in items:

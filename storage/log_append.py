@@ -159,8 +159,11 @@ class LogAppends:
             waited = max_timestamp - segment.first_batch_timestamp
         else:
             waited = now - segment.created_ms
+        # (Age can roll it only past segment.ms less the largest jitter, or on a compacted
+        # topic: the jitter is drawn and the limit worked out only then.)
         if (segment.size > config.segment_bytes - size
-                or waited > self._max_segment_ms() - self._roll_jitter(segment)
+                or ((waited > config.segment_ms - config.segment_jitter_ms or config.compact)
+                    and waited > self._max_segment_ms() - self._roll_jitter(segment))
                 or segment.index_full(config.segment_index_bytes)
                 or last_offset - segment.base_offset > INT32_MAX):
             return self._roll(first_offset, now)

@@ -77,7 +77,8 @@ async def handle_produce(ctx, header, body):
     results: list[tuple[str, list]] = []
     to_append = []      # (partition, records, answer, first batch header)
     writable = None   # every topic, unless an authorizer says otherwise
-    if access.enabled(ctx):
+    authorizing = access.enabled(ctx)
+    if authorizing:
         writable = access.allowed_names(ctx, AclOperation.WRITE, ResourceType.TOPIC,
                                         (topic.name for topic in body.topic_data))
 
@@ -100,7 +101,7 @@ async def handle_produce(ctx, header, body):
                 continue
             to_append.append((partition, data.records, answer, first_batch, None))
 
-    if not _may_write_transactionally(ctx, body.transactional_id, to_append):
+    if authorizing and not _may_write_transactionally(ctx, body.transactional_id, to_append):
         for _, answers in results:
             for answer in answers:
                 answer.error_code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
