@@ -67,6 +67,9 @@ class LogAppends:
         if not replication and config.compression_type != "producer" and origin is AppendOrigin.CLIENT:
             batches = apply_topic_compression(batches, config)
         log_append_time = now if config.log_append_time and not replication else None
+        if (len(batches) == 1 and not replication and batches[0].producer_id < 0
+                and verification_guard is None):
+            return self._append_one(batches[0], leader_epoch, log_append_time, now)
         with self._lock:
             self._check_online()
             if verification_guard is not None:
@@ -133,6 +136,40 @@ class LogAppends:
                 raise self._go_offline(exc) from exc
             result = AppendResult(first_offset, last_offset,
                                   log_append_time if log_append_time is not None else -1,
+                                  self.log_start_offset)
+            if self._unflushed_messages >= config.flush_messages:
+                self._flush_locked()
+        return result
+
+    def _append_one(self, batch: RecordBatch, leader_epoch: int, log_append_time: int | None,
+                    now: int) -> AppendResult:
+        """append() of one validated batch without a producer id that takes its offsets from
+        the log end: an unbatched Produce. The same steps with no lists, loops or producer
+        state (a batch without a producer id has none to check, nor a verification guard)."""
+        config = self.config
+        with self._lock:
+            if self.offline is not None:
+                self._check_online()
+            first_offset = self._segments[-1].next_offset
+            last_offset = first_offset + batch.last_offset_delta
+            max_ts = log_append_time if log_append_time is not None else batch.max_timestamp
+            size = batch.size
+            try:
+                segment = self._maybe_roll(first_offset, last_offset, size, now, max_ts)
+                position = segment.size
+                segment.write([patched_header(batch, base_offset=first_offset,
+                                              partition_leader_epoch=leader_epoch,
+                                              log_append_time=log_append_time),
+                               batch.body()], size)   # cut back to `position` if it fails
+                segment.note_appended(position, batch, last_offset, max_ts,
+                                      config.index_interval_bytes)
+                if leader_epoch >= 0:
+                    self.epochs.assign(leader_epoch, first_offset)
+                self._unflushed_messages += batch.record_count
+            except OSError as exc:
+                raise self._go_offline(exc) from exc   # as append(): a valid prefix stays
+            result = AppendResult(first_offset, last_offset,
+                                  -1 if log_append_time is None else log_append_time,
                                   self.log_start_offset)
             if self._unflushed_messages >= config.flush_messages:
                 self._flush_locked()

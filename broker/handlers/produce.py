@@ -74,6 +74,8 @@ async def handle_produce(ctx, header, body):
         if acks == 0:
             raise CloseConnection("transactional records without a transactional id (acks=0)")
         return _refuse_all(body, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    partitions = ctx.partitions
+    api_version = header.api_version
     results: list[tuple[str, list]] = []
     to_append = []      # (partition, records, answer, first batch header)
     writable = None   # every topic, unless an authorizer says otherwise
@@ -92,7 +94,7 @@ async def handle_produce(ctx, header, body):
                 answer.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
                 continue
             try:
-                partition, first_batch = _check(ctx, acks, topic.name, data, header.api_version)
+                partition, first_batch = _check(partitions, acks, topic.name, data, api_version)
             except PartitionError as exc:
                 answer.error_code, answer.error_message = exc.code, exc.message
                 continue
@@ -111,7 +113,6 @@ async def handle_produce(ctx, header, body):
         # A commit/abort marker landing between the verification and the append would leave the
         # batch outside its (then closed) transaction: storage's verification guard refuses it then.
         to_append = await _verify_transactional(ctx, body.transactional_id, to_append)
-    partitions = ctx.partitions
     if not partitions.durable_acks and partitions.appends_inline(to_append):
         # The common unbatched case: nothing up to the acknowledgement can suspend, so nothing
         # can cancel it half way and no shield (nor another coroutine) is needed.
@@ -266,15 +267,15 @@ async def _verify_transactional(ctx, transactional_id, to_append):
     return [(*item[:4], guards.get(i)) for i, item in enumerate(to_append) if i not in refused]
 
 
-def _check(ctx, acks: int, topic: str, data, api_version: int):
+def _check(partitions, acks: int, topic: str, data, api_version: int):
     """The partition to append to and its batch's header, or the PartitionError /
     RecordBatchError Kafka answers."""
     if acks not in (-1, 0, 1):
         raise PartitionError(ErrorCode.INVALID_REQUIRED_ACKS)
-    if common.is_internal(topic):
+    if topic in common.INTERNAL_TOPICS:
         raise PartitionError(ErrorCode.INVALID_TOPIC_EXCEPTION,
                              f"Cannot append to internal topic {topic}")
-    partition = ctx.partitions.leader(topic, data.index)
+    partition = partitions.leader(topic, data.index)
     if acks == -1 and len(partition.isr) < partition.min_insync_replicas:
         raise PartitionError(
             ErrorCode.NOT_ENOUGH_REPLICAS,
