@@ -69,13 +69,16 @@ class Partition:
         return self.log.log_start_offset
 
     def wake(self) -> None:
-        waiters, self.waiters = self.waiters, set()
-        for event in waiters:
-            event.set()
+        if self.waiters:   # (every append comes here: no fresh set when nobody waits)
+            waiters, self.waiters = self.waiters, set()
+            for event in waiters:
+                event.set()
         self.wake_replicas()
 
     def wake_replicas(self) -> None:
         """New records a follower may fetch (consumers wait for the high watermark to move)."""
+        if not self.replica_waiters:
+            return
         waiters, self.replica_waiters = self.replica_waiters, set()
         for event in waiters:
             event.set()
