@@ -74,6 +74,7 @@ class FaultEnv:
         self.skewed: dict[int, list[str]] = {}     # node -> its launcher before the skew
         self.fsync_shim: slowdisk.SlowFsyncShim | None = None
         self.slowed: set[int] = set()               # nodes whose fsyncs are being delayed
+        self.closed = False
 
     # -- set-up and tear-down ----------------------------------------------------------------------
     def __enter__(self) -> "FaultEnv":
@@ -104,6 +105,10 @@ class FaultEnv:
         self.close()
 
     def close(self) -> None:
+        """Idempotent; another thread may call it to cut a trial short (its waits then end)."""
+        if self.closed:
+            return
+        self.closed = True
         for process in self.clients:
             if process.poll() is None:
                 process.kill()
@@ -339,6 +344,8 @@ class FaultEnv:
                 value = None
             if value:
                 return value
+            if self.closed:
+                raise TimeoutError(f"the environment was closed while waiting for {what}")
             if time.monotonic() > deadline:
                 raise TimeoutError(f"timed out waiting for {what}")
             time.sleep(0.2)

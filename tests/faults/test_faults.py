@@ -5,18 +5,21 @@ phantom records when they are there) and the slow-fsync shim's."""
 
 from __future__ import annotations
 
+import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 import time
 
 import pytest
 
-from tests.faults import checker, java_client, slowdisk
+from tests.faults import checker, java_client, labs, netlab, slowdisk
 from tests.faults.env import FaultEnv
 from tests.faults.nemesis import NEMESES
 from tests.faults.run import ensure_tools, run_trial
+from tests.faults.run import main as run_main
 
 CI_NEMESES = ["kill-leader", "pause-leader", "partition-leader", "disk-full"]
 
@@ -106,6 +109,46 @@ def test_group_checker_finds_offsets_going_backwards_and_skipped_records():
                                         {"t": 0.5, "type": "end", "done": True}]
     result = checker.check_group(skipped)
     assert result["lost"] == 2 and not checker.ok(result)
+
+
+# -- the runner: planning, resuming, summarizing, labs side by side ---------------------------------
+def test_a_resumed_run_plans_only_the_trials_each_kind_still_lacks():
+    kinds = [("producer", "librdkafka", "kill-leader"), ("producer", "librdkafka", "disk-full")]
+    assert labs.plan(kinds, 2, []) == [kinds[0], kinds[1], kinds[0], kinds[1]]
+    earlier = [{"nemesis": "kill-leader", "ok": True}, {"nemesis": "kill-leader", "ok": False},
+               {"nemesis": "disk-full", "workload": "group", "ok": True}]     # another kind
+    assert labs.plan(kinds, 3, earlier) == [kinds[1], kinds[1], kinds[0], kinds[1]]
+
+
+def test_summarize_reads_results_files_and_skips_a_line_cut_short(tmp_path, capsys):
+    row = {"nemesis": "kill-leader", "ok": True, "read_complete": True, "acknowledged": 5,
+           "lost": 0, "duplicated": 0, "reordered": 0, "phantom": 0, "unknown": 1, "windows": 1,
+           "longest_window_s": 2.5}
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "results.jsonl").write_text(json.dumps(row) + "\n" + '{"nemesis": "ki')
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "results.jsonl").write_text(json.dumps({**row, "acknowledged": 7}) + "\n")
+    assert run_main(["--summarize", str(tmp_path / "a"), str(tmp_path / "b")]) == 0
+    line = [x for x in capsys.readouterr().out.splitlines() if "kill-leader" in x][0]
+    assert line.split()[3:6] == ["2", "12", "0"]          # trials, acknowledged, lost
+
+
+def test_labs_of_one_process_have_their_own_names_and_subnets_and_a_sweep_spares_them():
+    if netlab.available():
+        pytest.skip(f"needs network namespaces: {netlab.available()}")
+    with netlab.NetLab() as first, netlab.NetLab() as second:
+        assert first.tag != second.tag and first.subnet != second.subnet
+        hosts = [first.add_host("a"), second.add_host("a")]
+        netlab.sweep_stale()
+        listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True,
+                                timeout=30).stdout
+        assert all(host.netns in listed for host in hosts)
+        ping = subprocess.run(hosts[1].exec_prefix() + ["ping", "-c1", "-W2", f"{second.subnet}.1"],
+                              capture_output=True, timeout=30)
+        assert ping.returncode == 0 or not shutil.which("ping")
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True,
+                            timeout=30).stdout
+    assert not any(host.netns in listed for host in hosts)
 
 
 # -- the slow-fsync shim ------------------------------------------------------------------------------
