@@ -1,28 +1,24 @@
-"""The fault suite's CI slice: one trial of the main nemeses on a real 3-node cluster in network
-namespaces, plus one of slow fsync with the Java producer (the full run is `python -m
-tests.faults.run`, see README), the checker's own tests (it must see lost, duplicated, reordered and
-phantom records when they are there) and the slow-fsync shim's."""
+"""The fault suite's CI slice: one trial of every nemesis on real 3-node clusters in network
+namespaces (two labs at once, the shortest fault spans), plus one of slow fsync with the Java
+producer (the full run is `python -m tests.faults.run`, see README), the checker's own tests (it
+must see lost, duplicated, reordered and phantom records when they are there), the runner's and the
+slow-fsync shim's."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
-import random
 import shutil
 import subprocess
 import sys
-import time
 
 import pytest
 
 from tests.faults import checker, java_client, labs, netlab, slowdisk
-from tests.faults.env import FaultEnv
 from tests.faults.nemesis import NEMESES
-from tests.faults.run import ensure_tools, run_trial
+from tests.faults.run import _keep_logs, ensure_tools, run_trial
 from tests.faults.run import main as run_main
-
-CI_NEMESES = ["kill-leader", "pause-leader", "partition-leader", "disk-full"]
-
 
 # -- the checker -------------------------------------------------------------------------------------
 def _history(*events):
@@ -185,44 +181,84 @@ def test_the_fsync_shim_delays_while_switched_on_and_not_otherwise(tmp_path):
 
 
 # -- the CI slice ------------------------------------------------------------------------------------
+SLICE_LABS = 2          # labs at once: the machine is small and shared
+SLICE_SEED = 14
+JAVA_KIND = ("producer", "java", "slow-fsync")
+
+
+def _selected_kinds(session) -> list[tuple[str, str, str]]:
+    """The trials the selected tests of this module need (all of them in `bash tests/run`)."""
+    kinds = []
+    for item in session.items:
+        if item.module.__name__ != __name__:
+            continue
+        if item.originalname == "test_acknowledged_writes_survive":
+            kinds.append(("producer", "librdkafka", item.callspec.params["nemesis"]))
+        elif item.originalname == "test_java_producer_under_slow_fsync":
+            kinds.append(JAVA_KIND)
+    return kinds
+
+
 @pytest.fixture(scope="module")
-def fault_env(tmp_path_factory):
+def slice_results(request, tmp_path_factory):
+    """One trial of every selected kind, run on SLICE_LABS labs at once, with the shortest fault
+    spans; kind -> its result. The labs are closed when the run ends, on failure too."""
     problem = ensure_tools()
     if problem:
         pytest.skip(f"fault injection needs root and network namespaces: {problem}")
-    with FaultEnv(tmp_path_factory.mktemp("faults"), quick=True) as env:
-        yield env
+    kinds = _selected_kinds(request.session)
+    if JAVA_KIND in kinds and java_client.missing():
+        kinds.remove(JAVA_KIND)
+    out = str(tmp_path_factory.mktemp("faults-slice"))
+    run = labs.Run(out, kinds, 1, [], SLICE_SEED, labs=min(SLICE_LABS, len(kinds)), quick=True,
+                   trial=functools.partial(run_trial, max_seconds=45), keep_logs=_keep_logs)
+    results = run.go()
+    assert len(results) == len(kinds), f"the run ended early: {results}"
+    return {labs.key(result): result for result in results}, out
 
 
-@pytest.mark.parametrize("nemesis", CI_NEMESES)
-def test_acknowledged_writes_survive(fault_env, nemesis, tmp_path):
+# what a nemesis raises when this machine lacks its tool (ensure_tools could not install it)
+MISSING_TOOL = ("libfaketime is not installed", "the slow-fsync shim is not loaded")
+
+
+def _skip_if_tool_missing(result: dict) -> None:
+    for reason in MISSING_TOOL:
+        if reason in result.get("error", ""):
+            pytest.skip(reason)
+
+
+def _explain(result: dict, out: str) -> str:
+    """A failed trial: its result and the tail of each node's log it kept."""
+    lines = [json.dumps(result)[:2000]]
+    trial_dir = os.path.join(out, f"trial-{result['trial']}")
+    for name in sorted(os.listdir(trial_dir)) if os.path.isdir(trial_dir) else []:
+        if name.startswith("node-") and name.endswith(".log"):
+            with open(os.path.join(trial_dir, name), errors="replace") as handle:
+                lines += [f"--- {name}"] + handle.read().splitlines()[-15:]
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize("nemesis", list(NEMESES))
+def test_acknowledged_writes_survive(slice_results, nemesis):
     """An idempotent acks=all producer under the nemesis: every acknowledged record is read back
     exactly once, in produce order, with nothing that was never sent."""
-    assert nemesis in NEMESES
-    number = CI_NEMESES.index(nemesis) + 1
-    try:
-        result = run_trial(fault_env, nemesis, number, random.Random(number), str(tmp_path),
-                           max_seconds=45)
-    except TimeoutError as error:
-        pytest.fail(f"{nemesis}: the cluster did not recover: {error}\n{fault_env.log_tails()}")
-    assert result["acknowledged"] > 0, result
-    assert checker.ok(result), result
+    results, out = slice_results
+    result = results[("producer", "librdkafka", nemesis)]
+    _skip_if_tool_missing(result)
+    assert not result.get("unrecovered"), _explain(result, out)
+    assert result["acknowledged"] > 0, _explain(result, out)
+    assert checker.ok(result), _explain(result, out)
 
 
 @pytest.mark.skipif(java_client.missing() is not None, reason=str(java_client.missing()))
-def test_java_producer_under_slow_fsync(fault_env, tmp_path):
+def test_java_producer_under_slow_fsync(slice_results):
     """The official Java client's idempotent acks=all producer while a partition leader's fsyncs
     take 0.5-1.5 s each (fsync before acknowledging is on): nothing acknowledged lost, duplicated
     or reordered, and the fault really delayed fsyncs."""
-    if fault_env.fsync_shim is None:
-        pytest.skip("no C compiler for the slow-fsync shim")
-    number = len(CI_NEMESES) + 1
-    began = time.monotonic()
-    try:
-        result = run_trial(fault_env, "slow-fsync", number, random.Random(number), str(tmp_path),
-                           max_seconds=45, client_name="java")
-    except TimeoutError as error:
-        pytest.fail(f"slow-fsync: the cluster did not recover: {error}\n{fault_env.log_tails()}")
-    assert result["client"] == "java" and result["acknowledged"] > 0, result
-    assert " 0 fsyncs delayed" not in result["fault"], result
-    assert checker.ok(result), (result, time.monotonic() - began)
+    results, out = slice_results
+    result = results[JAVA_KIND]
+    _skip_if_tool_missing(result)
+    assert not result.get("unrecovered"), _explain(result, out)
+    assert result["client"] == "java" and result["acknowledged"] > 0, _explain(result, out)
+    assert " 0 fsyncs delayed" not in result["fault"], _explain(result, out)
+    assert checker.ok(result), _explain(result, out)
