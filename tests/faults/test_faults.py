@@ -72,6 +72,11 @@ def test_unavailability_windows_are_gaps_between_acknowledgements():
     events = [{"t": 0.0, "type": "invoke"}, {"t": 0.5, "type": "ok"}, {"t": 4.0, "type": "ok"},
               {"t": 4.5, "type": "invoke"}]
     assert checker.unavailability(events) == [(0.5, 3.5)]
+    slow_start = [{"t": 0.0, "type": "invoke"}, {"t": 5.0, "type": "ok"}, {"t": 5.5, "type": "ok"},
+                  {"t": 6.0, "type": "invoke"}]
+    assert checker.unavailability(slow_start) == []             # the client's start-up
+    never = [{"t": 0.0, "type": "invoke"}, {"t": 3.0, "type": "invoke"}]
+    assert checker.unavailability(never) == [(0.0, 3.0)]
 
 
 def test_transaction_checker_finds_aborted_records_and_duplicated_inputs():
