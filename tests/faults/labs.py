@@ -50,6 +50,7 @@ class Run:
         self.results: list[dict] = []
         self.lock = threading.Lock()
         self.stop = threading.Event()
+        self.interrupted = False
         self.envs: dict[int, FaultEnv] = {}      # lab -> its running environment
         self.building: dict[int, FaultEnv] = {}  # lab -> the environment it is building
 
@@ -69,6 +70,7 @@ class Run:
                         thread.join(0.5)        # short joins: signals reach the main thread
         except KeyboardInterrupt:       # Ctrl-C or SIGTERM: keep and show what was measured
             print("faults: interrupted", flush=True)
+            self.interrupted = True
             self.stop.set()
             for env in list(self.envs.values()):
                 env.close()                   # the labs' waits end soon after

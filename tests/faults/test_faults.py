@@ -218,6 +218,8 @@ def slice_results(request, tmp_path_factory):
     run = labs.Run(out, kinds, 1, [], SLICE_SEED, labs=min(SLICE_LABS, len(kinds)), quick=True,
                    trial=functools.partial(run_trial, max_seconds=45), keep_logs=_keep_logs)
     results = run.go()
+    if run.interrupted:             # the labs are closed; stop the session as Ctrl-C does
+        raise KeyboardInterrupt
     assert len(results) == len(kinds), f"the run ended early: {results}"
     return {labs.key(result): result for result in results}, out
 
