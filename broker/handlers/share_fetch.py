@@ -152,6 +152,11 @@ async def _open(ctx, body, Response):
         return Response(error_code=step, error_message=step.name)
     if step.replaced is not None:        # a new session from the same member: the old one's records go back
         manager.release_member(body.group_id, body.member_id, set(step.replaced.partitions))
+    if step.opened:                       # the session lives as long as this connection
+        connection = step.session.connection = ctx.connection
+        if step.replaced is None or step.replaced.connection is not connection:
+            group_id, member_id = body.group_id, body.member_id
+            connection.on_close.append(lambda: manager.connection_closed(group_id, member_id, connection))
     return service, step
 
 

@@ -203,6 +203,27 @@ class ShareGroupCoordinator:
             return append_error(exc)
         return E.NONE
 
+    # ==== admin: offsets ================================================================================
+    def begin_offsets_change(self, group_id: str, create: bool) -> tuple[ErrorCode, int]:
+        """Before AlterShareGroupOffsets (`create`: a missing group is created, as Kafka 4.2 does) or
+        DeleteShareGroupOffsets: the group must be an empty share group. Its epoch is bumped, so the new
+        share-partition state (written at that state epoch) fences leaders that hold the old one.
+        Returns (error, the new group epoch)."""
+        group = self.groups.get(group_id)
+        if group is None:
+            if self.other_group(group_id):
+                return E.GROUP_ID_NOT_FOUND, -1
+            if not create:
+                return E.GROUP_ID_NOT_FOUND, -1
+        elif group.members:
+            return E.NON_EMPTY_GROUP, -1
+        epoch = (0 if group is None else group.group_epoch) + 1
+        try:
+            self._write(group_id, [R.group_epoch(group_id, epoch)])
+        except Exception as exc:
+            return append_error(exc), -1
+        return E.NONE, epoch
+
     # ==== loading =====================================================================================
     def replay(self, record) -> None:
         R.apply(self.groups, record)
