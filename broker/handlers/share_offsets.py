@@ -16,6 +16,7 @@ import uuid
 from protocol import ErrorCode, messages
 
 from broker.coordinator.service import CoordinatorService
+from broker.handlers.share_fetch import share_state_ready
 from broker.handlers.share_groups import share_groups_enabled
 from broker.security import access
 from broker.security.acls import AclOperation, ResourceType
@@ -36,6 +37,12 @@ async def _begin(ctx, group_id: str, operation: AclOperation, create: bool):
     code = await service.group_coordinator_error(group_id)
     if code is not E.NONE:
         return None, code
+    code = await share_state_ready(service)
+    if code is not E.NONE:
+        return None, code
+    if group_id not in service.share_groups.groups and (
+            group_id in service.groups.groups or group_id in service.consumer_groups.groups):
+        return None, E.GROUP_ID_NOT_FOUND       # a classic or consumer group (if only its offsets) by that id
     mark = service.write_mark()
     code, epoch = service.share_groups.begin_offsets_change(group_id, create)
     if code is E.NONE:

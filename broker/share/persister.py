@@ -124,6 +124,8 @@ class Persister:
     async def delete(self, keys: list[Key]) -> ErrorCode:
         """Delete the share-partitions' state (DeleteGroups, DeleteShareGroupOffsets), each at its share
         coordinator: this broker's store, or one DeleteShareGroupState per other coordinator."""
+        if SHARE_STATE_TOPIC not in self.service.broker.image.topics:
+            return E.NONE                   # no share coordinator ever held any state
         by_node: dict[int, list[Key]] = {}
         first_error = E.NONE
         for key in keys:
