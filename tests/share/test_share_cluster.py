@@ -54,3 +54,62 @@ def test_share_coordinator_on_another_broker(tmp_path):
             partition_for(f"g-release{s}:{kafka_id}:0", STATE_PARTITIONS)] != data_leader)
         facts = run_check(classpath, cluster.bootstrap, "main", "release", suffix)
     assert facts["release.deliveries"] == "{r0=[1], r1=[1], r2=[1, 2], r3=[1], r4=[1]}", facts
+
+
+@pytest.mark.timeout(300)
+def test_offsets_admin_and_delete_groups_reach_the_share_coordinator_on_another_broker(tmp_path):
+    """AlterShareGroupOffsets and DeleteGroups are answered by the group coordinator; the share-partition's
+    state lives at its share coordinator, here another broker: Initialize/DeleteShareGroupState go there."""
+    settings = {**SHARE_BROKER, "share.coordinator.state.topic.num.partitions": str(STATE_PARTITIONS)}
+    with running_cluster(tmp_path, nodes=3, overrides=settings) as cluster:
+        node = cluster.brokers[0]
+        address = cluster.nodes[node].address
+        C = m.CreateTopicsRequest
+        call(address, 19, 5, C(topics=[C.CreatableTopic(name="q-admin", num_partitions=1, replication_factor=1,
+                                                         assignments=[], configs=[])], timeout_ms=30000))
+        R = m.ReadShareGroupStateRequest
+        call(address, 84, 0, R(group_id="probe", topics=[]), timeout=30)      # creates __share_group_state
+        F = m.FindCoordinatorRequest
+
+        def group_coordinator(group):
+            answer = call(address, 10, 4, F(key_type=0, coordinator_keys=[group]), timeout=30).coordinators[0]
+            return answer.node_id if answer.error_code == 0 else -1
+
+        def topics():
+            return {t.name: t for t in cluster.metadata(node, ["q-admin", "__share_group_state"]).topics}
+
+        cluster.wait_until(lambda: len(topics()) == 2 and all(
+            t.error_code == 0 and t.partitions and all(p.leader_id >= 0 for p in t.partitions)
+            for t in topics().values()), 60, "q-admin and __share_group_state have leaders")
+        cluster.wait_until(lambda: group_coordinator("g-admin") >= 0, 60, "a group coordinator")
+        described = topics()
+        topic_id = described["q-admin"].topic_id
+        state_leader = {p.partition_index: p.leader_id for p in described["__share_group_state"].partitions}
+        kafka_id = base64.urlsafe_b64encode(topic_id.bytes).decode().rstrip("=")
+
+        def share_coordinator(group):
+            return state_leader[partition_for(f"{group}:{kafka_id}:0", STATE_PARTITIONS)]
+        group = next(g for g in (f"g-admin-{i}" for i in range(1000))
+                     if group_coordinator(g) >= 0 and share_coordinator(g) != group_coordinator(g))
+        coordinator = cluster.nodes[group_coordinator(group)].address
+        holder = cluster.nodes[share_coordinator(group)].address
+
+        def state():
+            answer = call(holder, 84, 0, R(group_id=group, topics=[R.ReadStateData(topic_id=topic_id, partitions=[
+                R.PartitionData(partition=0, leader_epoch=0)])]), timeout=30)
+            result = answer.results[0].partitions[0]
+            return result.error_code, result.start_offset
+        A = m.AlterShareGroupOffsetsRequest
+        body = A(group_id=group, topics=[A.AlterShareGroupOffsetsRequestTopic(topic_name="q-admin", partitions=[
+            A.AlterShareGroupOffsetsRequestPartition(partition_index=0, start_offset=7)])])
+        answers = []
+        # as a client does, again while the coordinators are loading (COORDINATOR_LOAD_IN_PROGRESS, ...)
+        cluster.wait_until(lambda: answers.append(call(coordinator, 91, 0, body, timeout=30)) or
+                           answers[-1].error_code not in (14, 15, 16), 60, "the group coordinator answers")
+        altered = answers[-1]
+        assert altered.error_code == 0, altered
+        assert altered.responses[0].partitions[0].error_code == 0, altered
+        assert state() == (0, 7)            # initialized at the share coordinator, not the group coordinator
+        deleted = call(coordinator, 42, 2, m.DeleteGroupsRequest(groups_names=[group]), timeout=30)
+        assert deleted.results[0].error_code == 0
+        assert state() == (0, -1)           # DeleteShareGroupState reached the other broker
