@@ -71,7 +71,7 @@ async def share_fetch(ctx, header, body):
                 answer.ack_error = await _acknowledge(ctx, manager, group_id, member_id, answer,
                                                       p.acknowledgement_batches)
     if step.closing:
-        manager.release_member(group_id, member_id, set(step.session.partitions))
+        manager.session_closed(group_id, member_id, set(step.session.partitions))
     else:
         max_records = body.max_records if header.api_version >= 1 and body.max_records > 0 else DEFAULT_MAX_RECORDS
         deadline = trio.current_time() + max(body.max_wait_ms, 0) / 1000
@@ -119,7 +119,7 @@ async def share_acknowledge(ctx, header, body):
                 partition_index=p.partition_index, error_code=answer.error if answer.error is not E.NONE else code,
                 current_leader=Response.LeaderIdAndEpoch(leader_id=answer.leader[0], leader_epoch=answer.leader[1])))
     if step.closing:
-        manager.release_member(body.group_id, body.member_id, set(step.session.partitions))
+        manager.session_closed(body.group_id, body.member_id, set(step.session.partitions))
     await manager.flush()
     await service.settle(since=mark)
     response = Response(error_code=E.NONE, responses=[

@@ -50,6 +50,8 @@ class SharePartitionManager:
         key = (group_id, topic_id, index)
         share = self.partitions.get(key)
         if share is None:
+            if self.persister.has_pending():      # the state read below must see this broker's last writes
+                await self.flush()
             log_ = partition.log
 
             def initial_start() -> int:
@@ -120,6 +122,21 @@ class SharePartitionManager:
         """The group coordinator removed the member (left or fenced): its session and locks end."""
         self.sessions.drop_member(group_id, member_id)
         self.release_member(group_id, member_id)
+        self._drop_idle(group_id)
+
+    def session_closed(self, group_id: str, member_id: str, keys) -> None:
+        """The member closed its share session (epoch -1, already out of the cache): its records go back."""
+        self.release_member(group_id, member_id, keys)
+        self._drop_idle(group_id)
+
+    def _drop_idle(self, group_id: str) -> None:
+        """No share session of the group is left on this broker: its share-partitions without acquired
+        records are forgotten (their state is at the share coordinator), so the next session reads it
+        afresh, with any offsets altered or deleted meanwhile (the group was empty)."""
+        if any(g == group_id for g, _ in self.sessions.sessions):
+            return
+        self.forget([k for k, share in self.partitions.items()
+                     if k[0] == group_id and share.next_lock_deadline() is None])
 
     def connection_closed(self, group_id: str, member_id: str, connection) -> None:
         """The connection that opened the member's share session closed (the consumer crashed or went
@@ -130,6 +147,7 @@ class SharePartitionManager:
             self.sessions.drop_member(group_id, member_id)
             log.info("share session of %s in %s ended with its connection", member_id, group_id)
             self.release_member(group_id, member_id, set(session.partitions))
+            self._drop_idle(group_id)
 
     # ---- waiting for records ------------------------------------------------------------------------------
     def wake(self) -> None:
