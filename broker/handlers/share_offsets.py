@@ -59,15 +59,8 @@ def _topic_error(ctx, name: str):
 
 async def alter_share_group_offsets(ctx, header, body):
     Response = messages.AlterShareGroupOffsetsResponse
-    service, epoch = await _begin(ctx, body.group_id, AclOperation.READ, create=True)
-    if service is None:
-        return Response(error_code=epoch, error_message=epoch.name)
-    manager = service.share_partitions
-    mark = service.write_mark()
-    topics = []
-    for asked in body.topics:
-        topic = ctx.broker.image.topics.get(asked.topic_name)
-        topic_error = _topic_error(ctx, asked.topic_name)
+
+    async def topic_answer(manager, epoch, asked, topic, topic_error):
         partitions = []
         for p in asked.partitions:
             if topic_error is not None:
@@ -84,36 +77,37 @@ async def alter_share_group_offsets(ctx, header, body):
             partitions.append(Response.AlterShareGroupOffsetsResponsePartition(
                 partition_index=p.partition_index, error_code=code,
                 error_message=None if code is E.NONE else code.name))
-        topics.append(Response.AlterShareGroupOffsetsResponseTopic(
+        return Response.AlterShareGroupOffsetsResponseTopic(
             topic_name=asked.topic_name, topic_id=topic.topic_id if topic is not None else _NO_ID,
-            partitions=partitions))
-    return await _settled(service, mark, Response, topics)
+            partitions=partitions)
+    return await _answer(ctx, body, Response, AclOperation.READ, True, topic_answer)
 
 
 async def delete_share_group_offsets(ctx, header, body):
     Response = messages.DeleteShareGroupOffsetsResponse
-    service, epoch = await _begin(ctx, body.group_id, AclOperation.DELETE, create=False)
-    if service is None:
-        return Response(error_code=epoch, error_message=epoch.name)
-    manager = service.share_partitions
-    mark = service.write_mark()
-    topics = []
-    for asked in body.topics:
-        topic = ctx.broker.image.topics.get(asked.topic_name)
-        code = _topic_error(ctx, asked.topic_name)
+
+    async def topic_answer(manager, epoch, asked, topic, code):
         if code is None:
             keys = [(body.group_id, topic.topic_id, index) for index in sorted(topic.partitions)]
             code = await manager.persister.delete(keys)
             if code is E.NONE:
                 manager.forget(keys)
-        topics.append(Response.DeleteShareGroupOffsetsResponseTopic(
+        return Response.DeleteShareGroupOffsetsResponseTopic(
             topic_name=asked.topic_name, topic_id=topic.topic_id if topic is not None else _NO_ID,
-            error_code=code, error_message=None if code is E.NONE else code.name))
-    return await _settled(service, mark, Response, topics)
+            error_code=code, error_message=None if code is E.NONE else code.name)
+    return await _answer(ctx, body, Response, AclOperation.DELETE, False, topic_answer)
 
 
-async def _settled(service, mark, Response, topics):
-    """The answer once the share coordinators' writes made here are acknowledged."""
+async def _answer(ctx, body, Response, operation: AclOperation, create: bool, topic_answer):
+    """Check and bump the group, answer each topic with `topic_answer`, and respond once the share
+    coordinators' writes made here are acknowledged."""
+    service, epoch = await _begin(ctx, body.group_id, operation, create)
+    if service is None:
+        return Response(error_code=epoch, error_message=epoch.name)
+    mark = service.write_mark()
+    topics = [await topic_answer(service.share_partitions, epoch, asked, ctx.broker.image.topics.get(asked.topic_name),
+                                 _topic_error(ctx, asked.topic_name))
+              for asked in body.topics]
     code = await service.settle(since=mark)
     if code is not E.NONE:
         return Response(error_code=code, error_message=code.name)
