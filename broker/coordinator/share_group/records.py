@@ -6,8 +6,6 @@ describe every change and `apply` is the only way the in-memory state changes.
 
 from __future__ import annotations
 
-import uuid
-
 from protocol.generated.internal import (
     ShareGroupCurrentMemberAssignmentKey as CurrentKey,
     ShareGroupCurrentMemberAssignmentValue as CurrentValue,
@@ -22,6 +20,7 @@ from protocol.generated.internal import (
 )
 
 from ..consumer_group.records import GroupRecord
+from ..group_replay import assignment_of, replay_target
 from .model import Assignment, ShareGroup, ShareMember
 
 
@@ -66,10 +65,6 @@ def group_removal(group_id: str) -> list[GroupRecord]:
     return [GroupRecord(group_id, TargetKey(group_id=group_id), None), group_tombstone(group_id)]
 
 
-def _assignment(rows) -> dict[uuid.UUID, frozenset]:
-    return {r.topic_id: frozenset(r.partitions) for r in rows or () if r.partitions}
-
-
 def apply(groups: dict[str, ShareGroup], record: GroupRecord) -> None:
     key, value, group_id = record.key, record.value, record.group_id
     group = groups.get(group_id)
@@ -92,13 +87,9 @@ def apply(groups: dict[str, ShareGroup], record: GroupRecord) -> None:
         member.rack_id, member.client_id, member.client_host = value.rack_id, value.client_id, value.client_host
         member.subscribed_topic_names = tuple(value.subscribed_topic_names or ())
     elif isinstance(key, TargetKey):
-        if value is not None:
-            group.assignment_epoch = value.assignment_epoch
+        replay_target(group, None, value)
     elif isinstance(key, TargetMemberKey):
-        if value is None:
-            group.target.pop(key.member_id, None)
-        else:
-            group.target[key.member_id] = _assignment(value.topic_partitions)
+        replay_target(group, key.member_id, value)
     elif isinstance(key, CurrentKey):
         member = group.members.get(key.member_id)
         if member is None:
@@ -107,5 +98,5 @@ def apply(groups: dict[str, ShareGroup], record: GroupRecord) -> None:
             member.member_epoch, member.previous_member_epoch, member.assigned = 0, 0, {}
         else:
             member.member_epoch, member.previous_member_epoch = value.member_epoch, value.previous_member_epoch
-            member.assigned = _assignment(value.assigned_partitions)
+            member.assigned = assignment_of(value.assigned_partitions)
     # ShareGroupPartitionMetadata / ShareGroupStatePartitionMetadata: recomputed, not needed on replay
