@@ -60,7 +60,8 @@ def _topic_error(ctx, name: str):
 async def alter_share_group_offsets(ctx, header, body):
     Response = messages.AlterShareGroupOffsetsResponse
 
-    async def topic_answer(manager, epoch, asked, topic, topic_error):
+    async def topic_answer(service, epoch, asked, topic, topic_error):
+        manager = service.share_partitions
         partitions = []
         for p in asked.partitions:
             if topic_error is not None:
@@ -74,6 +75,8 @@ async def alter_share_group_offsets(ctx, header, body):
                 code = await manager.persister.initialize(key, epoch, p.start_offset)
                 if code is E.NONE:
                     manager.forget([key])         # a share-partition led here reloads the new state
+                    code = service.share_groups.change_state_topics(body.group_id, {topic.topic_id: [
+                        p.partition_index]}, add=True)
             partitions.append(Response.AlterShareGroupOffsetsResponsePartition(
                 partition_index=p.partition_index, error_code=code,
                 error_message=None if code is E.NONE else code.name))
@@ -86,12 +89,14 @@ async def alter_share_group_offsets(ctx, header, body):
 async def delete_share_group_offsets(ctx, header, body):
     Response = messages.DeleteShareGroupOffsetsResponse
 
-    async def topic_answer(manager, epoch, asked, topic, code):
+    async def topic_answer(service, epoch, asked, topic, code):
+        manager = service.share_partitions
         if code is None:
             keys = [(body.group_id, topic.topic_id, index) for index in sorted(topic.partitions)]
             code = await manager.persister.delete(keys)
             if code is E.NONE:
                 manager.forget(keys)
+                code = service.share_groups.change_state_topics(body.group_id, {topic.topic_id: ()}, add=False)
         return Response.DeleteShareGroupOffsetsResponseTopic(
             topic_name=asked.topic_name, topic_id=topic.topic_id if topic is not None else _NO_ID,
             error_code=code, error_message=None if code is E.NONE else code.name)
@@ -105,7 +110,7 @@ async def _answer(ctx, body, Response, operation: AclOperation, create: bool, to
     if service is None:
         return Response(error_code=epoch, error_message=epoch.name)
     mark = service.write_mark()
-    topics = [await topic_answer(service.share_partitions, epoch, asked, ctx.broker.image.topics.get(asked.topic_name),
+    topics = [await topic_answer(service, epoch, asked, ctx.broker.image.topics.get(asked.topic_name),
                                  _topic_error(ctx, asked.topic_name))
               for asked in body.topics]
     code = await service.settle(since=mark)

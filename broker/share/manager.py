@@ -183,14 +183,18 @@ class SharePartitionManager:
     async def delete_group(self, group_id: str) -> ErrorCode:
         """DeleteGroups of an empty share group: the state of each of its share-partitions is deleted at
         that share-partition's share coordinator (this broker's store, or DeleteShareGroupState to the
-        broker that is), and forgotten here. Share-partitions are initialized by their leaders, so the
-        group coordinator does not know them all: every partition of every topic is asked for, one
-        request per share coordinator; a key without state costs no write."""
+        broker that is, one request per share coordinator), and forgotten here. Which share-partitions
+        may have state the group keeps (ShareGroupStatePartitionMetadata: every partition it was ever
+        assigned or had altered); a key without state costs no write."""
         image = self.service.broker.image
         keys = {k for k in self.service.share_states.states if k[0] == group_id}
         keys |= {k for k in self.partitions if k[0] == group_id}
-        keys |= {(group_id, topic.topic_id, index) for name, topic in image.topics.items()
-                 if not name.startswith("__") for index in topic.partitions}
+        group = self.service.share_groups.describe(group_id)
+        if group is not None and group.state_topics:
+            keys |= {(group_id, t, p) for t, partitions in group.state_topics.items() for p in partitions}
+        else:       # a group kept before its state topics were recorded: every partition is asked about
+            keys |= {(group_id, topic.topic_id, index) for name, topic in image.topics.items()
+                     if not name.startswith("__") for index in topic.partitions}
         code = await self.persister.delete(sorted(keys, key=lambda k: (str(k[1]), k[2])))
         if code is E.NONE:
             self.forget(keys)

@@ -125,6 +125,9 @@ class ShareGroupCoordinator:
                     records.append(R.target_member(gid, member_id, assignment))
             records.append(R.target_epoch(gid, epoch))
             target, assignment_epoch = new_target, epoch
+            state_topics = _merged(group.state_topics, new_target.values())
+            if state_topics != group.state_topics:
+                records.append(R.state_partitions(gid, state_topics, {i: n for n, (i, _) in topics.items()}))
         reached = dataclasses.replace(updated, assigned=dict(target.get(updated.member_id, {})))
         if reached.member_epoch != assignment_epoch:
             reached.previous_member_epoch, reached.member_epoch = reached.member_epoch, assignment_epoch
@@ -224,6 +227,25 @@ class ShareGroupCoordinator:
             return append_error(exc), -1
         return E.NONE, epoch
 
+    def change_state_topics(self, group_id: str, partitions: Mapping[uuid.UUID, Iterable[int]], add: bool) -> ErrorCode:
+        """Record that share-partitions of the group now may have state (offsets altered), or have
+        none any more (offsets deleted)."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return E.GROUP_ID_NOT_FOUND
+        if add:
+            state_topics = _merged(group.state_topics, [partitions])
+        else:
+            state_topics = {t: p for t, p in group.state_topics.items() if t not in partitions}
+        if state_topics == group.state_topics:
+            return E.NONE
+        try:
+            self._write(group_id, [R.state_partitions(group_id, state_topics,
+                                                      {i: n for n, (i, _) in self.topics().items()})])
+        except Exception as exc:
+            return append_error(exc)
+        return E.NONE
+
     # ==== loading =====================================================================================
     def replay(self, record) -> None:
         R.apply(self.groups, record)
@@ -249,6 +271,14 @@ def _metadata(m: ShareMember) -> tuple:
 
 def _normal(assignment) -> dict:
     return {t: frozenset(p) for t, p in assignment.items() if p}
+
+
+def _merged(state_topics, assignments) -> dict:
+    merged = {t: set(p) for t, p in state_topics.items()}
+    for assignment in assignments:
+        for topic_id, partitions in assignment.items():
+            merged.setdefault(topic_id, set()).update(partitions)
+    return {t: frozenset(p) for t, p in merged.items() if p}
 
 
 def _fingerprint(members: Iterable[ShareMember], topics) -> tuple:
