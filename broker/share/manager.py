@@ -50,8 +50,7 @@ class SharePartitionManager:
         key = (group_id, topic_id, index)
         share = self.partitions.get(key)
         if share is None:
-            if self.persister.has_pending():      # the state read below must see this broker's last writes
-                await self.flush()
+            await self.persister.drain()          # the state read below must see this broker's last writes
             log_ = partition.log
 
             def initial_start() -> int:

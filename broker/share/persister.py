@@ -168,6 +168,13 @@ class Persister:
         self._dirty[key] = (node, state_epoch, leader_epoch, start_offset, list(batches))
         return E.NONE
 
+    async def drain(self) -> None:
+        """Until no remote write of this broker is queued or on its way."""
+        async with self._flush_lock:
+            pass
+        if self._dirty:
+            await self.flush()
+
     def take_fenced(self) -> set[Key]:
         fenced, self._fenced = self._fenced, set()
         return fenced
