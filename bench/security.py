@@ -2,7 +2,7 @@
 (librdkafka) and handshake rate (connections/s).
 
     python -m bench.security [--seconds 5] [--rounds 3] [--record-size 1024] [--json PATH]
-                             [--baseline-tree DIR] [--consume-records N]
+                             [--baseline-tree DIR] [--consume-records N] [--kafka]
 
 One ``odradek serve`` process gets three listeners (PLAINTEXT, SSL, SASL_SSL with SCRAM-SHA-256) and
 certificates made for the run; each workload runs against each listener in turn, so the ratios
@@ -10,7 +10,9 @@ compare the same broker, data path and machine. The goal (issue 15) is TLS >= 0.
 
 ``--baseline-tree DIR`` also starts an Odradek from another checkout (say ``git archive`` of the
 commit before a change) and runs every workload on both in each round: a before/after comparison
-under the same load.
+under the same load. ``--kafka`` does the same with Apache Kafka 3.9 (``bench.security_kafka``:
+the same three listeners, Kafka's TLS defaults), whose own TLS/PLAINTEXT ratios are the context for
+Odradek's: the clients' decryption on the same cores is in both.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import sys
 import tempfile
 import time
 
-from bench import workloads
+from bench import security_kafka, workloads
 from bench.targets import ODRADEK_LAUNCHER, REPO_ROOT
 
 LISTENING = re.compile(r"^odradek: listening on (\w+)://[\w.\-]+:(\d+)", re.M)
@@ -108,19 +110,23 @@ def _median(values):
 
 
 def run(seconds: float, record_size: int, only=None, rounds: int = 3,
-        baseline_tree: str | None = None, consume_records: int = 0) -> dict:
+        baseline_tree: str | None = None, consume_records: int = 0, kafka: bool = False) -> dict:
     """`rounds` rounds, each running every listener's workloads in turn (so a burst of load from
     elsewhere hits every listener alike); each figure is the median over the rounds. Besides
     throughput, the broker's own CPU time per MB moved: a cost that the machine's load barely
     changes, unlike wall-clock throughput on a shared machine. With `baseline_tree`, a second
     broker from that checkout runs the same workloads in the same rounds (result["baseline"]).
     With `consume_records`, every consume reads one topic of that many records written up front,
-    so each listener moves the same bytes (by default each reads back what its produce wrote)."""
+    so each listener moves the same bytes (by default each reads back what its produce wrote).
+    With `kafka`, Apache Kafka runs the same workloads in the same rounds (result["kafka"]), after
+    one unmeasured pass of each for the JVM's JIT."""
     directory = tempfile.mkdtemp(prefix="odradek-bench-security-")
     load_before = os.getloadavg()[0]
     trees = {"this tree": REPO_ROOT}
     if baseline_tree:
         trees["baseline"] = os.path.abspath(baseline_tree)
+    if kafka:
+        trees["kafka"] = None
     brokers = {}
     try:
         for name, root in trees.items():
@@ -132,6 +138,11 @@ def run(seconds: float, record_size: int, only=None, rounds: int = 3,
                     raise RuntimeError(f"filling {CONSUME_TOPIC} failed: {filled}")
         listeners = [name for name in client_configs(None) if not only or name in only]
         samples = {tree: {name: [] for name in listeners} for tree in trees}
+        if kafka:   # warm-up: the JIT compiles the hot paths before anything is measured
+            process, ports, pki = brokers["kafka"]
+            for listener in listeners:
+                _one_round(process.pid, ports[listener], listener, client_configs(pki)[listener],
+                           record_size, min(seconds, 2), -1, ports["PLAINTEXT"], consume_records)
         for round_number in range(rounds):
             for listener in listeners:
                 for tree, (process, ports, pki) in brokers.items():
@@ -154,6 +165,9 @@ def run(seconds: float, record_size: int, only=None, rounds: int = 3,
         if baseline_tree:
             result["baseline"] = {"tree": trees["baseline"], "listeners": results["baseline"],
                                   "samples": samples["baseline"]}
+        if kafka:
+            result["kafka"] = {"tree": security_kafka.describe(brokers["kafka"][0]),
+                               "listeners": results["kafka"], "samples": samples["kafka"]}
         return result
     finally:
         for process, _, _ in brokers.values():
@@ -163,13 +177,17 @@ def run(seconds: float, record_size: int, only=None, rounds: int = 3,
 
 
 def _start_with_user(directory: str, root) -> tuple[subprocess.Popen, dict[str, int], object]:
-    """A broker from checkout `root` with its own certificates and the bench's SCRAM user."""
+    """A broker from checkout `root` (None: Apache Kafka) with its own certificates and the
+    bench's SCRAM user."""
     from broker.admin.client import KafkaClient
     from broker.admin.users import set_credential
     from broker.security.pki import make_pki
     os.makedirs(directory)
     pki = make_pki(os.path.join(directory, "pki"))
-    process, ports = start_broker(directory, pki, root)
+    if root is None:
+        process, ports = security_kafka.start_kafka(directory, pki)
+    else:
+        process, ports = start_broker(directory, pki, root)
     try:
         with KafkaClient(f"127.0.0.1:{ports['PLAINTEXT']}") as client:
             set_credential(client, SCRAM_USER, "SCRAM-SHA-256", SCRAM_PASSWORD, 4096)
@@ -248,6 +266,8 @@ def report(result: dict) -> str:
     tables = [("this tree", result["listeners"])]
     if "baseline" in result:
         tables.append((f"baseline ({result['baseline']['tree']})", result["baseline"]["listeners"]))
+    if "kafka" in result:
+        tables.append((result["kafka"]["tree"], result["kafka"]["listeners"]))
     for title, rows in tables:
         if len(tables) > 1:
             lines.append(f"-- {title}")
@@ -292,9 +312,11 @@ def main(argv=None) -> int:
                              "reads back what its produce wrote)")
     parser.add_argument("--baseline-tree", metavar="DIR",
                         help="also run an Odradek from this checkout in the same rounds")
+    parser.add_argument("--kafka", action="store_true",
+                        help="also run Apache Kafka 3.9 (bench.kafka's) in the same rounds")
     args = parser.parse_args(argv)
     result = run(args.seconds, args.record_size, args.listeners, args.rounds, args.baseline_tree,
-                 args.consume_records)
+                 args.consume_records, args.kafka)
     print(report(result))
     if args.json:
         with open(args.json, "w") as handle:
