@@ -21,6 +21,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import shutil
 import socket
 import ssl
@@ -101,6 +102,12 @@ def cpu_seconds(pid: int) -> float:
     with open(f"/proc/{pid}/stat") as handle:
         fields = handle.read().rpartition(")")[2].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def own_cpu_seconds() -> float:
+    """User + system CPU time of this process, every thread (the consumer's, while it consumes)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _median(values):
@@ -209,9 +216,11 @@ def _one_round(pid: int, port: int, listener: str, config: dict, record_size: in
         source, count = CONSUME_TOPIC, consume_records
     else:
         source, count = topic, produced["records"]
+    client_cpu = own_cpu_seconds()
     consumed = workloads.consume(bootstrap, source, {0: count}, record_size, time.time() + 0.5, 120,
                                  {**config, "group.id": f"bench-{listener}-{round_number}"})
     consume_cpu = cpu_seconds(pid) - cpu
+    client_cpu = own_cpu_seconds() - client_cpu
     _delete_topic(plaintext_port, topic)
     produced_mb, consumed_mb = produced["bytes"] / 1e6, consumed["bytes"] / 1e6
     return {
@@ -220,6 +229,8 @@ def _one_round(pid: int, port: int, listener: str, config: dict, record_size: in
         # broker CPU ms per MB (includes the 0.5 s idle lead-in: a few ms)
         "produce_cpu_ms_per_mb": 1000 * produce_cpu / max(produced_mb, 1e-9),
         "consume_cpu_ms_per_mb": 1000 * consume_cpu / max(consumed_mb, 1e-9),
+        # the consumer (librdkafka's threads and the Python loop) on the same two cores
+        "consume_client_cpu_ms_per_mb": 1000 * client_cpu / max(consumed_mb, 1e-9),
         "errors": produced["errors"] + consumed["errors"],
     }
 
@@ -273,7 +284,8 @@ def report(result: dict) -> str:
             lines.append(f"-- {title}")
         lines.extend(_table(rows))
     lines.append("ratios: throughput vs PLAINTEXT; CPU (inv): PLAINTEXT's broker CPU per MB over "
-                 "this listener's (1.0 = TLS costs the broker nothing extra)")
+                 "this listener's (1.0 = TLS costs the broker nothing extra); client CPU: the "
+                 "consumer's own CPU per MB (librdkafka + Python loop, same 2 cores)")
     lines.append("kTLS: " + result["ktls"])
     return "\n".join(lines)
 
@@ -281,10 +293,10 @@ def report(result: dict) -> str:
 def _table(rows: dict) -> list[str]:
     base = rows.get("PLAINTEXT") or next(iter(rows.values()))
     lines = [f"{'listener':<11}{'produce MB/s':>13}{'ratio':>7}{'consume MB/s':>13}{'ratio':>7}"
-             f"{'produce CPU':>13}{'ratio':>7}{'consume CPU':>13}{'ratio':>7}"
+             f"{'produce CPU':>13}{'ratio':>7}{'consume CPU':>13}{'ratio':>7}{'client CPU':>12}"
              f"{'handshakes/s':>13}{'errors':>7}",
              f"{'':<11}{'':>13}{'':>7}{'':>13}{'':>7}{'ms/MB':>13}{'(inv)':>7}{'ms/MB':>13}"
-             f"{'(inv)':>7}"]
+             f"{'(inv)':>7}{'ms/MB':>12}"]
     for name, row in rows.items():
         lines.append(
             f"{name:<11}{row['produce_mb_s']:>13.1f}"
@@ -294,6 +306,7 @@ def _table(rows: dict) -> list[str]:
             f"{base['produce_cpu_ms_per_mb'] / row['produce_cpu_ms_per_mb']:>7.2f}"
             f"{row['consume_cpu_ms_per_mb']:>13.2f}"
             f"{base['consume_cpu_ms_per_mb'] / row['consume_cpu_ms_per_mb']:>7.2f}"
+            f"{row.get('consume_client_cpu_ms_per_mb', float('nan')):>12.2f}"
             f"{row['handshakes_per_s']:>13.0f}{row['errors']:>7}")
     return lines
 
