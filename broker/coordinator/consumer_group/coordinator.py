@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import functools
 import re
 import uuid
 from collections import Counter
@@ -30,6 +31,7 @@ from .migration import (NotConvertible, classic_members_from_consumer, consumer_
                         consumer_records_from_classic, downgrade_allowed, downgraded_group, upgrade_refusal)
 from .model import (JOIN_EPOCH, LEAVE_EPOCH, STATIC_LEAVE_EPOCH, Assignment, ConsumerGroup, ConsumerGroupConfig,
                     ConsumerMember, MemberState, Refused, is_subset, normalize)
+from .re2j import INVALID_PERL_OP, Re2jError, compile_re2j
 from .reconcile import next_state
 
 E = ErrorCode
@@ -88,11 +90,14 @@ class ConsumerGroupCoordinator(ClassicMembersMixin):
         if req.server_assignor is not None and req.server_assignor not in self.config.assignors:
             return HeartbeatResult(E.UNSUPPORTED_ASSIGNOR, f"ServerAssignor {req.server_assignor} is not supported. "
                                    f"Supported assignors: {', '.join(self.config.assignors)}.")
-        if req.subscribed_topic_regex is not None:
+        if req.subscribed_topic_regex:
             try:
-                re.compile(req.subscribed_topic_regex)
-            except re.error as exc:
-                return HeartbeatResult(E.INVALID_REGULAR_EXPRESSION, str(exc))
+                _compiled(req.subscribed_topic_regex)
+            except (Re2jError, re.error) as exc:
+                description = exc.description if isinstance(exc, Re2jError) else INVALID_PERL_OP
+                return HeartbeatResult(E.INVALID_REGULAR_EXPRESSION, f"SubscribedTopicRegex "
+                                       f"`{req.subscribed_topic_regex}` is not a valid regular expression: "
+                                       f"{description}.")
         if req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
             return self._leave(req)
         group = self.groups.get(req.group_id)
@@ -543,12 +548,18 @@ def _current(m: ConsumerMember) -> tuple:
     return (m.member_epoch, m.previous_member_epoch, m.state, normalize(m.assigned), normalize(m.pending_revocation))
 
 
+@functools.lru_cache(maxsize=256)
+def _compiled(regex: str) -> re.Pattern:
+    """A subscription regex in Kafka's dialect (RE2/J), compiled once."""
+    return compile_re2j(regex)
+
+
 def _matches(regex: Optional[str], name: str) -> bool:
     if regex is None:
         return False
     try:
-        return re.fullmatch(regex, name) is not None
-    except re.error:
+        return _compiled(regex).fullmatch(name) is not None
+    except (Re2jError, re.error):
         return False
 
 
