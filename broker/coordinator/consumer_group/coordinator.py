@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import functools
+import logging
 import re
 import uuid
 from collections import Counter
@@ -35,6 +36,7 @@ from .re2j import INVALID_PERL_OP, Re2jError, compile_re2j
 from .reconcile import next_state
 
 E = ErrorCode
+log = logging.getLogger(__name__)
 # topic name -> (topic id, partition count), from the metadata image
 TopicsView = Callable[[], Mapping[str, tuple[uuid.UUID, int]]]
 # topic ids -> {(topic id, partition): racks of its replicas}, for rack-aware assignment
@@ -333,9 +335,11 @@ class ConsumerGroupCoordinator(ClassicMembersMixin):
         """A classic group with members becomes a consumer group for a joining consumer-protocol
         member: its members stay, as classic-protocol members with their current partitions."""
         gid = classic.group_id
+        not_consumer = f"Group {gid} is not a consumer group."      # Kafka's answer; the reason is logged
         refusal = upgrade_refusal(classic, self.config.upgrade_enabled(), self.config.max_size)
         if refusal is not None:
-            raise _Refused(E.GROUP_ID_NOT_FOUND, refusal)
+            log.info(refusal)
+            raise _Refused(E.GROUP_ID_NOT_FOUND, not_consumer)
         topics = self.topics()
         try:
             records = consumer_records_from_classic(classic, topics)

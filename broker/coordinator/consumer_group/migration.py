@@ -83,8 +83,7 @@ def consumer_records_from_classic(classic: Group, topics: TopicsView) -> list:
 
 
 def _decode_assignment(data: bytes):
-    if not data:
-        return ProtocolAssignment(assigned_partitions=[])    # mid-rebalance: nothing synced yet
+    # empty bytes (a member the leader gave nothing, or no sync yet) do not parse either, as in Kafka
     return decode_assignment(bytes(data))[1]
 
 
