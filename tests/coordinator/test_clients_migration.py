@@ -117,3 +117,93 @@ def test_java_rolling_upgrade_to_the_consumer_protocol_and_back(tmp_path):
                     except ClientError:
                         pass
             main.close()
+
+
+# ---- confluent-kafka (librdkafka): classic and consumer-protocol members in one group -----------------
+class RdMember:
+    def __init__(self, bootstrap: str, name: str, protocol: str):
+        from confluent_kafka import Consumer
+        self.name = name
+        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "rmig", "group.protocol": protocol,
+                                  "auto.offset.reset": "earliest", "enable.auto.commit": False, "client.id": name,
+                                  "session.timeout.ms": 10_000} if protocol == "classic" else
+                                 {"bootstrap.servers": bootstrap, "group.id": "rmig", "group.protocol": protocol,
+                                  "auto.offset.reset": "earliest", "enable.auto.commit": False, "client.id": name})
+        self.consumer.subscribe([TOPIC])
+        self.assignment: list[int] = []
+        self.values: list[bytes] = []
+        self.alive = True
+
+    def poll(self, timeout_ms: int = 200) -> None:
+        from confluent_kafka import KafkaException
+        messages = self.consumer.consume(num_messages=100, timeout=timeout_ms / 1000)
+        for message in messages:
+            assert message.error() is None, message.error()
+            self.values.append(message.value())
+        if messages:
+            try:
+                self.consumer.commit(asynchronous=False)
+            except KafkaException as exc:
+                # a commit crossing a rebalance is refused; the next poll's commit covers it
+                assert any(text in str(exc).lower() for text in REBALANCE_COMMIT_ERRORS + ("stale",)), exc
+        self.assignment = sorted(tp.partition for tp in self.consumer.assignment())
+
+    def close(self) -> None:
+        self.consumer.close()
+        self.alive = False
+
+
+def test_confluent_kafka_classic_and_consumer_members_share_a_group(tmp_path):
+    import confluent_kafka
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+    if confluent_kafka.libversion()[1] < 0x020c0000:
+        pytest.skip(f"librdkafka {confluent_kafka.libversion()[0]} predates KIP-848 support (2.12)")
+    overrides = {**FAST_CONSUMER_GROUPS, "group.initial.rebalance.delay.ms": "0"}
+    with running_broker(tmp_path / "data", overrides) as broker:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])[TOPIC].result(30)
+        producer = Producer({"bootstrap.servers": broker.bootstrap})
+        produced: set = set()
+
+        def produce_range(start, count):
+            for i in range(start, start + count):
+                producer.produce(TOPIC, b"%06d" % i)
+                produced.add(b"%06d" % i)
+            assert producer.flush(30) == 0
+
+        everyone: list[RdMember] = []
+
+        def settle(members, what):
+            poll_until(members, lambda: covers(members, PARTITIONS)()
+                       and {v for m in everyone for v in m.values} >= produced, what=what)
+
+        produce_range(0, 300)
+        members = [RdMember(broker.bootstrap, "classic1", "classic"), RdMember(broker.bootstrap, "classic2", "classic")]
+        everyone += members
+        settle(members, "two classic members")
+        # a consumer-protocol member joins: the group is upgraded, all three share the partitions
+        members.append(RdMember(broker.bootstrap, "consumer1", "consumer"))
+        everyone.append(members[-1])
+        produce_range(300, 300)
+        settle(members, "two classic members and a consumer-protocol one")
+        assert sorted(len(m.assignment) for m in members) == [2, 2, 2]
+        client = KafkaClient(broker.bootstrap)
+        try:
+            described = describe_consumer_group(client, "rmig")
+            assert sorted(m.member_type for m in described.members) == [0, 0, 1]
+        finally:
+            client.close()
+        # the consumer-protocol member leaves: the classic members carry on as a classic group
+        members.pop().close()
+        produce_range(600, 300)
+        settle(members, "the classic members again")
+        client = KafkaClient(broker.bootstrap)
+        try:
+            (listed,) = [g for g in list_groups(client) if g.group_id == "rmig"]
+            assert listed.group_type == "classic"
+        finally:
+            client.close()
+        assert {v for m in everyone for v in m.values} == produced
+        for m in members:
+            m.close()
