@@ -14,7 +14,6 @@ from __future__ import annotations
 import base64
 import dataclasses
 import functools
-import logging
 import re
 import uuid
 from collections import Counter
@@ -24,19 +23,16 @@ from typing import Callable, Iterable, Mapping, Optional
 from protocol import ErrorCode
 
 from ..group_offsets import append_error
-from ..log_records import GroupMetadataRecord
 from . import records as R
 from .assignors import ASSIGNORS, Racks
 from .classic_members import ClassicMembersMixin
-from .migration import (NotConvertible, classic_members_from_consumer, consumer_group_tombstones,
-                        consumer_records_from_classic, downgrade_allowed, downgraded_group, upgrade_refusal)
+from .migration import MigrationMixin, downgrade_allowed
 from .model import (JOIN_EPOCH, LEAVE_EPOCH, STATIC_LEAVE_EPOCH, Assignment, ConsumerGroup, ConsumerGroupConfig,
                     ConsumerMember, MemberState, Refused, is_subset, normalize)
 from .re2j import INVALID_PERL_OP, Re2jError, compile_re2j
 from .reconcile import next_state
 
 E = ErrorCode
-log = logging.getLogger(__name__)
 # topic name -> (topic id, partition count), from the metadata image
 TopicsView = Callable[[], Mapping[str, tuple[uuid.UUID, int]]]
 # topic ids -> {(topic id, partition): racks of its replicas}, for rack-aware assignment
@@ -70,7 +66,7 @@ class HeartbeatResult:
     assignment: Optional[dict] = None       # None: unchanged, the client keeps what it has
 
 
-class ConsumerGroupCoordinator(ClassicMembersMixin):
+class ConsumerGroupCoordinator(ClassicMembersMixin, MigrationMixin):
     def __init__(self, clock, timers, log, config: ConsumerGroupConfig | None = None,
                  topics: TopicsView = lambda: {}, classic_busy: Callable[[str], bool] = lambda g: False,
                  partition_racks: RacksView = lambda topic_ids: {}):
@@ -328,54 +324,6 @@ class ConsumerGroupCoordinator(ClassicMembersMixin):
         except Exception as exc:
             return append_error(exc)
         self._cancel_timers(group_id, member_id)
-        return E.NONE
-
-    # ---- online migration (migration.py) -------------------------------------------------------------
-    def _upgrade(self, classic) -> ConsumerGroup:
-        """A classic group with members becomes a consumer group for a joining consumer-protocol
-        member: its members stay, as classic-protocol members with their current partitions."""
-        gid = classic.group_id
-        not_consumer = f"Group {gid} is not a consumer group."      # Kafka's answer; the reason is logged
-        refusal = upgrade_refusal(classic, self.config.upgrade_enabled(), self.config.max_size)
-        if refusal is not None:
-            log.info(refusal)
-            raise _Refused(E.GROUP_ID_NOT_FOUND, not_consumer)
-        topics = self.topics()
-        try:
-            records = consumer_records_from_classic(classic, topics)
-        except NotConvertible as exc:
-            raise _Refused(E.GROUP_ID_NOT_FOUND, str(exc)) from exc
-        try:
-            self.log.append(gid, [GroupMetadataRecord(gid, None)] + records)
-        except Exception as exc:
-            raise _Refused(append_error(exc), None) from exc
-        self.classic.hand_over_to_consumer(gid)
-        for record in records:
-            R.apply(self.groups, record)
-        group = self.groups[gid]
-        group.state_timestamp = self.clock.now_ms()
-        group.subscription_fingerprint = _fingerprint(group.members.values(), topics)
-        for member_id in group.members:
-            self._schedule_session(gid, member_id)
-        return group
-
-    def _downgrade(self, group: ConsumerGroup, leaving: str) -> ErrorCode:
-        """The last consumer-protocol member left: the classic members carry on as a classic group
-        at the group epoch, holding their partitions, and rebalance at once."""
-        gid = group.group_id
-        classic = downgraded_group(gid, group.group_epoch,
-                                   classic_members_from_consumer(group, leaving, self.topics()), self.clock.now_ms())
-        tombstones = consumer_group_tombstones(group)
-        try:
-            self.log.append(gid, tombstones + [GroupMetadataRecord(gid, self.classic.snapshot(classic))])
-        except Exception as exc:
-            return append_error(exc)
-        for member_id in list(group.members):
-            self._cancel_timers(gid, member_id)
-        for record in tombstones:
-            R.apply(self.groups, record)
-        self.groups.pop(gid, None)
-        self.classic.take_over_from_consumer(classic)
         return E.NONE
 
     def _write(self, group_id: str, records: list) -> None:

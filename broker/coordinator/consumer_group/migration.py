@@ -12,6 +12,7 @@ one batch, so a coordinator that loads the partition finds the group as it was c
 
 from __future__ import annotations
 
+import logging
 import uuid
 from typing import Mapping, Optional
 
@@ -19,11 +20,70 @@ from protocol import DecodeError
 from protocol.consumer_protocol import Assignment as ProtocolAssignment, decode_assignment, \
     decode_subscription, encode_assignment
 
+from protocol import ErrorCode
+
 from ..group import CONSUMER_PROTOCOL_TYPE, Group, GroupState, Member
+from ..group_offsets import append_error
+from ..log_records import GroupMetadataRecord
 from . import records as R
-from .model import ClassicMetadata, ConsumerGroup, ConsumerMember, MemberState
+from .model import ClassicMetadata, ConsumerGroup, ConsumerMember, MemberState, Refused
+
+E = ErrorCode
+log = logging.getLogger(__name__)
 
 TopicsView = Mapping[str, tuple[uuid.UUID, int]]   # topic name -> (topic id, partition count)
+
+
+class MigrationMixin:
+    """Part of `ConsumerGroupCoordinator` (which supplies `groups`, `log`, `config`, `classic`, `topics`,
+    `clock`, `loaded` and `_cancel_timers`)."""
+
+    def _upgrade(self, classic) -> ConsumerGroup:
+        """A classic group with members becomes a consumer group for a joining consumer-protocol
+        member: its members stay, as classic-protocol members with their current partitions."""
+        gid = classic.group_id
+        not_consumer = f"Group {gid} is not a consumer group."      # Kafka's answer; the reason is logged
+        refusal = upgrade_refusal(classic, self.config.upgrade_enabled(), self.config.max_size)
+        if refusal is not None:
+            log.info(refusal)
+            raise Refused(E.GROUP_ID_NOT_FOUND, not_consumer)
+        topics = self.topics()
+        try:
+            records = consumer_records_from_classic(classic, topics)
+        except NotConvertible as exc:
+            raise Refused(E.GROUP_ID_NOT_FOUND, str(exc)) from exc
+        try:
+            self.log.append(gid, [GroupMetadataRecord(gid, None)] + records)
+        except Exception as exc:
+            raise Refused(append_error(exc), None) from exc
+        self.classic.hand_over_to_consumer(gid)
+        for record in records:
+            R.apply(self.groups, record)
+        group = self.groups[gid]
+        group.state_timestamp = self.clock.now_ms()
+        self.loaded([gid])     # subscriptions as of now, every member's session running
+        log.info("upgraded classic group %s to a consumer group (%d classic members)", gid, len(group.members))
+        return group
+
+    def _downgrade(self, group: ConsumerGroup, leaving: str) -> ErrorCode:
+        """The last consumer-protocol member left: the classic members carry on as a classic group
+        at the group epoch, holding their partitions, and rebalance at once."""
+        gid = group.group_id
+        classic = downgraded_group(gid, group.group_epoch,
+                                   classic_members_from_consumer(group, leaving, self.topics()), self.clock.now_ms())
+        tombstones = consumer_group_tombstones(group)
+        try:
+            self.log.append(gid, tombstones + [GroupMetadataRecord(gid, self.classic.snapshot(classic))])
+        except Exception as exc:
+            return append_error(exc)
+        for member_id in list(group.members):
+            self._cancel_timers(gid, member_id)
+        for record in tombstones:
+            R.apply(self.groups, record)
+        self.groups.pop(gid, None)
+        self.classic.take_over_from_consumer(classic)
+        log.info("downgraded consumer group %s to a classic group at generation %d", gid, classic.generation_id)
+        return E.NONE
 
 
 class NotConvertible(Exception):
