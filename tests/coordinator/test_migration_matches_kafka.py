@@ -20,7 +20,8 @@ from protocol.consumer_protocol import Assignment, Subscription, decode_assignme
 from tests import apache_kafka as oracle
 from tests.broker.raw_client import RawClient
 
-OFFSET_COMMIT, FIND_COORDINATOR, JOIN, HEARTBEAT, LEAVE, SYNC, LIST_GROUPS, CG_HEARTBEAT = 8, 10, 11, 12, 13, 14, 16, 68
+OFFSET_COMMIT, FIND_COORDINATOR, JOIN, HEARTBEAT, LEAVE, SYNC, DESCRIBE_GROUPS, LIST_GROUPS, CG_HEARTBEAT = \
+    8, 10, 11, 12, 13, 14, 15, 16, 68
 RETRIABLE = {14, 15, 16}      # the coordinator is loading / not there yet
 TOPIC = "mig"
 SETTINGS = {"group.coordinator.rebalance.protocols": "classic,consumer",
@@ -172,6 +173,10 @@ def mixed_group_edges(c) -> list:
     sync(c, "k", a, generation, [(a, encode_assignment(Assignment(assigned_partitions=[])))])
     b = cg_heartbeat(c, "k")
     seen.append(("upgraded", b.error_code))
+    (described,) = c.request(DESCRIBE_GROUPS, 5, messages.DescribeGroupsRequest(groups=["k"])).groups
+    seen.append(("described", described.error_code, described.group_state, described.protocol_type,
+                 described.protocol_data, sorted((m.member_id == a, partitions(m.member_assignment))
+                                                 for m in described.members)))
     seen.append(("other protocol type", join(c, "k", protocol_type="connect").error_code))
     seen.append(("no common protocol", join(c, "k", first.member_id + "x", protocol="roundrobin").error_code))
     seen.append(("new classic member", join(c, "k").error_code))
@@ -212,6 +217,7 @@ KAFKA_3_9_ANSWERS = [
     ("malformed assignment", 69, "Cannot upgrade the classic group m to consumer group because the embedded "
                                  "consumer protocol is malformed."),
     ("upgraded", 0),
+    ("described", 0, "Dead", "", "", []),         # DescribeGroups: a consumer group is no classic group
     ("other protocol type", 23),
     ("no common protocol", 23),
     ("new classic member", 79),
