@@ -37,9 +37,10 @@ class MigrationMixin:
                 waiting_sync.complete(SyncResult(E.REBALANCE_IN_PROGRESS))
         clear_membership(group)
 
-    def take_over_from_consumer(self, downgraded: Group) -> None:
+    def take_over_from_consumer(self, downgraded: Group, rebalance: bool = True) -> None:
         """A consumer group came back as this classic group (its record is written): install it with
-        the offsets kept here, and start a rebalance so every member rejoins the classic way."""
+        the offsets kept here, and start a rebalance so every member rejoins the classic way (unless
+        a static member's replacement converted it: nothing changed for the others)."""
         existing = self.groups.get(downgraded.group_id)
         if existing is not None:
             downgraded.offsets = existing.offsets
@@ -48,7 +49,8 @@ class MigrationMixin:
         self.groups[downgraded.group_id] = downgraded
         for member in downgraded.members.values():
             self._schedule_heartbeat(downgraded, member.member_id, member.session_timeout_ms)
-        self._prepare_rebalance(downgraded)
+        if rebalance:
+            self._prepare_rebalance(downgraded)
 
 
 def clear_membership(group: Group) -> None:

@@ -14,6 +14,7 @@ from broker.coordinator.group import GroupState
 from broker.coordinator.group_coordinator import GroupConfig, GroupCoordinator
 from broker.coordinator.serde import decode_group_record, encode_group_record
 from protocol import ErrorCode
+from protocol.consumer_protocol import Subscription, decode_assignment, encode_subscription
 from tests.coordinator.consumer_group_harness import GROUP, Client, assert_single_owner
 from tests.coordinator.migration_harness import MixedHarness, ClassicClient, owned_by_clients
 
@@ -213,3 +214,25 @@ def test_a_converted_group_loads_from_its_records():
             (consumer.replay if isinstance(record, GroupRecord) else classic_core.replay)(record)
     assert GROUP not in consumer.groups
     assert set(classic_core.groups[GROUP].members) == {c.member_id for c in classic}
+
+
+def test_a_classic_static_member_replacing_the_last_consumer_member_downgrades_the_group():
+    h = MixedHarness({"t": 4})
+    classic = classic_group(h, 1)
+    static = Client(h, "s-old", ["t"], instance_id="s")
+    static.heartbeat()
+    run(h, classic, [static], until=lambda: everything_consumed(h, classic, [static], 4))
+    held = h.group().members["s-old"].assigned
+    assert static.leave(epoch=-2).error is E.NONE          # a static member closing: it stays, for now
+    assert h.is_consumer_group() and h.group().members["s-old"].member_epoch == -2
+    sub = encode_subscription(Subscription(topics=["t"]), 1)
+    r = h.core.classic_join(GROUP, "", "s", "s", "/h", 10_000, 30_000, "consumer", [("range", sub)], True)
+    assert r.error is E.NONE and r.leader == "" and r.member_id.startswith("s-")
+    # the last consumer-protocol member is gone: a classic group again, no rebalance, partitions kept
+    assert not h.is_consumer_group()
+    group = h.classic.groups[GROUP]
+    assert group.state is GroupState.STABLE and set(group.members) == {classic[0].member_id, r.member_id}
+    synced = h.classic.sync_group(GROUP, r.member_id, "s", group.generation_id, None, None, []).result
+    names = {v: k for k, v in h.topic_ids.items()}
+    given = {(tp.topic, p) for tp in decode_assignment(synced.assignment)[1].assigned_partitions for p in tp.partitions}
+    assert synced.error is E.NONE and given == {(names[t], p) for t, ps in held.items() for p in ps}

@@ -24,6 +24,7 @@ from protocol.consumer_protocol import Assignment as ProtocolAssignment, decode_
 
 from ..group import CONSUMER_PROTOCOL_TYPE
 from ..group_coordinator import JoinResult, SyncResult
+from .migration import downgrade_allowed
 from .model import ClassicMetadata, ConsumerGroup, ConsumerMember, MemberState, Refused, normalize
 
 E = ErrorCode
@@ -69,7 +70,8 @@ class ClassicMembersMixin:
                 if not unknown:
                     return JoinResult(E.FENCED_INSTANCE_ID, member_id)
                 # the instance restarted: the new member id takes over what the old one held
-                member, replaced = dataclasses.replace(static, member_id=member_id), static.member_id
+                member = dataclasses.replace(static, member_id=member_id, member_epoch=0, previous_member_epoch=-1)
+                replaced = static.member_id
         if member is None:
             member = ConsumerMember(member_id, instance_id=instance_id)
         elif member.classic is None and replaced is None:
@@ -95,6 +97,10 @@ class ClassicMembersMixin:
         except Refused as refused:             # the write failed
             return JoinResult(refused.code, member_id)
         self.timers.cancel(("cg-join", group_id, member_id))
+        if replaced is not None and downgrade_allowed(self.groups[group_id], None, self.config.downgrade_enabled(),
+                                                      self.config.classic_max_size):
+            # it replaced the last consumer-protocol member: the group is a classic group again
+            self._downgrade(self.groups[group_id], None, rebalance=False)
         return JoinResult(E.NONE, member_id, reconciled.member_epoch, CONSUMER_PROTOCOL_TYPE, protocols[0][0],
                           "", [])
 

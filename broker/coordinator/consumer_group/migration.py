@@ -65,9 +65,10 @@ class MigrationMixin:
         log.info("upgraded classic group %s to a consumer group (%d classic members)", gid, len(group.members))
         return group
 
-    def _downgrade(self, group: ConsumerGroup, leaving: str) -> ErrorCode:
-        """The last consumer-protocol member left: the classic members carry on as a classic group
-        at the group epoch, holding their partitions, and rebalance at once."""
+    def _downgrade(self, group: ConsumerGroup, leaving: Optional[str], rebalance: bool = True) -> ErrorCode:
+        """The last consumer-protocol member left (or a classic static member replaced it): the classic
+        members carry on as a classic group at the group epoch, holding their partitions, and
+        rebalance at once (not after a replacement: the group is as it was)."""
         gid = group.group_id
         classic = downgraded_group(gid, group.group_epoch,
                                    classic_members_from_consumer(group, leaving, self.topics()), self.clock.now_ms())
@@ -81,7 +82,7 @@ class MigrationMixin:
         for record in tombstones:
             R.apply(self.groups, record)
         self.groups.pop(gid, None)
-        self.classic.take_over_from_consumer(classic)
+        self.classic.take_over_from_consumer(classic, rebalance)
         log.info("downgraded consumer group %s to a classic group at generation %d", gid, classic.generation_id)
         return E.NONE
 
@@ -148,12 +149,14 @@ def _decode_assignment(data: bytes):
 
 
 # ---- downgrade: consumer -> classic ----------------------------------------------------------------
-def downgrade_allowed(group: ConsumerGroup, leaving: str, policy_allows: bool, classic_max_size: int) -> bool:
-    """Kafka's rule: the member leaving is the last one on the consumer protocol, others remain, the
-    policy allows it, and the rest fits a classic group."""
+def downgrade_allowed(group: ConsumerGroup, leaving: Optional[str], policy_allows: bool,
+                      classic_max_size: int) -> bool:
+    """Kafka's rule: the member leaving is the last one on the consumer protocol (None: one was just
+    replaced by a classic static member), others remain, the policy allows it, and the rest fits a
+    classic group."""
     others = [m for mid, m in group.members.items() if mid != leaving]
-    return bool(others) and leaving in group.members and all(m.classic is not None for m in others) \
-        and policy_allows and len(others) <= classic_max_size
+    return bool(others) and (leaving is None or leaving in group.members) \
+        and all(m.classic is not None for m in others) and policy_allows and len(others) <= classic_max_size
 
 
 def consumer_group_tombstones(group: ConsumerGroup) -> list:
@@ -165,7 +168,7 @@ def consumer_group_tombstones(group: ConsumerGroup) -> list:
     return records + [R.target_tombstone(gid), R.group_tombstone(gid)]
 
 
-def classic_members_from_consumer(group: ConsumerGroup, leaving: str, topics: TopicsView) -> list[Member]:
+def classic_members_from_consumer(group: ConsumerGroup, leaving: Optional[str], topics: TopicsView) -> list[Member]:
     """The classic members a downgraded group keeps: their protocols, and their current partitions as
     the SyncGroup assignment they hold."""
     names = {topic_id: name for name, (topic_id, _) in topics.items()}
