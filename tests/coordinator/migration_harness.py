@@ -68,10 +68,15 @@ class ClassicClient:
                  for t in sorted({t for t, _ in self.owned})]
         metadata = encode_subscription(Subscription(topics=self.topics, owned_partitions=owned,
                                                     generation_id=self.generation), 1)
-        protocols = [("cooperative-sticky" if self.cooperative else "range", metadata)]
+        # as the Java client's defaults: an eager one also offers cooperative-sticky (its assignor list
+        # is [range, cooperative-sticky]), so both kinds can share a classic group
+        protocols = [("cooperative-sticky", metadata)] if self.cooperative else \
+            [("range", metadata), ("cooperative-sticky", metadata)]
         if self.h.core.hosts_classic_requests(GROUP, joining=True):
             self._joined(self.h.core.classic_join(GROUP, self.member_id, None, self.name, "/h", SESSION_MS, 30_000,
                                                   "consumer", protocols, True))
+        elif not self.h.core.yield_to_classic(GROUP):      # as the JoinGroup handler: an empty one goes
+            self.phase = "join"
         else:
             self.pending = self.h.classic.join_group(GROUP, self.member_id, None, self.name, "/h", SESSION_MS,
                                                      30_000, "consumer", protocols, True, True)

@@ -236,3 +236,59 @@ def test_a_classic_static_member_replacing_the_last_consumer_member_downgrades_t
     names = {v: k for k, v in h.topic_ids.items()}
     given = {(tp.topic, p) for tp in decode_assignment(synced.assignment)[1].assigned_partitions for p in tp.partitions}
     assert synced.error is E.NONE and given == {(names[t], p) for t, ps in held.items() for p in ps}
+
+
+@pytest.mark.parametrize("seed", range(25))
+def test_random_schedules_of_both_protocols_never_share_a_partition(seed):
+    """Classic (eager or cooperative) and consumer-protocol members join, leave and crash in a seeded
+    order, the group upgrading and downgrading as they come and go; after every single request no
+    partition is consumed by two members, and once the churn stops everything is consumed again."""
+    import random
+    rnd = random.Random(seed)
+    h = MixedHarness({"t": 6})
+    classic: list = []
+    consumers: list = []
+    names = iter(range(1000))
+    for _ in range(60):
+        live_classic = [c for c in classic if c.phase != "gone"]
+        op = rnd.random()
+        if op < 0.15 and len(live_classic) + len(consumers) < 5:
+            classic.append(ClassicClient(h, f"c{next(names)}", cooperative=rnd.random() < 0.5))
+        elif op < 0.3 and len(live_classic) + len(consumers) < 5:
+            consumers.append(Client(h, f"k{next(names)}", ["t"]))
+        elif op < 0.38 and live_classic:
+            rnd.choice(live_classic).leave()
+        elif op < 0.45 and consumers:
+            gone = rnd.choice(consumers)
+            gone.leave()
+            consumers.remove(gone)
+        elif op < 0.5 and live_classic + consumers:
+            # a crash: the client stops at once; its session runs out later
+            crashed = rnd.choice(live_classic + consumers)
+            if crashed in consumers:
+                consumers.remove(crashed)
+                crashed.owned = {}
+            else:
+                crashed.phase, crashed.owned = "gone", set()
+        else:
+            for c in rnd.sample(live_classic + consumers, k=len(live_classic + consumers)):
+                (c.step if isinstance(c, ClassicClient) else c.heartbeat)()
+                owned_by_clients(h, classic, consumers)
+                assert_single_owner(h)
+        h.advance(rnd.choice([0, 0, 100, 3_000]))
+        owned_by_clients(h, classic, consumers)
+        assert_single_owner(h)
+    live = [c for c in classic if c.phase != "gone"]
+    if not live and not consumers:
+        return
+    for _ in range(30):   # a minute of live members heartbeating: the crashed ones' sessions expire
+        run(h, live, consumers, rounds=1)
+        h.advance(2_000)
+    run(h, live, consumers, rounds=60,
+        until=lambda: len(owned_by_clients(h, live, consumers)) == 6 and all(c.phase == "stable" for c in live))
+
+
+@pytest.mark.slow
+def test_many_random_schedules():
+    for seed in range(25, 2025):
+        test_random_schedules_of_both_protocols_never_share_a_partition(seed)
