@@ -328,12 +328,17 @@ def _describe(client: KafkaClient, args) -> int:
             print()
             columns = ["CONSUMER-ID", "INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT"]
             if g.group_type == "consumer":
-                columns += ["EPOCH", "TARGET-ASSIGNMENT"]
+                columns += ["EPOCH", "TARGET-ASSIGNMENT", "PROTOCOL"]
             table(columns, [(m.member_id, m.group_instance_id, m.client_host, m.client_id,
                              sum(len(p) for p in m.assignment.values()), _assignment_text(m.assignment))
-                            + ((m.member_epoch, _assignment_text(m.target_assignment or {}))
+                            + ((m.member_epoch, _assignment_text(m.target_assignment or {}),
+                                _MEMBER_PROTOCOLS.get(m.member_type, "-"))
                                if g.group_type == "consumer" else ()) for m in g.members])
     return 0
+
+
+# ConsumerGroupDescribe's MemberType: the protocol a member of a consumer group speaks (KIP-848 migration)
+_MEMBER_PROTOCOLS = {0: "classic", 1: "consumer"}
 
 
 def _assignment_text(assignment: dict[str, list[int]]) -> str:

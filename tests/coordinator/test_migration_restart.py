@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from broker.admin import main
 from broker.admin.client import KafkaClient
 from broker.admin.groups import committed_offsets, describe_consumer_group, list_groups
 from broker.testing import running_broker
@@ -42,7 +43,7 @@ def group_type(broker) -> str:
 
 
 @pytest.mark.timeout(300)
-def test_a_mixed_group_survives_a_restart_and_so_does_its_downgrade(tmp_path):
+def test_a_mixed_group_survives_a_restart_and_so_does_its_downgrade(tmp_path, capsys):
     data = tmp_path / "data"
     with running_broker(data, SETTINGS) as broker:
         admin = KafkaClient(broker.bootstrap)
@@ -68,6 +69,10 @@ def test_a_mixed_group_survives_a_restart_and_so_does_its_downgrade(tmp_path):
             got = sorted(p for t in b.assignment.topic_partitions for p in t.partitions)
             assert sorted(kept + got) == [0, 1, 2, 3] and len(kept) == 2
         assert member_types(broker) == [0, 1]
+        # `odradek groups describe` tells which protocol each member speaks
+        assert main(["groups", "describe", "g", "-b", broker.bootstrap, "--timeout", "10"]) == 0
+        out = capsys.readouterr().out
+        assert "PROTOCOL" in out and " classic" in out and out.count(" consumer") >= 2
     with running_broker(data, SETTINGS) as broker:
         with connect(broker) as c:
             assert heartbeat(c, "g", a, generation) == 0
