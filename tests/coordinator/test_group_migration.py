@@ -292,3 +292,25 @@ def test_random_schedules_of_both_protocols_never_share_a_partition(seed):
 def test_many_random_schedules():
     for seed in range(25, 2025):
         test_random_schedules_of_both_protocols_never_share_a_partition(seed)
+
+
+def test_a_classic_member_that_joins_but_never_syncs_is_fenced_after_its_rebalance_timeout():
+    h = MixedHarness({"t": 4})
+    classic = classic_group(h, 2)
+    new = Client(h, "new", ["t"])
+    new.heartbeat()
+    stuck = classic[1]
+    assert stuck.heartbeat() is E.REBALANCE_IN_PROGRESS
+    stuck._join()
+    assert stuck.phase == "sync" and stuck.member_id in h.group().members
+    for _ in range(14):          # it heartbeats (its session holds) but never sends its SyncGroup
+        h.core.classic_heartbeat(GROUP, stuck.member_id, None, stuck.generation)
+        classic[0].step()
+        new.heartbeat()
+        h.advance(2_000)
+    assert stuck.member_id in h.group().members
+    for _ in range(2):
+        h.core.classic_heartbeat(GROUP, stuck.member_id, None, stuck.generation)
+        h.advance(2_000)
+    assert stuck.member_id not in h.group().members      # 30 s, its rebalance timeout
+    run(h, [classic[0]], [new], until=lambda: everything_consumed(h, [classic[0]], [new], 4))

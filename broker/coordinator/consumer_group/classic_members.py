@@ -97,6 +97,7 @@ class ClassicMembersMixin:
         except Refused as refused:             # the write failed
             return JoinResult(refused.code, member_id)
         self.timers.cancel(("cg-join", group_id, member_id))
+        self._schedule_sync_timeout(group_id, member_id, rebalance_timeout_ms)
         if replaced is not None and downgrade_allowed(self.groups[group_id], None, self.config.downgrade_enabled(),
                                                       self.config.classic_max_size):
             # it replaced the last consumer-protocol member: the group is a classic group again
@@ -121,6 +122,7 @@ class ClassicMembersMixin:
             # a newer epoch came while it joined: catch up first (one revoking finishes its step)
             self._schedule_join_timeout(group_id, member)
             return SyncResult(E.REBALANCE_IN_PROGRESS)
+        self.timers.cancel(("cg-sync", group_id, member_id))
         self._schedule_session(group_id, member_id)
         return SyncResult(E.NONE, CONSUMER_PROTOCOL_TYPE, chosen, self._encoded_assignment(member))
 
@@ -186,6 +188,14 @@ class ClassicMembersMixin:
         if member is None or member.classic is None:
             return None, E.UNKNOWN_MEMBER_ID
         return member, E.NONE
+
+    def _schedule_sync_timeout(self, group_id: str, member_id: str, timeout_ms: int) -> None:
+        """A classic member that joined must sync within its rebalance timeout, or it is fenced."""
+        def expire() -> None:
+            group = self.groups.get(group_id)
+            if group is not None and member_id in group.members:
+                self.fence(group_id, member_id)
+        self.timers.schedule(("cg-sync", group_id, member_id), self.clock.now_ms() + timeout_ms, expire)
 
     def _schedule_join_timeout(self, group_id: str, member: ConsumerMember) -> None:
         """A classic member told to rejoin must do so within its rebalance timeout, or it is fenced."""

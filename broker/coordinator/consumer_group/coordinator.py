@@ -357,6 +357,7 @@ class ConsumerGroupCoordinator(ClassicMembersMixin, MigrationMixin):
         self.timers.cancel(("cg-session", group_id, member_id))
         self.timers.cancel(("cg-revoke", group_id, member_id))
         self.timers.cancel(("cg-join", group_id, member_id))
+        self.timers.cancel(("cg-sync", group_id, member_id))
 
     # ==== offsets (the commits themselves are stored beside classic groups' offsets) =================
     def offset_commit_error(self, group_id: str, member_id: str, instance_id: Optional[str], member_epoch: int,
