@@ -23,8 +23,16 @@ REBALANCE_COMMIT_ERRORS = ("rebalance", "generation", "stale member epoch", "com
 
 
 class MigratingMember(JavaMember):
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
+    def __init__(self, client, group, topic, name, protocol, assignor=None):
+        config = {"group.protocol": protocol, "auto.offset.reset": "earliest", "enable.auto.commit": "false",
+                  "client.id": name, "max.poll.records": 100}
+        if assignor is not None and protocol == "classic":
+            config["partition.assignment.strategy"] = assignor
+        self.client, self.name = client, name
+        self.handle = client.driver.call("group_open", group=group, topic=topic, config=config)
+        self.assignment: list[int] = []
+        self.values: list[bytes] = []
+        self.alive = True
         self.commit_errors: list[str] = []
 
     def poll(self, timeout_ms: int = 200) -> None:
@@ -62,9 +70,16 @@ class Watch:
         return listed.group_type
 
 
+COOPERATIVE = "org.apache.kafka.clients.consumer.CooperativeStickyAssignor"
+
+
 @java
 @pytest.mark.timeout(600)
-def test_java_rolling_upgrade_to_the_consumer_protocol_and_back(tmp_path):
+@pytest.mark.parametrize("assignor", [None, pytest.param(COOPERATIVE, marks=pytest.mark.slow)],
+                         ids=["eager", "cooperative"])
+def test_java_rolling_upgrade_to_the_consumer_protocol_and_back(tmp_path, assignor):
+    """Classic members with the Java defaults (range before cooperative-sticky: the eager protocol),
+    or with the cooperative-sticky assignor alone (-m slow)."""
     overrides = {**FAST_CONSUMER_GROUPS, "group.initial.rebalance.delay.ms": "0"}
     with running_broker(tmp_path / "data", overrides) as broker:
         main = JavaClient(broker.bootstrap, "java-4")
@@ -72,7 +87,7 @@ def test_java_rolling_upgrade_to_the_consumer_protocol_and_back(tmp_path):
         everyone: list[JavaMember] = []
 
         def start(name, protocol):
-            member = MigratingMember(main, GROUP, TOPIC, name, protocol=protocol)
+            member = MigratingMember(main, GROUP, TOPIC, name, protocol, assignor)
             everyone.append(member)
             return member
 
