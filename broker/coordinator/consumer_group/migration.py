@@ -108,9 +108,14 @@ def upgrade_refusal(classic: Group, policy_allows: bool, max_size: int) -> Optio
 
 def consumer_records_from_classic(classic: Group, topics: TopicsView) -> list:
     """The records of the consumer group a classic group becomes: every member at the classic
-    generation, its target and current assignment what its last SyncGroup gave it."""
+    generation, its target and current assignment what its last SyncGroup gave it.
+
+    One step safer than Kafka: a cooperative member may still consume what its last JoinGroup said
+    it owns beyond its assignment (it lets them go only once it has its SyncGroup answer); those
+    partitions stay its own, pending revocation, until it rejoins without them (a member that let
+    them go already rejoins once more for nothing)."""
     gid, generation = classic.group_id, classic.generation_id
-    members: list[ConsumerMember] = []
+    parsed = []
     taken: set = set()
     for m in classic.members.values():
         metadata = m.metadata_for(classic.protocol_name or "") or (m.protocols[0][1] if m.protocols else b"")
@@ -120,20 +125,20 @@ def consumer_records_from_classic(classic: Group, topics: TopicsView) -> list:
         except DecodeError as exc:
             raise NotConvertible(f"Cannot upgrade the classic group {gid} to consumer group because the "
                                  "embedded consumer protocol is malformed.") from exc
-        assigned: dict = {}
-        for topic in assignment.assigned_partitions:
-            if topic.topic in topics:
-                topic_id = topics[topic.topic][0]
-                # one owner per partition, whatever a half-finished rebalance left behind
-                fresh = frozenset(p for p in topic.partitions if (topic_id, p) not in taken)
-                taken |= {(topic_id, p) for p in fresh}
-                if fresh:
-                    assigned[topic_id] = assigned.get(topic_id, frozenset()) | fresh
+        # one owner per partition, whatever a half-finished rebalance left behind
+        assigned = _claim(((tp.topic, p) for tp in assignment.assigned_partitions for p in tp.partitions),
+                          topics, taken)
+        parsed.append((m, subscription, assigned))
+    members: list[ConsumerMember] = []
+    for m, subscription, assigned in parsed:
+        still_owned = _claim(((tp.topic, p) for tp in subscription.owned_partitions or () for p in tp.partitions),
+                             topics, taken)
         members.append(ConsumerMember(
             m.member_id, instance_id=m.group_instance_id, rack_id=subscription.rack_id, client_id=m.client_id,
             client_host=m.client_host, subscribed_topic_names=tuple(sorted(subscription.topics)),
-            rebalance_timeout_ms=m.rebalance_timeout_ms, member_epoch=generation,
-            previous_member_epoch=generation, state=MemberState.STABLE, assigned=assigned,
+            rebalance_timeout_ms=m.rebalance_timeout_ms, member_epoch=generation, previous_member_epoch=generation,
+            state=MemberState.UNREVOKED_PARTITIONS if still_owned else MemberState.STABLE, assigned=assigned,
+            pending_revocation=still_owned,
             classic=ClassicMetadata(m.session_timeout_ms, tuple((n, bytes(md)) for n, md in m.protocols))))
     records = [R.member_metadata(gid, member) for member in members]
     records.append(R.group_epoch(gid, generation))
@@ -141,6 +146,17 @@ def consumer_records_from_classic(classic: Group, topics: TopicsView) -> list:
     records.append(R.target_epoch(gid, generation))
     records += [R.current_assignment(gid, member) for member in members]
     return records
+
+
+def _claim(partitions, topics: TopicsView, taken: set) -> dict:
+    """{topic id: partitions} of the (topic name, partition) pairs nobody has taken yet; takes them."""
+    out: dict = {}
+    for topic, p in partitions:
+        if topic in topics and (topics[topic][0], p) not in taken:
+            topic_id = topics[topic][0]
+            taken.add((topic_id, p))
+            out[topic_id] = out.get(topic_id, frozenset()) | {p}
+    return out
 
 
 def _decode_assignment(data: bytes):
