@@ -238,7 +238,8 @@ def test_a_classic_static_member_replacing_the_last_consumer_member_downgrades_t
     assert synced.error is E.NONE and given == {(names[t], p) for t, ps in held.items() for p in ps}
 
 
-@pytest.mark.parametrize("seed", range(25))
+# seeds 29 and 505 once caught an upgrade while a cooperative member had not synced its smaller assignment
+@pytest.mark.parametrize("seed", [*range(25), 29, 505])
 def test_random_schedules_of_both_protocols_never_share_a_partition(seed):
     """Classic (eager or cooperative) and consumer-protocol members join, leave and crash in a seeded
     order, the group upgrading and downgrading as they come and go; after every single request no
