@@ -193,6 +193,7 @@ class Connection:
         self._pending = 0    # requests read whose response is not written yet
         self._broken = False  # the socket failed: responses are dropped, requests still finish
         self.closed = False
+        self.on_close: list = []  # callables run once the connection is gone (share sessions end with it)
         self._muted_until = 0.0   # trio clock: a quota throttle (KIP-219) stops reading till then
 
     def set_principal(self, principal) -> None:
@@ -226,6 +227,11 @@ class Connection:
             self.closed = True
             with trio.CancelScope(shield=True):
                 await trio.aclose_forcefully(self.stream)
+            for callback in self.on_close:
+                try:
+                    callback()
+                except Exception:
+                    log.exception("connection %s: a close callback failed", self.peer)
 
     def mute(self, throttle_ms: int):
         """Read no further request from this client for `throttle_ms` (a quota throttle). The
