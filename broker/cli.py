@@ -49,8 +49,9 @@ def _serve(args) -> int:
     node_class = Broker
     if "broker" not in config.roles:             # process.roles=controller: a dedicated controller
         from broker.cluster.controller_node import ControllerNode as node_class
+    from broker.loop_holds import instruments_from_env
     try:
-        trio.run(node_class.run_until_signalled, config, announce)
+        trio.run(node_class.run_until_signalled, config, announce, instruments=instruments_from_env())
     except BaseException as exc:   # trio wraps start-up failures in exception groups
         failure = _leaf(exc, (ConfigError, OSError))
         if failure is None:
