@@ -120,6 +120,12 @@ class PartitionManager:
         self._open_queue: list[tuple[str, int]] = []
         self._open_wanted = trio.Event()
         self._opener_running = False
+        # Logs of deleted partitions, detached at once, closed and renamed off the loop by the same
+        # task (before any open, so a recreated partition never meets its old directory).
+        self._retire_queue: list[tuple[tuple[str, int], object]] = []
+        self._retiring: set[tuple[str, int]] = set()
+        from broker.collector import CollectorSteward
+        self.collector = CollectorSteward()
         from broker.replication.manager import ReplicaManager
         self.replication = ReplicaManager(broker, self)
 
@@ -181,6 +187,8 @@ class PartitionManager:
             lambda: [(t, p, self._open_log(t, p, image)) for t, p in wanted])
         for topic, partition, opened_log in opened:
             self._install(topic, partition, opened_log)
+        self.collector.note_opened(len(opened))
+        self.collector.settle()
         if delete_orphans:
             await self.delete_orphans(image)
 
@@ -223,6 +231,7 @@ class PartitionManager:
         if self._closed:
             return
         new = change.new
+        retired = []
         for topic in change.deleted_topics:
             self.broker.fetch_sessions.forget_topic(topic.topic_id, topic.name)
             for index in list(topic.partitions):
@@ -230,10 +239,15 @@ class PartitionManager:
                 if state is not None:
                     self.replication.on_partition_removed(state)
                     state.wake()
-                try:
-                    self.logs.delete_log(topic.name, index)
-                except StorageError:
-                    log.exception("deleting log %s-%d failed", topic.name, index)
+                detached = self.logs.detach_log(topic.name, index)
+                if detached is not None:
+                    retired.append(((topic.name, index), detached))
+        if len(retired) > INLINE_OPENS and self._opener_running:
+            self._retire_queue.extend(retired)
+            self._retiring.update(key for key, _ in retired)
+            self._open_wanted.set()
+        elif retired:
+            self._retire_logs(retired)
         fresh = []   # partitions new to this broker
         for topic, partition in change.changed_partitions:
             key = (topic.name, partition.partition_id)
@@ -252,7 +266,7 @@ class PartitionManager:
                 state.isr = tuple(partition.isr)
                 self.replication.on_partition(state, partition)
                 state.wake()
-        if len(fresh) > INLINE_OPENS and self._opener_running:
+        if (len(fresh) > INLINE_OPENS or self._retiring) and self._opener_running:
             for topic, partition in fresh:
                 key = (topic.name, partition.partition_id)
                 self._opening.add(key)
@@ -261,6 +275,7 @@ class PartitionManager:
         else:
             for topic, partition in fresh:
                 self._install(topic, partition, self._open_log(topic, partition, new))
+            self.collector.note_opened(len(fresh))
         if change.old.broker_configs != new.broker_configs:
             mine = ("", str(self.node_id))
             before = [change.old.broker_configs.get(r, {}) for r in mine]
@@ -287,16 +302,34 @@ class PartitionManager:
             while True:
                 await self._open_wanted.wait()
                 self._open_wanted = trio.Event()
-                while self._open_queue and not self._closed:
+                while self._retire_queue and not self._closed:
+                    chunk = self._retire_queue[:OPEN_CHUNK]
+                    del self._retire_queue[:OPEN_CHUNK]
+                    await self.broker.run_blocking(self._retire_logs, chunk)
+                    self._retiring.difference_update(key for key, _ in chunk)
+                while self._open_queue and not self._closed and not self._retire_queue:
                     chunk = self._open_queue[:OPEN_CHUNK]
                     del self._open_queue[:OPEN_CHUNK]
                     wanted = self._placed_here(chunk)
                     image = self.broker.image
                     opened = await self.broker.run_blocking(self._open_logs, wanted, image)
                     self._install_opened(opened)
+                    self.collector.note_opened(len(opened))
                     await trio.lowlevel.checkpoint()
+                if self._retire_queue or self._open_queue:
+                    self._open_wanted.set()   # deletions came in meanwhile: those first
+                elif self.collector.due and not self._closed:
+                    self.collector.settle()
         finally:
             self._opener_running = False
+
+    def _retire_logs(self, retired) -> None:
+        """Close and rename detached logs of deleted partitions (in a worker thread when many)."""
+        try:
+            self.logs.retire_logs([detached for _, detached in retired])
+        except (StorageError, OSError):
+            log.exception("deleting the logs of %d partitions failed", len(retired))
+        self.collector.note_deleted(len(retired))
 
     def _placed_here(self, keys) -> list:
         """(topic, partition) images of `keys` the current image still places on this broker."""
@@ -505,5 +538,9 @@ class PartitionManager:
         return sizes
 
     def close(self) -> None:
-        """Stop following the image; the LogManager flushes and checkpoints on its close."""
+        """Stop following the image (in a worker thread); the LogManager flushes and checkpoints on
+        its close. Logs of deleted partitions still queued are retired now."""
         self._closed = True
+        retired, self._retire_queue = self._retire_queue, []
+        if retired:
+            self._retire_logs(retired)

@@ -214,19 +214,42 @@ class LogManager:
     def delete_log(self, topic: str, partition: int) -> bool:
         """Forget a partition and rename its dir to `<name>.<id>-delete`; the files go
         after file.delete.delay.ms so in-flight reads finish."""
+        detached = self.detach_log(topic, partition)
+        if detached is None:
+            return False
+        self.retire_logs([detached])
+        return True
+
+    def detach_log(self, topic: str, partition: int):
+        """delete_log()'s first half, cheap enough for an event loop: the partition is forgotten at
+        once (a new log of the same name may be created after `retire_logs`). Returns what to pass
+        to `retire_logs`, or None if there was no such log."""
         with self._lock:
             key = (topic, partition)
             log = self._logs.pop(key, None)
             log_dir = self._dir_of.pop(key, None)
             self._uncleanable.discard(key)
-            if log is None:
-                return False
-            log.close()
-            target = f"{log.directory}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
-            os.replace(log.directory, target)
+        return None if log is None else (log, log_dir)
+
+    def retire_logs(self, detached) -> None:
+        """delete_log()'s second half for detached logs: close each, rename its dir for deletion,
+        then one fsync per log dir (not per partition: thousands are deleted at once)."""
+        dirs, failure = set(), None
+        for log, log_dir in detached:
+            try:
+                log.close()
+                target = f"{log.directory}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+                os.replace(log.directory, target)
+            except (OSError, StorageError) as exc:   # the others still go; the first failure is raised
+                failure = failure or exc
+                continue
+            dirs.add(log_dir)
+            with self._lock:
+                self._pending_dir_deletes.append((self.clock() + log.config.file_delete_delay_ms, target))
+        for log_dir in dirs:
             checkpoints.fsync_dir(log_dir)
-            self._pending_dir_deletes.append((self.clock() + log.config.file_delete_delay_ms, target))
-            return True
+        if failure is not None:
+            raise failure
 
     # -- housekeeping ---------------------------------------------------------------------
     def tick(self, now_ms: int | None = None) -> None:
