@@ -132,8 +132,9 @@ class LoopHoldWatch(trio.abc.Instrument):
         self.gc_longest[generation] = max(self.gc_longest.get(generation, 0.0), paused)
         if paused >= self.threshold:
             self.gc_pauses[generation] += 1
-            log.warning("event loop held %.1f ms by a generation-%d garbage collection (%d objects tracked)",
-                        paused * 1e3, generation, len(gc.get_objects(generation)))
+            log.warning("event loop held %.1f ms by a generation-%d garbage collection (%d collected, "
+                        "%d frozen)", paused * 1e3, generation, info.get("collected", 0),
+                        gc.get_freeze_count())
 
     def _sample_loop(self) -> None:
         while not self._stop.wait(self.sample_every):

@@ -253,27 +253,36 @@ class LogManager:
 
     # -- housekeeping ---------------------------------------------------------------------
     def tick(self, now_ms: int | None = None) -> None:
-        """Periodic work; call every few seconds from a worker thread."""
+        """Periodic work; call every few seconds from a worker thread (or the two halves below,
+        the first in slices, to spread the work over time)."""
         now = self.clock() if now_ms is None else now_ms
-        for log in list(self.logs().values()):
+        self.tick_logs(list(self.logs().values()), now)
+        self.tick_files(now)
+
+    def tick_logs(self, logs, now_ms: int) -> None:
+        """Each log's housekeeping: flush.ms, rolled segments, retention, due files, producers."""
+        for log in logs:
             if log.offline is not None:
                 continue
             try:
-                log.maybe_flush_by_time(now)
+                log.maybe_flush_by_time(now_ms)
                 log.flush_rolled_segments()
-                log.apply_retention(now)
-                log.delete_due_files(now)
-                log.expire_producers(now)
+                log.apply_retention(now_ms)
+                log.delete_due_files(now_ms)
+                log.expire_producers(now_ms)
             except Exception:  # one bad log must not stop housekeeping for the others
                 if log.offline is None:
                     raise
+
+    def tick_files(self, now_ms: int) -> None:
+        """Directories of deleted logs whose delay has passed; the inline cleaner's turn."""
         with self._lock:
-            due = [p for t, p in self._pending_dir_deletes if t <= now]
-            self._pending_dir_deletes = [(t, p) for t, p in self._pending_dir_deletes if t > now]
+            due = [p for t, p in self._pending_dir_deletes if t <= now_ms]
+            self._pending_dir_deletes = [(t, p) for t, p in self._pending_dir_deletes if t > now_ms]
         for path in due:
             shutil.rmtree(path, ignore_errors=True)
         if self._cleaner_thread is None:
-            self.clean_one(now)
+            self.clean_one(now_ms)
 
     @property
     def uncleanable_partitions(self) -> set[tuple[str, int]]:
