@@ -83,6 +83,10 @@ class Partition:
 # Appends up to this many record bytes run on the event loop: a page-cache write that small costs
 # less than the trip to a worker thread (PROFILE.md finding 2). Bigger ones would stall the loop.
 INLINE_APPEND_BYTES = 64 * 1024
+# ... and up to this many partitions: each may have to reopen its segment (files and index mappings,
+# when more partitions are written than the open-files budget keeps open), so a request writing
+# hundreds of partitions goes to the worker thread however small its records.
+INLINE_APPEND_PARTITIONS = 32
 # The byte of a batch header holding the compression codec (attributes & 7).
 _ATTRIBUTES_LOW_BYTE = 22
 # A flush.messages below this could make an append fsync, which must never run on the loop.
@@ -91,6 +95,8 @@ _FLUSH_MESSAGES_NEVER = 1 << 62
 
 def _appends_inline(items) -> bool:
     """Whether these (partition, records) appends are cheap enough to run on the event loop."""
+    if len(items) > INLINE_APPEND_PARTITIONS:
+        return False
     total = 0
     for partition, records, *_ in items:
         total += len(records)

@@ -22,16 +22,17 @@ logger = logging.getLogger(__name__)
 
 
 def _default_open_segments() -> int:
-    """Segments kept open (up to 3 descriptors each: log, .index, .timeindex): at most
-    1024, and within half of the process's descriptor limit."""
+    """Segments kept open (up to 3 descriptors each: log, .index, .timeindex) within half of the
+    process's descriptor limit (Kafka keeps every segment open; the broker raises the soft limit to
+    the hard one at start), at least 1024 when the limit is unknown."""
     try:
         import resource
         soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     except (ImportError, ValueError, OSError):
         return 1024
     if soft == resource.RLIM_INFINITY:
-        return 1024
-    return max(16, min(1024, soft // 2 // 3))
+        return 65536
+    return max(16, soft // 2 // 3)
 
 
 class LogManager:
