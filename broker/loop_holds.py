@@ -7,7 +7,8 @@ profile of only the long steps). Off by default and then costs nothing (not inst
 
     ODRADEK_LOOP_HOLD_MS=5 odradek serve ...
 
-logs one WARNING line per step held longer than 5 ms (logger ``odradek.loop``: task name, how long,
+logs one WARNING line per step held longer than 5 ms (logger ``odradek.loop``: task name, how long
+(and how much of it on the CPU: the rest is the OS running something else),
 the stacks sampled meanwhile, most frequent first) and, when the loop ends, the longest holds and a
 count per task name. ``ODRADEK_LOOP_HOLD_REPORT=path`` also writes that summary to a file.
 """
@@ -67,9 +68,11 @@ class LoopHoldWatch(trio.abc.Instrument):
         self.longest: list[tuple[float, int, str, list[str]]] = []   # a min-heap of the longest holds
         self.holds_by_task: collections.Counter = collections.Counter()
         self.held_by_task: collections.Counter = collections.Counter()   # seconds over all its holds
+        self.cpu_by_task: collections.Counter = collections.Counter()    # of which on the CPU
         self.steps = 0
         self._sequence = 0
         self._step_began = 0.0            # perf_counter() of the running step, 0.0 between steps
+        self._step_cpu_began = 0.0        # the loop thread's CPU time then (wall minus CPU: preempted)
         self._samples: list[str] = []     # stacks sampled during the running step
         self._loop_thread = 0
         self._stop = threading.Event()
@@ -87,6 +90,7 @@ class LoopHoldWatch(trio.abc.Instrument):
 
     def before_task_step(self, task) -> None:
         self._samples = []
+        self._step_cpu_began = time.thread_time()
         self._step_began = time.perf_counter()
 
     def after_task_step(self, task) -> None:
@@ -94,7 +98,7 @@ class LoopHoldWatch(trio.abc.Instrument):
         self._step_began = 0.0
         self.steps += 1
         if held >= self.threshold:
-            self._record(task.name, held, self._samples)
+            self._record(task.name, held, time.thread_time() - self._step_cpu_began, self._samples)
 
     def after_run(self) -> None:
         self._stop.set()
@@ -107,17 +111,18 @@ class LoopHoldWatch(trio.abc.Instrument):
                 report.write(summary + "\n")
 
     # ---------------------------------------------------------------------------------- the rest
-    def _record(self, task_name: str, held: float, samples: list[str]) -> None:
+    def _record(self, task_name: str, held: float, cpu: float, samples: list[str]) -> None:
         stacks = [f"{count}× {stack}" for stack, count in collections.Counter(samples).most_common(3)]
         self.holds_by_task[task_name] += 1
         self.held_by_task[task_name] += held
         self._sequence += 1
-        entry = (held, self._sequence, task_name, stacks)
+        self.cpu_by_task[task_name] += cpu
+        entry = (held, self._sequence, f"{task_name} ({cpu * 1e3:.1f} ms CPU)", stacks)
         if len(self.longest) < KEEP_LONGEST:
             heapq.heappush(self.longest, entry)
         elif held > self.longest[0][0]:
             heapq.heapreplace(self.longest, entry)
-        log.warning("event loop held %.1f ms by %s%s", held * 1e3, task_name,
+        log.warning("event loop held %.1f ms (%.1f ms CPU) by %s%s", held * 1e3, cpu * 1e3, task_name,
                     "".join(f"\n    {line}" for line in stacks))
 
     def _on_gc(self, phase: str, info: dict) -> None:
@@ -147,9 +152,10 @@ class LoopHoldWatch(trio.abc.Instrument):
                 samples.append(_stack_summary(frame))
 
     def summary(self) -> str:
-        lines = [f"{self.steps} steps; holds per task (count, total ms):"]
+        lines = [f"{self.steps} steps; holds per task (count, total ms, of which CPU):"]
         for name, count in self.holds_by_task.most_common(15):
-            lines.append(f"  {count:6d} {self.held_by_task[name] * 1e3:10.1f} ms  {name}")
+            lines.append(f"  {count:6d} {self.held_by_task[name] * 1e3:10.1f} ms "
+                         f"{self.cpu_by_task[name] * 1e3:10.1f} ms  {name}")
         for generation, longest in sorted(self.gc_longest.items()):
             lines.append(f"  garbage collection, generation {generation}: {self.gc_pauses[generation]} "
                          f"pauses over the threshold, longest {longest * 1e3:.1f} ms")
