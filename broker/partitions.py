@@ -110,6 +110,7 @@ def _appends_inline(items) -> bool:
 
 INLINE_OPENS = 64    # new local partitions per image change whose logs are opened on the loop
 OPEN_CHUNK = 64      # logs opened per worker trip, then installed on the loop, past INLINE_OPENS
+INSTALL_SLICE = 16   # opened logs installed on the loop between two checkpoints
 MAINTENANCE_SLICE = 250   # logs per worker trip of the periodic housekeeping
 
 
@@ -320,9 +321,11 @@ class PartitionManager:
                     wanted = self._placed_here(chunk)
                     image = self.broker.image
                     opened = await self.broker.run_blocking(self._open_logs, wanted, image)
-                    self._install_opened(opened)
+                    for first in range(0, len(opened), INSTALL_SLICE):
+                        # installing one (leadership, epochs, a log line) is ~0.1 ms: a few per step
+                        self._install_opened(opened[first:first + INSTALL_SLICE])
+                        await trio.lowlevel.checkpoint()
                     self.collector.note_opened(len(opened))
-                    await trio.lowlevel.checkpoint()
                 if self._retire_queue or self._open_queue:
                     self._open_wanted.set()   # deletions came in meanwhile: those first
                 elif self.collector.due and not self._closed:
