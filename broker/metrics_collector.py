@@ -54,7 +54,7 @@ class Collector:
             yield fam
 
     def _request_metrics(self) -> Iterable[Metric]:
-        reqs = sorted(self.m._requests.items())
+        reqs = self.m.request_stats()
         rate = _family("kafka_network_requestmetrics_requests",
                        "Requests answered, per API and version.", "counter")
         errors = _family("kafka_network_requestmetrics_errors",

@@ -30,6 +30,7 @@ import trio
 from protocol import ErrorCode
 
 from storage.errors import StorageError
+from storage.validation import AppendOrigin
 
 from broker.security.dynamic import reload_listener_security
 
@@ -68,13 +69,16 @@ class Partition:
         return self.log.log_start_offset
 
     def wake(self) -> None:
-        waiters, self.waiters = self.waiters, set()
-        for event in waiters:
-            event.set()
+        if self.waiters:   # (every append comes here: no fresh set when nobody waits)
+            waiters, self.waiters = self.waiters, set()
+            for event in waiters:
+                event.set()
         self.wake_replicas()
 
     def wake_replicas(self) -> None:
         """New records a follower may fetch (consumers wait for the high watermark to move)."""
+        if not self.replica_waiters:
+            return
         waiters, self.replica_waiters = self.replica_waiters, set()
         for event in waiters:
             event.set()
@@ -424,16 +428,16 @@ class PartitionManager:
         return _appends_inline(items)
 
     def append_now(self, items, origin=None) -> list:
-        """append_many() in the calling thread."""
-        from storage.log import AppendOrigin
-
+        """append_many() in the calling thread. Items: (partition, records[, verification
+        guard[, the records' one batch header, parsed by the caller]])."""
         origin = origin or AppendOrigin.CLIENT
         outcomes = []
-        for partition, records, *guard in items:   # (partition, records[, verification guard])
+        for partition, records, *extra in items:
             try:
                 outcomes.append(partition.log.append(
                     records, leader_epoch=partition.leader_epoch, origin=origin,
-                    verification_guard=guard[0] if guard else None))
+                    verification_guard=extra[0] if extra else None,
+                    batch=extra[1] if len(extra) > 1 else None))
             except StorageError as exc:
                 outcomes.append(exc)
         return outcomes

@@ -415,9 +415,11 @@ async def delete_groups(ctx, header, body):
             if code is E.NONE and group_id in service.groups.groups:   # its offsets go with it
                 code = service.groups.delete_groups([group_id])[group_id]
         elif code is E.NONE and group_id in service.share_groups.groups:
-            code = service.share_groups.delete(group_id)
-            if code is E.NONE:          # its share-partitions' state goes with it
-                code = service.share_partitions.delete_group(group_id)
+            # as Kafka: the share-partitions' state is deleted first (at their share coordinators), then the group
+            code = E.NON_EMPTY_GROUP if service.share_groups.groups[group_id].members else \
+                await service.share_partitions.delete_group(group_id)
+            if code is E.NONE:
+                code = service.share_groups.delete(group_id)
         elif code is E.NONE:
             code = service.groups.delete_groups([group_id])[group_id]
         results.append(Response.DeletableGroupResult(group_id=group_id, error_code=code))
