@@ -237,6 +237,9 @@ def _api_names() -> dict[int, str]:
     return names
 
 
+# Source values pinned for the render running in this thread (BrokerMetrics.render(sources)).
+_PINNED = threading.local()
+
 #: Per body class: (has an error_code slot, the slots holding arrays of structs).
 _PLANS: dict[type, tuple[bool, tuple[str, ...]]] = {}
 _SCALARS = (int, float, str, bytes, bytearray, memoryview, bool, type(None))
@@ -344,9 +347,40 @@ class BrokerMetrics:
         if controller is not None:
             self._controller_source = controller
 
-    def render(self) -> bytes:
-        """The Prometheus text exposition of everything in this broker's registry."""
-        return generate_latest(self.registry)
+    def render(self, sources: dict | None = None) -> bytes:
+        """The Prometheus text exposition of everything in this broker's registry; with `sources`
+        (from `read_sources`), their values instead of calling them: rendering can then run in a
+        worker thread while the sources, some of which read trio state, were read on the loop."""
+        if sources is None:
+            return generate_latest(self.registry)
+        _PINNED.sources = sources
+        try:
+            return generate_latest(self.registry)
+        finally:
+            _PINNED.sources = None
+
+    def read_sources(self, names=("controller",)) -> dict:
+        """The values of the sources `names` now (the controller's reads trio state: on the loop),
+        for render(); the others (partitions: thousands of plain reads) are called while rendering."""
+        values = {}
+        for name in names:
+            source = getattr(self, f"_{name}_source")
+            if source is None:
+                continue
+            try:
+                values[name] = (source(),)
+            except Exception:   # as at scrape time: a failing source yields no series
+                values[name] = (None,)
+        return values
+
+    def source(self, name: str):
+        """The scrape-time source `name` ("partition", "group", "controller"), or one returning
+        the value pinned for this render."""
+        pinned = getattr(_PINNED, "sources", None)
+        if pinned is None or name not in pinned:
+            return getattr(self, f"_{name}_source")
+        value = pinned[name]
+        return lambda: value[0]
 
     # ---------------------------------------------------------------- hot path: requests
 

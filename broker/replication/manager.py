@@ -319,7 +319,9 @@ class ReplicaManager:
                 await self._isr_check.wait()
             self._isr_check = trio.Event()
             now = _now_ms()
-            for partition in self.partitions.all():
+            for count, partition in enumerate(self.partitions.all(), 1):
+                if count % 1000 == 0:
+                    await trio.lowlevel.checkpoint()   # 10,000 partitions: a few ms per 1,000
                 state = partition.replica_state
                 if state is None or not state.followers:
                     continue
