@@ -1,10 +1,11 @@
 """The per-request cost of a one-record Produce, without a client library in the way.
 
-    python -m bench.request_path [--tree DIR ...] [--requests N] [--in-flight W] [--rounds R] [--calls]
+    python -m bench.request_path [--tree DIR ...] [--requests N] [--in-flight W] [--rounds R]
+                                 [--acks 1|-1] [--calls]
 
 Starts `odradek serve` from each tree (default: this checkout; give the tree before a change as a
 second `--tree` for an A/B), pipelines N pre-encoded Produce v9 requests (one 100-byte record each,
-acks=1) over one raw socket with W in flight, and prints requests/s, the broker's CPU µs per request
+acks=1, or --acks -1 for acks=all) over one raw socket with W in flight, and prints requests/s, the broker's CPU µs per request
 and the p50/p99 round trip, rounds alternating between trees. `--calls` runs the broker under
 cProfile instead and prints Python calls per request (the difference between N and 2N requests):
 steady where CPU time swings with the machine's load. A script for bench/PROFILE.md, not a test.
@@ -137,10 +138,10 @@ class Client:
         return latencies
 
 
-def produce_frames(topic: str, count: int, first_id: int = 0) -> list[bytes]:
+def produce_frames(topic: str, count: int, first_id: int = 0, acks: int = 1) -> list[bytes]:
     batch = build_batch([SimpleRecord(key=None, value=b"x" * 100, timestamp=int(time.time() * 1000),
                                       headers=())])
-    body = m.ProduceRequest(acks=1, timeout_ms=30000, topic_data=[m.ProduceRequest.TopicProduceData(
+    body = m.ProduceRequest(acks=acks, timeout_ms=30000, topic_data=[m.ProduceRequest.TopicProduceData(
         name=topic, partition_data=[m.ProduceRequest.PartitionProduceData(index=0, records=batch)])])
     frames = []
     for correlation_id in range(first_id, first_id + count):
@@ -149,13 +150,13 @@ def produce_frames(topic: str, count: int, first_id: int = 0) -> list[bytes]:
     return frames
 
 
-def measure(tree: Path, requests: int, in_flight: int) -> dict[str, float]:
+def measure(tree: Path, requests: int, in_flight: int, acks: int = 1) -> dict[str, float]:
     broker = Broker(tree)
     try:
         client = Client(broker.port)
         client.wait_for_leader("request-path")
-        client.pipeline(produce_frames("request-path", 2000), in_flight)   # warm-up
-        frames = produce_frames("request-path", requests)
+        client.pipeline(produce_frames("request-path", 2000, acks=acks), in_flight)   # warm-up
+        frames = produce_frames("request-path", requests, acks=acks)
         cpu_before, began = broker.cpu_seconds(), time.perf_counter()
         latencies = sorted(client.pipeline(frames, in_flight))
         elapsed, cpu = time.perf_counter() - began, broker.cpu_seconds() - cpu_before
@@ -166,7 +167,7 @@ def measure(tree: Path, requests: int, in_flight: int) -> dict[str, float]:
             "p99 ms": 1e3 * latencies[int(len(latencies) * 0.99)]}
 
 
-def calls_per_request(tree: Path, requests: int, in_flight: int) -> float:
+def calls_per_request(tree: Path, requests: int, in_flight: int, acks: int = 1) -> float:
     """Python calls the broker makes per request (cProfile over N and 2N requests)."""
     totals = []
     with tempfile.TemporaryDirectory(prefix="request-path-prof-") as scratch:
@@ -176,7 +177,7 @@ def calls_per_request(tree: Path, requests: int, in_flight: int) -> float:
             try:
                 client = Client(broker.port)
                 client.wait_for_leader("request-path")
-                client.pipeline(produce_frames("request-path", count), in_flight)
+                client.pipeline(produce_frames("request-path", count, acks=acks), in_flight)
             finally:
                 broker.close()
             totals.append(pstats.Stats(stats_path).total_calls)
@@ -190,20 +191,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--requests", type=int, default=20_000)
     parser.add_argument("--in-flight", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--acks", type=int, default=1, choices=(1, -1), help="1, or -1 for all")
     parser.add_argument("--calls", action="store_true", help="Python calls per request instead")
     args = parser.parse_args(argv)
     trees = [tree.resolve() for tree in (args.tree or [REPO_ROOT])]
-    print(f"one-record Produce v9, acks=1, {args.in_flight} in flight; load average "
+    print(f"one-record Produce v9, acks={args.acks}, {args.in_flight} in flight; load average "
           f"{os.getloadavg()[0]:.2f} at start")
     if args.calls:
         for tree in trees:
-            print(f"{tree}: {calls_per_request(tree, args.requests // 2, args.in_flight):.1f} "
+            print(f"{tree}: {calls_per_request(tree, args.requests // 2, args.in_flight, args.acks):.1f} "
                   "Python calls per request")
         return 0
     results: dict[Path, list[dict[str, float]]] = {tree: [] for tree in trees}
     for round_number in range(1, args.rounds + 1):
         for tree in trees:
-            values = measure(tree, args.requests, args.in_flight)
+            values = measure(tree, args.requests, args.in_flight, args.acks)
             results[tree].append(values)
             print(f"  #{round_number} {tree}: " + ", ".join(f"{k} {v:,.2f}" for k, v in values.items()))
     for tree, rounds in results.items():

@@ -2,7 +2,7 @@
 (librdkafka) and handshake rate (connections/s).
 
     python -m bench.security [--seconds 5] [--rounds 3] [--record-size 1024] [--json PATH]
-                             [--baseline-tree DIR] [--consume-records N]
+                             [--baseline-tree DIR] [--consume-records N] [--kafka]
 
 One ``odradek serve`` process gets three listeners (PLAINTEXT, SSL, SASL_SSL with SCRAM-SHA-256) and
 certificates made for the run; each workload runs against each listener in turn, so the ratios
@@ -10,7 +10,9 @@ compare the same broker, data path and machine. The goal (issue 15) is TLS >= 0.
 
 ``--baseline-tree DIR`` also starts an Odradek from another checkout (say ``git archive`` of the
 commit before a change) and runs every workload on both in each round: a before/after comparison
-under the same load.
+under the same load. ``--kafka`` does the same with Apache Kafka 3.9 (``bench.security_kafka``:
+the same three listeners, Kafka's TLS defaults), whose own TLS/PLAINTEXT ratios are the context for
+Odradek's: the clients' decryption on the same cores is in both.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import shutil
 import socket
 import ssl
@@ -27,7 +30,7 @@ import sys
 import tempfile
 import time
 
-from bench import workloads
+from bench import security_kafka, workloads
 from bench.targets import ODRADEK_LAUNCHER, REPO_ROOT
 
 LISTENING = re.compile(r"^odradek: listening on (\w+)://[\w.\-]+:(\d+)", re.M)
@@ -101,6 +104,12 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def own_cpu_seconds() -> float:
+    """User + system CPU time of this process, every thread (the consumer's, while it consumes)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def _median(values):
     ordered = sorted(values)
     middle = len(ordered) // 2
@@ -108,19 +117,23 @@ def _median(values):
 
 
 def run(seconds: float, record_size: int, only=None, rounds: int = 3,
-        baseline_tree: str | None = None, consume_records: int = 0) -> dict:
+        baseline_tree: str | None = None, consume_records: int = 0, kafka: bool = False) -> dict:
     """`rounds` rounds, each running every listener's workloads in turn (so a burst of load from
     elsewhere hits every listener alike); each figure is the median over the rounds. Besides
     throughput, the broker's own CPU time per MB moved: a cost that the machine's load barely
     changes, unlike wall-clock throughput on a shared machine. With `baseline_tree`, a second
     broker from that checkout runs the same workloads in the same rounds (result["baseline"]).
     With `consume_records`, every consume reads one topic of that many records written up front,
-    so each listener moves the same bytes (by default each reads back what its produce wrote)."""
+    so each listener moves the same bytes (by default each reads back what its produce wrote).
+    With `kafka`, Apache Kafka runs the same workloads in the same rounds (result["kafka"]), after
+    one unmeasured pass of each for the JVM's JIT."""
     directory = tempfile.mkdtemp(prefix="odradek-bench-security-")
     load_before = os.getloadavg()[0]
     trees = {"this tree": REPO_ROOT}
     if baseline_tree:
         trees["baseline"] = os.path.abspath(baseline_tree)
+    if kafka:
+        trees["kafka"] = None
     brokers = {}
     try:
         for name, root in trees.items():
@@ -132,6 +145,11 @@ def run(seconds: float, record_size: int, only=None, rounds: int = 3,
                     raise RuntimeError(f"filling {CONSUME_TOPIC} failed: {filled}")
         listeners = [name for name in client_configs(None) if not only or name in only]
         samples = {tree: {name: [] for name in listeners} for tree in trees}
+        if kafka:   # warm-up: the JIT compiles the hot paths before anything is measured
+            process, ports, pki = brokers["kafka"]
+            for listener in listeners:
+                _one_round(process.pid, ports[listener], listener, client_configs(pki)[listener],
+                           record_size, min(seconds, 2), -1, ports["PLAINTEXT"], consume_records)
         for round_number in range(rounds):
             for listener in listeners:
                 for tree, (process, ports, pki) in brokers.items():
@@ -154,6 +172,9 @@ def run(seconds: float, record_size: int, only=None, rounds: int = 3,
         if baseline_tree:
             result["baseline"] = {"tree": trees["baseline"], "listeners": results["baseline"],
                                   "samples": samples["baseline"]}
+        if kafka:
+            result["kafka"] = {"tree": security_kafka.describe(brokers["kafka"][0]),
+                               "listeners": results["kafka"], "samples": samples["kafka"]}
         return result
     finally:
         for process, _, _ in brokers.values():
@@ -163,13 +184,17 @@ def run(seconds: float, record_size: int, only=None, rounds: int = 3,
 
 
 def _start_with_user(directory: str, root) -> tuple[subprocess.Popen, dict[str, int], object]:
-    """A broker from checkout `root` with its own certificates and the bench's SCRAM user."""
+    """A broker from checkout `root` (None: Apache Kafka) with its own certificates and the
+    bench's SCRAM user."""
     from broker.admin.client import KafkaClient
     from broker.admin.users import set_credential
     from broker.security.pki import make_pki
     os.makedirs(directory)
     pki = make_pki(os.path.join(directory, "pki"))
-    process, ports = start_broker(directory, pki, root)
+    if root is None:
+        process, ports = security_kafka.start_kafka(directory, pki)
+    else:
+        process, ports = start_broker(directory, pki, root)
     try:
         with KafkaClient(f"127.0.0.1:{ports['PLAINTEXT']}") as client:
             set_credential(client, SCRAM_USER, "SCRAM-SHA-256", SCRAM_PASSWORD, 4096)
@@ -191,9 +216,11 @@ def _one_round(pid: int, port: int, listener: str, config: dict, record_size: in
         source, count = CONSUME_TOPIC, consume_records
     else:
         source, count = topic, produced["records"]
+    client_cpu = own_cpu_seconds()
     consumed = workloads.consume(bootstrap, source, {0: count}, record_size, time.time() + 0.5, 120,
                                  {**config, "group.id": f"bench-{listener}-{round_number}"})
     consume_cpu = cpu_seconds(pid) - cpu
+    client_cpu = own_cpu_seconds() - client_cpu
     _delete_topic(plaintext_port, topic)
     produced_mb, consumed_mb = produced["bytes"] / 1e6, consumed["bytes"] / 1e6
     return {
@@ -202,6 +229,8 @@ def _one_round(pid: int, port: int, listener: str, config: dict, record_size: in
         # broker CPU ms per MB (includes the 0.5 s idle lead-in: a few ms)
         "produce_cpu_ms_per_mb": 1000 * produce_cpu / max(produced_mb, 1e-9),
         "consume_cpu_ms_per_mb": 1000 * consume_cpu / max(consumed_mb, 1e-9),
+        # the consumer (librdkafka's threads and the Python loop) on the same two cores
+        "consume_client_cpu_ms_per_mb": 1000 * client_cpu / max(consumed_mb, 1e-9),
         "errors": produced["errors"] + consumed["errors"],
     }
 
@@ -248,12 +277,15 @@ def report(result: dict) -> str:
     tables = [("this tree", result["listeners"])]
     if "baseline" in result:
         tables.append((f"baseline ({result['baseline']['tree']})", result["baseline"]["listeners"]))
+    if "kafka" in result:
+        tables.append((result["kafka"]["tree"], result["kafka"]["listeners"]))
     for title, rows in tables:
         if len(tables) > 1:
             lines.append(f"-- {title}")
         lines.extend(_table(rows))
     lines.append("ratios: throughput vs PLAINTEXT; CPU (inv): PLAINTEXT's broker CPU per MB over "
-                 "this listener's (1.0 = TLS costs the broker nothing extra)")
+                 "this listener's (1.0 = TLS costs the broker nothing extra); client CPU: the "
+                 "consumer's own CPU per MB (librdkafka + Python loop, same 2 cores)")
     lines.append("kTLS: " + result["ktls"])
     return "\n".join(lines)
 
@@ -261,10 +293,10 @@ def report(result: dict) -> str:
 def _table(rows: dict) -> list[str]:
     base = rows.get("PLAINTEXT") or next(iter(rows.values()))
     lines = [f"{'listener':<11}{'produce MB/s':>13}{'ratio':>7}{'consume MB/s':>13}{'ratio':>7}"
-             f"{'produce CPU':>13}{'ratio':>7}{'consume CPU':>13}{'ratio':>7}"
+             f"{'produce CPU':>13}{'ratio':>7}{'consume CPU':>13}{'ratio':>7}{'client CPU':>12}"
              f"{'handshakes/s':>13}{'errors':>7}",
              f"{'':<11}{'':>13}{'':>7}{'':>13}{'':>7}{'ms/MB':>13}{'(inv)':>7}{'ms/MB':>13}"
-             f"{'(inv)':>7}"]
+             f"{'(inv)':>7}{'ms/MB':>12}"]
     for name, row in rows.items():
         lines.append(
             f"{name:<11}{row['produce_mb_s']:>13.1f}"
@@ -274,6 +306,7 @@ def _table(rows: dict) -> list[str]:
             f"{base['produce_cpu_ms_per_mb'] / row['produce_cpu_ms_per_mb']:>7.2f}"
             f"{row['consume_cpu_ms_per_mb']:>13.2f}"
             f"{base['consume_cpu_ms_per_mb'] / row['consume_cpu_ms_per_mb']:>7.2f}"
+            f"{row.get('consume_client_cpu_ms_per_mb', float('nan')):>12.2f}"
             f"{row['handshakes_per_s']:>13.0f}{row['errors']:>7}")
     return lines
 
@@ -292,9 +325,11 @@ def main(argv=None) -> int:
                              "reads back what its produce wrote)")
     parser.add_argument("--baseline-tree", metavar="DIR",
                         help="also run an Odradek from this checkout in the same rounds")
+    parser.add_argument("--kafka", action="store_true",
+                        help="also run Apache Kafka 3.9 (bench.kafka's) in the same rounds")
     args = parser.parse_args(argv)
     result = run(args.seconds, args.record_size, args.listeners, args.rounds, args.baseline_tree,
-                 args.consume_records)
+                 args.consume_records, args.kafka)
     print(report(result))
     if args.json:
         with open(args.json, "w") as handle:

@@ -369,6 +369,8 @@ def build_cases(suite: Suite) -> list[Case]:
             cases.append(produce_case(f"produce batched {label} acks={acks}", f"p{size}-{acks}", size,
                                       {**BATCHED, "acks": acks}))
     cases.append(produce_case("produce unbatched 100 B acks=1", "unbatched", 100, UNBATCHED))
+    cases.append(produce_case("produce unbatched 100 B acks=all", "unbatched-all", 100,
+                              {**UNBATCHED, "acks": "all"}))
     # "Acknowledged means on disk" on both: the durable twins fill the Odradek and Kafka columns.
     durable = ("odradek-durable", "kafka-durable")
     cases.append(produce_case(f"durable: produce batched 100 B acks=all ({DURABLE_NOTE})", "durable-b", 100,

@@ -49,8 +49,10 @@ def _serve(args) -> int:
     node_class = Broker
     if "broker" not in config.roles:             # process.roles=controller: a dedicated controller
         from broker.cluster.controller_node import ControllerNode as node_class
+    _raise_open_files_limit()
+    from broker.loop_holds import instruments_from_env
     try:
-        trio.run(node_class.run_until_signalled, config, announce)
+        trio.run(node_class.run_until_signalled, config, announce, instruments=instruments_from_env())
     except BaseException as exc:   # trio wraps start-up failures in exception groups
         failure = _leaf(exc, (ConfigError, OSError))
         if failure is None:
@@ -60,6 +62,18 @@ def _serve(args) -> int:
         return 2 if isinstance(failure, ConfigError) else 1
     print("odradek: stopped", flush=True)
     return 0
+
+
+def _raise_open_files_limit() -> None:
+    """The soft descriptor limit raised to the hard one, as the JVM does for Kafka (MaxFDLimit): a
+    broker of thousands of partitions keeps their segments open instead of reopening them."""
+    try:
+        import resource
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft != hard:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    except (ImportError, ValueError, OSError):
+        pass
 
 
 def _version() -> str:

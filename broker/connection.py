@@ -112,7 +112,7 @@ class RequestContext:
     """What a handler sees: the broker's components plus this request's connection."""
 
     __slots__ = ("broker", "connection", "header", "_slot", "size", "quota_task", "throttle_ms",
-                 "throttle_manager", "request_quota_charged")
+                 "throttle_manager", "request_quota_charged", "counted_error")
 
     def __init__(self, broker: "Broker", connection: "Connection", header, slot: _Slot,
                  size: int = 0):
@@ -126,6 +126,8 @@ class RequestContext:
         self.throttle_ms = 0
         self.throttle_manager = None
         self.request_quota_charged = False
+        # A handler that counted its answer's errors in the metrics sets the first one (or 0)
+        self.counted_error: int | None = None
 
     def release_order(self):
         """Let the connection's next request start although this one is still running."""
@@ -193,6 +195,7 @@ class Connection:
         self._pending = 0    # requests read whose response is not written yet
         self._broken = False  # the socket failed: responses are dropped, requests still finish
         self.closed = False
+        self.on_close: list = []  # callables run once the connection is gone (share sessions end with it)
         self._muted_until = 0.0   # trio clock: a quota throttle (KIP-219) stops reading till then
 
     def set_principal(self, principal) -> None:
@@ -226,6 +229,11 @@ class Connection:
             self.closed = True
             with trio.CancelScope(shield=True):
                 await trio.aclose_forcefully(self.stream)
+            for callback in self.on_close:
+                try:
+                    callback()
+                except Exception:
+                    log.exception("connection %s: a close callback failed", self.peer)
 
     def mute(self, throttle_ms: int):
         """Read no further request from this client for `throttle_ms` (a quota throttle). The
@@ -459,7 +467,7 @@ class Connection:
             task_seconds = quotas.end_request(ctx)
         quotas.finish_request(ctx, header, response, task_seconds)
         self.broker.observe_request(header, time.monotonic() - started, response,
-                                    started - received)
+                                    started - received, ctx.counted_error)
         if response is None:   # acks=0 produce: the client expects no response at all
             return None
         return protocol.encode_response_parts(api_key, api_version, header.correlation_id,

@@ -8,7 +8,8 @@ Two kinds of metrics, chosen so the hot path pays (almost) nothing:
 * **Counters and latency histograms** the broker records as things happen. The recording methods
   are a dict lookup plus an integer add (no locks, no prometheus-client label lookups, never any
   per-record work): call them from the event-loop thread.
-  ``request_received`` / ``request_done``, ``observe_request``, ``connection_opened`` /
+  ``request_received`` / ``request_done``, ``observe_request`` (``observe_answered``: the
+  common case, folded into the histograms in bulk), ``connection_opened`` /
   ``connection_closed``, ``record_produce``, ``record_fetch``, ``record_failed_produce``,
   ``record_failed_fetch``, ``isr_shrink`` / ``isr_expand``. ``observe_flush``,
   ``observe_election`` and ``set_recovery_duration`` are thread-safe (storage flushes in worker
@@ -158,13 +159,46 @@ class _TopicStats:
 class _RequestStats:
     """Per-API request metrics: latency phases, plus per-version counts and per-error counts."""
 
-    __slots__ = ("by_version", "errors", "total", "queue", "local", "remote", "send")
+    __slots__ = ("by_version", "errors", "total", "queue", "local", "remote", "send", "pending")
 
     def __init__(self) -> None:
         self.by_version: dict[int, int] = {}
         self.errors: dict[int, int] = {}
         self.total, self.queue, self.local = _Histogram(), _Histogram(), _Histogram()
         self.remote, self.send = _Histogram(), _Histogram()
+        # (version, queue s, local s) of answers not yet in the histograms (observe_answered)
+        self.pending: list[tuple[int, float, float]] = []
+
+    def fold(self) -> None:
+        """Move the pending answers into the counts: one tight loop for many requests instead
+        of five histogram calls per request."""
+        pending, self.pending = self.pending, []
+        if not pending:
+            return
+        by_version = self.by_version
+        buckets, place = LATENCY_BUCKETS_MS, bisect.bisect_left
+        queue, local, total = self.queue, self.local, self.total
+        queue_counts, local_counts, total_counts = queue.counts, local.counts, total.counts
+        queue_sum = local_sum = total_sum = 0.0
+        for version, queue_s, local_s in pending:
+            by_version[version] = by_version.get(version, 0) + 1
+            queue_ms, local_ms = queue_s * 1000.0, local_s * 1000.0
+            total_ms = (queue_s + local_s) * 1000.0
+            queue_counts[place(buckets, queue_ms)] += 1
+            local_counts[place(buckets, local_ms)] += 1
+            total_counts[place(buckets, total_ms)] += 1
+            queue_sum += queue_ms
+            local_sum += local_ms
+            total_sum += total_ms
+        n = len(pending)
+        queue.total += queue_sum
+        local.total += local_sum
+        total.total += total_sum
+        for histogram in (queue, local, total):
+            histogram.count += n
+        for histogram in (self.remote, self.send):   # nobody waited on, not timed while sent
+            histogram.counts[0] += n
+            histogram.count += n
 
 
 #: BrokerTopicMetrics name suffix -> (_TopicStats attribute, help text)
@@ -202,6 +236,9 @@ def _api_names() -> dict[int, str]:
             names[int(key)] = str(name).removesuffix("Request")
     return names
 
+
+# Source values pinned for the render running in this thread (BrokerMetrics.render(sources)).
+_PINNED = threading.local()
 
 #: Per body class: (has an error_code slot, the slots holding arrays of structs).
 _PLANS: dict[type, tuple[bool, tuple[str, ...]]] = {}
@@ -310,9 +347,40 @@ class BrokerMetrics:
         if controller is not None:
             self._controller_source = controller
 
-    def render(self) -> bytes:
-        """The Prometheus text exposition of everything in this broker's registry."""
-        return generate_latest(self.registry)
+    def render(self, sources: dict | None = None) -> bytes:
+        """The Prometheus text exposition of everything in this broker's registry; with `sources`
+        (from `read_sources`), their values instead of calling them: rendering can then run in a
+        worker thread while the sources, some of which read trio state, were read on the loop."""
+        if sources is None:
+            return generate_latest(self.registry)
+        _PINNED.sources = sources
+        try:
+            return generate_latest(self.registry)
+        finally:
+            _PINNED.sources = None
+
+    def read_sources(self, names=("controller",)) -> dict:
+        """The values of the sources `names` now (the controller's reads trio state: on the loop),
+        for render(); the others (partitions: thousands of plain reads) are called while rendering."""
+        values = {}
+        for name in names:
+            source = getattr(self, f"_{name}_source")
+            if source is None:
+                continue
+            try:
+                values[name] = (source(),)
+            except Exception:   # as at scrape time: a failing source yields no series
+                values[name] = (None,)
+        return values
+
+    def source(self, name: str):
+        """The scrape-time source `name` ("partition", "group", "controller"), or one returning
+        the value pinned for this render."""
+        pinned = getattr(_PINNED, "sources", None)
+        if pinned is None or name not in pinned:
+            return getattr(self, f"_{name}_source")
+        value = pinned[name]
+        return lambda: value[0]
 
     # ---------------------------------------------------------------- hot path: requests
 
@@ -343,6 +411,25 @@ class BrokerMetrics:
             else:
                 histogram.observe_zero()
         stats.total.observe((queue_s + local_s + remote_s + send_s) * 1000.0)
+
+    def observe_answered(self, api_key: int, api_version: int, queue_s: float,
+                         local_s: float) -> None:
+        """observe_request() of the common answer (no remote wait, no send time, its errors
+        counted apart): kept as a tuple, folded into the histograms every 256 answers and
+        before a scrape reads them."""
+        stats = self._requests.get(api_key)
+        if stats is None:
+            stats = self._requests[api_key] = _RequestStats()
+        pending = stats.pending
+        pending.append((api_version, queue_s, local_s))
+        if len(pending) >= 256:
+            stats.fold()
+
+    def request_stats(self) -> list[tuple[int, "_RequestStats"]]:
+        """(api key, stats) by api key, every pending answer folded in (for the scrape)."""
+        for stats in self._requests.values():
+            stats.fold()
+        return sorted(self._requests.items())
 
     def count_response_errors(self, api_key: int, body) -> int:
         """Count every non-zero ``error_code`` in a response body, as Kafka's ErrorsPerSec does

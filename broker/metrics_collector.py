@@ -26,7 +26,7 @@ class Collector:
         yield from self._request_metrics()
         yield from self._connection_metrics()
         yield from self._storage_and_raft_events()
-        partitions = _safe_list(self.m._partition_source)
+        partitions = _safe_list(self.m.source("partition"))
         yield from self._partition_metrics(partitions)
         yield from self._group_metrics(partitions)
         yield from self._controller_metrics()
@@ -54,7 +54,7 @@ class Collector:
             yield fam
 
     def _request_metrics(self) -> Iterable[Metric]:
-        reqs = sorted(self.m._requests.items())
+        reqs = self.m.request_stats()
         rate = _family("kafka_network_requestmetrics_requests",
                        "Requests answered, per API and version.", "counter")
         errors = _family("kafka_network_requestmetrics_errors",
@@ -134,7 +134,7 @@ class Collector:
             fam = _family(base + suffix, doc, "gauge")
             fam.add_sample(fam.name, {}, value)
             yield fam
-        if self.m._controller_source is None:    # else the controller counts the whole cluster
+        if self.m.source("controller") is None:    # else the controller counts the whole cluster
             offline = _family("kafka_controller_kafkacontroller_offlinepartitionscount",
                               "Partitions without a live leader.", "gauge")
             offline.add_sample(offline.name, {}, sum(1 for p in partitions if p.offline))
@@ -154,9 +154,9 @@ class Collector:
             yield fam
 
     def _group_metrics(self, partitions: list[PartitionSnapshot]) -> Iterable[Metric]:
-        if self.m._group_source is None:
+        if self.m.source("group") is None:
             return
-        groups = _safe_list(self.m._group_source)
+        groups = _safe_list(self.m.source("group"))
         latest = {(p.topic, p.partition): p.log_end_offset if p.high_watermark is None
                   else p.high_watermark for p in partitions}
         base = "kafka_coordinator_group_groupmetadatamanager_"
@@ -201,7 +201,7 @@ class Collector:
         yield from (members, offset, lag, lag_sum)
 
     def _controller_metrics(self) -> Iterable[Metric]:
-        source = self.m._controller_source
+        source = self.m.source("controller")
         if source is None:
             return
         try:

@@ -30,6 +30,7 @@ import trio
 from protocol import ErrorCode
 
 from storage.errors import StorageError
+from storage.validation import AppendOrigin
 
 from broker.security.dynamic import reload_listener_security
 
@@ -68,13 +69,16 @@ class Partition:
         return self.log.log_start_offset
 
     def wake(self) -> None:
-        waiters, self.waiters = self.waiters, set()
-        for event in waiters:
-            event.set()
+        if self.waiters:   # (every append comes here: no fresh set when nobody waits)
+            waiters, self.waiters = self.waiters, set()
+            for event in waiters:
+                event.set()
         self.wake_replicas()
 
     def wake_replicas(self) -> None:
         """New records a follower may fetch (consumers wait for the high watermark to move)."""
+        if not self.replica_waiters:
+            return
         waiters, self.replica_waiters = self.replica_waiters, set()
         for event in waiters:
             event.set()
@@ -83,6 +87,10 @@ class Partition:
 # Appends up to this many record bytes run on the event loop: a page-cache write that small costs
 # less than the trip to a worker thread (PROFILE.md finding 2). Bigger ones would stall the loop.
 INLINE_APPEND_BYTES = 64 * 1024
+# ... and up to this many partitions: each may have to reopen its segment (files and index mappings,
+# when more partitions are written than the open-files budget keeps open), so a request writing
+# hundreds of partitions goes to the worker thread however small its records.
+INLINE_APPEND_PARTITIONS = 32
 # The byte of a batch header holding the compression codec (attributes & 7).
 _ATTRIBUTES_LOW_BYTE = 22
 # A flush.messages below this could make an append fsync, which must never run on the loop.
@@ -91,6 +99,8 @@ _FLUSH_MESSAGES_NEVER = 1 << 62
 
 def _appends_inline(items) -> bool:
     """Whether these (partition, records) appends are cheap enough to run on the event loop."""
+    if len(items) > INLINE_APPEND_PARTITIONS:
+        return False
     total = 0
     for partition, records, *_ in items:
         total += len(records)
@@ -104,6 +114,8 @@ def _appends_inline(items) -> bool:
 
 INLINE_OPENS = 64    # new local partitions per image change whose logs are opened on the loop
 OPEN_CHUNK = 64      # logs opened per worker trip, then installed on the loop, past INLINE_OPENS
+INSTALL_SLICE = 16   # opened logs installed on the loop between two checkpoints
+MAINTENANCE_SLICE = 250   # logs per worker trip of the periodic housekeeping
 
 
 class PartitionManager:
@@ -120,6 +132,12 @@ class PartitionManager:
         self._open_queue: list[tuple[str, int]] = []
         self._open_wanted = trio.Event()
         self._opener_running = False
+        # Logs of deleted partitions, detached at once, closed and renamed off the loop by the same
+        # task (before any open, so a recreated partition never meets its old directory).
+        self._retire_queue: list[tuple[tuple[str, int], object]] = []
+        self._retiring: set[tuple[str, int]] = set()
+        from broker.collector import CollectorSteward
+        self.collector = CollectorSteward()
         from broker.replication.manager import ReplicaManager
         self.replication = ReplicaManager(broker, self)
 
@@ -181,6 +199,8 @@ class PartitionManager:
             lambda: [(t, p, self._open_log(t, p, image)) for t, p in wanted])
         for topic, partition, opened_log in opened:
             self._install(topic, partition, opened_log)
+        self.collector.note_opened(len(opened))
+        self.collector.settle()
         if delete_orphans:
             await self.delete_orphans(image)
 
@@ -223,6 +243,7 @@ class PartitionManager:
         if self._closed:
             return
         new = change.new
+        retired = []
         for topic in change.deleted_topics:
             self.broker.fetch_sessions.forget_topic(topic.topic_id, topic.name)
             for index in list(topic.partitions):
@@ -230,10 +251,15 @@ class PartitionManager:
                 if state is not None:
                     self.replication.on_partition_removed(state)
                     state.wake()
-                try:
-                    self.logs.delete_log(topic.name, index)
-                except StorageError:
-                    log.exception("deleting log %s-%d failed", topic.name, index)
+                detached = self.logs.detach_log(topic.name, index)
+                if detached is not None:
+                    retired.append(((topic.name, index), detached))
+        if len(retired) > INLINE_OPENS and self._opener_running:
+            self._retire_queue.extend(retired)
+            self._retiring.update(key for key, _ in retired)
+            self._open_wanted.set()
+        elif retired:
+            self._retire_logs(retired)
         fresh = []   # partitions new to this broker
         for topic, partition in change.changed_partitions:
             key = (topic.name, partition.partition_id)
@@ -252,7 +278,7 @@ class PartitionManager:
                 state.isr = tuple(partition.isr)
                 self.replication.on_partition(state, partition)
                 state.wake()
-        if len(fresh) > INLINE_OPENS and self._opener_running:
+        if (len(fresh) > INLINE_OPENS or self._retiring) and self._opener_running:
             for topic, partition in fresh:
                 key = (topic.name, partition.partition_id)
                 self._opening.add(key)
@@ -261,6 +287,7 @@ class PartitionManager:
         else:
             for topic, partition in fresh:
                 self._install(topic, partition, self._open_log(topic, partition, new))
+            self.collector.note_opened(len(fresh))
         if change.old.broker_configs != new.broker_configs:
             mine = ("", str(self.node_id))
             before = [change.old.broker_configs.get(r, {}) for r in mine]
@@ -287,16 +314,36 @@ class PartitionManager:
             while True:
                 await self._open_wanted.wait()
                 self._open_wanted = trio.Event()
-                while self._open_queue and not self._closed:
+                while self._retire_queue and not self._closed:
+                    chunk = self._retire_queue[:OPEN_CHUNK]
+                    del self._retire_queue[:OPEN_CHUNK]
+                    await self.broker.run_blocking(self._retire_logs, chunk)
+                    self._retiring.difference_update(key for key, _ in chunk)
+                while self._open_queue and not self._closed and not self._retire_queue:
                     chunk = self._open_queue[:OPEN_CHUNK]
                     del self._open_queue[:OPEN_CHUNK]
                     wanted = self._placed_here(chunk)
                     image = self.broker.image
                     opened = await self.broker.run_blocking(self._open_logs, wanted, image)
-                    self._install_opened(opened)
-                    await trio.lowlevel.checkpoint()
+                    for first in range(0, len(opened), INSTALL_SLICE):
+                        # installing one (leadership, epochs, a log line) is ~0.1 ms: a few per step
+                        self._install_opened(opened[first:first + INSTALL_SLICE])
+                        await trio.lowlevel.checkpoint()
+                    self.collector.note_opened(len(opened))
+                if self._retire_queue or self._open_queue:
+                    self._open_wanted.set()   # deletions came in meanwhile: those first
+                elif self.collector.due and not self._closed:
+                    self.collector.settle()
         finally:
             self._opener_running = False
+
+    def _retire_logs(self, retired) -> None:
+        """Close and rename detached logs of deleted partitions (in a worker thread when many)."""
+        try:
+            self.logs.retire_logs([detached for _, detached in retired])
+        except (StorageError, OSError):
+            log.exception("deleting the logs of %d partitions failed", len(retired))
+        self.collector.note_deleted(len(retired))
 
     def _placed_here(self, keys) -> list:
         """(topic, partition) images of `keys` the current image still places on this broker."""
@@ -381,16 +428,16 @@ class PartitionManager:
         return _appends_inline(items)
 
     def append_now(self, items, origin=None) -> list:
-        """append_many() in the calling thread."""
-        from storage.log import AppendOrigin
-
+        """append_many() in the calling thread. Items: (partition, records[, verification
+        guard[, the records' one batch header, parsed by the caller]])."""
         origin = origin or AppendOrigin.CLIENT
         outcomes = []
-        for partition, records, *guard in items:   # (partition, records[, verification guard])
+        for partition, records, *extra in items:
             try:
                 outcomes.append(partition.log.append(
                     records, leader_epoch=partition.leader_epoch, origin=origin,
-                    verification_guard=guard[0] if guard else None))
+                    verification_guard=extra[0] if extra else None,
+                    batch=extra[1] if len(extra) > 1 else None))
             except StorageError as exc:
                 outcomes.append(exc)
         return outcomes
@@ -476,7 +523,11 @@ class PartitionManager:
         nursery.start_soon(self._open_queued)
 
     async def _maintenance_loop(self) -> None:
-        """Storage housekeeping (flush.ms, retention, delayed deletes) and checkpoints, off the loop."""
+        """Storage housekeeping (flush.ms, retention, delayed deletes) and checkpoints, off the loop.
+
+        Each pass walks the logs in slices of MAINTENANCE_SLICE, one worker trip each, spread over
+        half the tick: at 10,000 partitions one trip for all held the GIL (and so the loop) for
+        100 ms and more every few seconds."""
         config = self.broker.config
         tick_every = min(config["log.retention.check.interval.ms"] / 1000, 5.0)
         checkpoint_every = config["log.flush.offset.checkpoint.interval.ms"] / 1000
@@ -484,15 +535,25 @@ class PartitionManager:
         while True:
             await trio.sleep(tick_every)
             try:
-                await self.broker.run_blocking(self.logs.tick)
-                for partition in self.all():
-                    if partition.log.log_start_offset > partition.high_watermark:
-                        partition.wake()
+                await self._maintenance_pass(tick_every / 2)
                 if time.monotonic() >= next_checkpoint:
                     next_checkpoint = time.monotonic() + checkpoint_every
                     await self.broker.run_blocking(self.logs.checkpoint)
             except Exception:
                 log.exception("log maintenance failed")
+
+    async def _maintenance_pass(self, spread_s: float) -> None:
+        logs, partitions = list(self.logs.logs().values()), self.all()
+        slices = range(0, max(len(logs), len(partitions)), MAINTENANCE_SLICE)
+        pause = spread_s / len(slices) if len(slices) > 1 else 0.0
+        now_ms = self.logs.clock()
+        for first in slices:
+            await self.broker.run_blocking(self.logs.tick_logs, logs[first:first + MAINTENANCE_SLICE], now_ms)
+            for partition in partitions[first:first + MAINTENANCE_SLICE]:
+                if partition.log.log_start_offset > partition.high_watermark:
+                    partition.wake()   # retention passed the high watermark: long polls answer
+            await trio.sleep(pause)
+        await self.broker.run_blocking(self.logs.tick_files, now_ms)
 
     def log_dir_sizes(self) -> dict[str, dict[tuple[str, int], int]]:
         sizes: dict[str, dict[tuple[str, int], int]] = {}
@@ -505,5 +566,9 @@ class PartitionManager:
         return sizes
 
     def close(self) -> None:
-        """Stop following the image; the LogManager flushes and checkpoints on its close."""
+        """Stop following the image (in a worker thread); the LogManager flushes and checkpoints on
+        its close. Logs of deleted partitions still queued are retired now."""
         self._closed = True
+        retired, self._retire_queue = self._retire_queue, []
+        if retired:
+            self._retire_logs(retired)

@@ -130,13 +130,19 @@ class Broker:
     def metadata_epoch(self) -> int:
         return max(self.image.offset, 0)
 
-    def observe_request(self, header, seconds: float, response, queue_seconds: float = 0.0) -> None:
-        """Metrics and the optional request log, once a handler has answered."""
+    def observe_request(self, header, seconds: float, response, queue_seconds: float = 0.0,
+                        counted_error: int | None = None) -> None:
+        """Metrics and the optional request log, once a handler has answered. `counted_error`:
+        the handler counted its answer's errors itself (this is the first of them, or 0), so
+        the answer is not walked for them."""
         try:
             api_key = header.request_api_key
-            code = 0 if response is None else self.metrics.count_response_errors(api_key, response)
-            self.metrics.observe_request(api_key, header.request_api_version, local_s=seconds,
-                                         queue_s=queue_seconds)   # errors counted just above
+            if counted_error is not None:
+                code = counted_error
+            else:
+                code = 0 if response is None else self.metrics.count_response_errors(api_key, response)
+            self.metrics.observe_answered(api_key, header.request_api_version, queue_seconds,
+                                          seconds)   # errors counted just above
             if self.request_log.enabled:
                 spec = protocol.API_SPECS.get(header.api_key)
                 self.request_log.log(

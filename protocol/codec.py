@@ -161,6 +161,17 @@ def encode_request(api_key, api_version, correlation_id, client_id, body):
 
 # -- responses -----------------------------------------------------------------------------------
 
+
+class PreEncodedBody:
+    """A response body that encodes itself, from parts its maker encoded beforehand (e.g. cached
+    per topic: `protocol.metadata_answer`). `encode_parts` returns the chunks of the whole response
+    (header included, no size prefix)."""
+
+    __slots__ = ()
+
+    def encode_parts(self, api_version: int, correlation_id: int) -> list:
+        raise NotImplementedError
+
 _CORRELATION = struct.Struct(">i")
 
 
@@ -176,6 +187,8 @@ def encode_response(api_key, api_version, correlation_id, body):
     cls = RESPONSES.get(api_key)
     if cls is None:
         raise EncodeError(f"unknown api key {api_key}")
+    if type(body) is not cls and isinstance(body, PreEncodedBody):
+        return b"".join(body.encode_parts(api_version, correlation_id))
     w = Writer()
     out = _encode(cls, api_version, w, _response_head(api_key, api_version, correlation_id), body)
     return _join(w.finish(out))
@@ -200,6 +213,8 @@ def generic_response_parts(api_key, api_version, correlation_id, body):
     cls = RESPONSES.get(api_key)
     if cls is None:
         raise EncodeError(f"unknown api key {api_key}")
+    if type(body) is not cls and isinstance(body, PreEncodedBody):
+        return body.encode_parts(api_version, correlation_id)
     w = Writer(split=True)
     out = _encode(cls, api_version, w, _response_head(api_key, api_version, correlation_id), body)
     return [bytes(part) if type(part) is bytearray else part for part in w.finish(out)]

@@ -21,7 +21,7 @@ Public surface
 --------------
 ``LogManager(log_dirs, defaults=None, *, max_open_files=None)``
     Opens every ``<topic>-<partition>`` dir found (recovering after an unclean stop).
-    ``max_open_files``: segments kept open at once (LRU; default min(1024, RLIMIT_NOFILE/6)).
+    ``max_open_files``: segments kept open at once (LRU; default RLIMIT_NOFILE/6).
     ``defaults`` is a LogConfig or a mapping of Kafka topic config names
     (``{"segment.bytes": ..., "retention.ms": ...}``, strings or parsed values).
     - ``get_or_create_log(topic, partition, overrides=None) -> Log``; ``get_log(...) -> Log | None``

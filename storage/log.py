@@ -1,7 +1,8 @@
 """A partition log: an ordered list of segments in `<topic>-<partition>/`.
 
-See the package docstring for the public surface.  Reading (`log_read`), retention
-(`log_retention`) and truncation (`log_truncation`) are mixins in modules of their own.  Everything that changes the
+See the package docstring for the public surface.  Appending (`log_append`), reading
+(`log_read`), retention (`log_retention`) and truncation (`log_truncation`) are mixins in
+modules of their own.  Everything that changes the
 log happens under the partition lock; fsync (flush, group commit) runs outside it
 so a slow disk never stalls appends to the page cache.
 """
@@ -9,23 +10,18 @@ so a slow disk never stalls appends to the page cache.
 from __future__ import annotations
 
 import bisect
-import random
 import os
 import threading
 import time
-from typing import Callable, NamedTuple
+from typing import Callable
 
-from protocol.records import (
-    LOG_OVERHEAD, NO_PARTITION_LEADER_EPOCH, NO_TIMESTAMP, RecordBatch, RecordBatchError, patched_header,
-)
+from protocol.records import RecordBatch
 from storage import checkpoints
 from storage.config import LogConfig
 from storage.epochs import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
-from storage.errors import (
-    ErrorCode, InvalidBatchError, KafkaStorageError,
-    StorageError,
-)
+from storage.errors import ErrorCode, KafkaStorageError, StorageError
 from storage.files import OpenFiles
+from storage.log_append import AppendResult, LogAppends
 from storage.log_read import LogReads, TimestampOffset
 from storage.log_retention import LogRetention
 from storage.log_truncation import LogTruncation
@@ -35,25 +31,11 @@ from storage.segment import (
     finish_swap,
 )
 from storage.txn_index import AbortedTxn
-from storage.validation import AppendOrigin, apply_topic_compression, validate_append
+from storage.validation import AppendOrigin
 
 __all__ = ["AppendOrigin", "AppendResult", "Log", "TimestampOffset", "parse_partition_dir"]
 
-INT32_MAX = 2**31 - 1
-INT64_MAX = 2**63 - 1
 PARTITION_METADATA = "partition.metadata"
-
-
-class AppendResult(NamedTuple):
-    first_offset: int
-    last_offset: int
-    log_append_time: int  # -1 unless the topic uses LogAppendTime
-    log_start_offset: int
-    duplicate: bool = False  # an idempotent retry: offsets are those of the original append
-
-
-def _read_control(batch: RecordBatch):
-    return batch.control_record()
 
 
 def _now_ms() -> int:
@@ -68,13 +50,14 @@ def parse_partition_dir(name: str) -> tuple[str, int]:
     return topic, int(partition)
 
 
-class Log(LogReads, LogRetention, LogTruncation):
+class Log(LogAppends, LogReads, LogRetention, LogTruncation):
     def __init__(self, directory: str, config: LogConfig | None = None, *,
                  handles: OpenFiles | None = None, recovery_point: int = 0,
                  log_start_offset: int = 0, high_watermark: int = 0, clean_shutdown: bool = True,
                  cleaner_checkpoint: int = 0, clock: Callable[[], int] = _now_ms):
         self.directory = directory
         self.topic, self.partition = parse_partition_dir(os.path.basename(directory.rstrip("/")))
+        self.name = f"{self.topic}-{self.partition}"   # as Kafka names a partition in messages
         self.config = config or LogConfig()
         self.handles = handles if handles is not None else OpenFiles()
         self.clock = clock
@@ -314,176 +297,6 @@ class Log(LogReads, LogRetention, LogTruncation):
         if first and self.on_offline is not None:
             self.on_offline(self, exc)
         return KafkaStorageError(f"I/O error on {self.topic}-{self.partition}: {exc}")
-
-    # ======================================================================= append
-    def start_verification(self, producer_id: int, producer_epoch: int) -> object:
-        """A verification guard for append() (see ProducerStateManager.start_verification)."""
-        with self._lock:
-            return self.producer_state.start_verification(producer_id, producer_epoch)
-
-    def append(self, records, *, leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
-               origin: AppendOrigin = AppendOrigin.CLIENT, now_ms: int | None = None,
-               verification_guard: object | None = None) -> AppendResult:
-        """Validate and append the batches in `records` (bytes/memoryview, never copied).
-
-        CLIENT and COORDINATOR appends get offsets from the log end, the leader epoch
-        stamped and, for LogAppendTime topics, the append time; REPLICATION appends
-        keep the offsets they carry (which must not go backwards).
-        """
-        view = records if isinstance(records, memoryview) else memoryview(records)
-        if view.format != "B" or view.ndim != 1:
-            view = view.cast("B")
-        now = self.clock() if now_ms is None else now_ms
-        batches = validate_append(view, origin, self.config, now, f"{self.topic}-{self.partition}")
-        if origin is AppendOrigin.CLIENT and self.config.compression_type != "producer":
-            batches = apply_topic_compression(batches, self.config)
-        log_append_time = now if self.config.log_append_time and origin is not AppendOrigin.REPLICATION else None
-        with self._lock:
-            self._check_online()
-            if verification_guard is not None:
-                self.producer_state.check_verification(batches, verification_guard)
-            next_offset = self.log_end_offset
-            buffers: list = []
-            placed: list[tuple[RecordBatch, int, int]] = []  # (batch, base offset, max timestamp)
-            replication = origin is AppendOrigin.REPLICATION
-            max_ts_all = NO_TIMESTAMP
-            has_producers = False
-            for batch in batches:
-                if replication:
-                    if batch.base_offset < next_offset or batch.last_offset >= INT64_MAX:
-                        raise InvalidBatchError(
-                            f"out of order offsets: batch at {batch.base_offset} below log end {next_offset}",
-                            ErrorCode.INVALID_RECORD)
-                    base = batch.base_offset
-                    buffers.append(batch.view())
-                    max_ts = batch.max_timestamp
-                else:
-                    base = next_offset
-                    buffers.append(patched_header(batch, base_offset=base,
-                                                  partition_leader_epoch=leader_epoch,
-                                                  log_append_time=log_append_time))
-                    buffers.append(batch.body())
-                    max_ts = log_append_time if log_append_time is not None else batch.max_timestamp
-                placed.append((batch, base, max_ts))
-                if max_ts > max_ts_all:
-                    max_ts_all = max_ts
-                if batch.producer_id >= 0:
-                    has_producers = True
-                next_offset = base + batch.last_offset_delta + 1
-            first_offset = placed[0][1]
-            last_offset = next_offset - 1
-            pending = None
-            if has_producers:
-                try:
-                    pending = self.producer_state.prepare(
-                        [(b, base, base + b.last_offset_delta, ts) for b, base, ts in placed],
-                        validate=not replication, read_control=_read_control)
-                except RecordBatchError as exc:  # an unreadable control record
-                    raise InvalidBatchError(exc.message, exc.error_code) from exc
-                if pending.duplicate is not None:
-                    dup = pending.duplicate
-                    return AppendResult(dup.first_offset, dup.last_offset, -1, self.log_start_offset, True)
-            total = sum(b.batch_length for b in batches) + LOG_OVERHEAD * len(batches)
-            try:
-                segment = self._maybe_roll(first_offset, last_offset, total, now, max_ts_all)
-                position = segment.size
-                segment.write(buffers, total)  # cut back to `position` if it fails
-                if pending is not None:
-                    self._index_aborted_after_commit(segment, pending, next_offset)
-                interval = self.config.index_interval_bytes
-                for batch, base, max_ts in placed:
-                    segment.note_appended(position, batch, base + batch.last_offset_delta, max_ts, interval)
-                    position += batch.size
-                    epoch = batch.partition_leader_epoch if replication else leader_epoch
-                    if epoch >= 0:
-                        self.epochs.assign(epoch, base)
-                    self._unflushed_messages += batch.record_count
-            except OSError as exc:
-                # Disk full or failing: the log goes offline; what is on disk stays a
-                # valid prefix (a torn write was cut back, indexes are rebuilt on restart).
-                raise self._go_offline(exc) from exc
-            result = AppendResult(first_offset, last_offset,
-                                  log_append_time if log_append_time is not None else -1,
-                                  self.log_start_offset)
-            if self._unflushed_messages >= self.config.flush_messages:
-                self._flush_locked()
-        return result
-
-    def _index_aborted_after_commit(self, segment: LogSegment, pending, end_offset: int) -> None:
-        completed = self.producer_state.commit(pending, end_offset)
-        if completed:
-            self._index_aborted(segment, completed)
-
-    def _maybe_roll(self, first_offset: int, last_offset: int, size: int, now: int,
-                    max_timestamp: int = NO_TIMESTAMP) -> LogSegment:
-        segment = self._segments[-1]
-        config = self.config
-        if segment.size == 0:
-            if first_offset != segment.base_offset and first_offset > segment.base_offset:
-                # Replication (or a log start moved by DeleteRecords) can skip ahead.
-                return self._roll(first_offset, now, replace_empty=True)
-            return segment
-        # Kafka measures segment age in record time when it can: the incoming batch's
-        # max timestamp against the first batch's (so replayed old data does not roll
-        # a segment per append), else wall time since the segment was created.
-        if segment.first_batch_timestamp >= 0 and max_timestamp >= 0:
-            waited = max_timestamp - segment.first_batch_timestamp
-        else:
-            waited = now - segment.created_ms
-        if (segment.size > config.segment_bytes - size
-                or waited > self._max_segment_ms() - self._roll_jitter(segment)
-                or segment.index_full(config.segment_index_bytes)
-                or last_offset - segment.base_offset > INT32_MAX):
-            return self._roll(first_offset, now)
-        return segment
-
-    def _max_segment_ms(self) -> int:
-        """segment.ms, or max.compaction.lag.ms when smaller on a compacted topic (the
-        active segment must roll for its records to become cleanable in time)."""
-        config = self.config
-        if config.compact:
-            return min(config.segment_ms, config.max_compaction_lag_ms)
-        return config.segment_ms
-
-    def _roll_jitter(self, segment: LogSegment) -> int:
-        """Kafka draws each segment's jitter at random below segment.jitter.ms, so
-        partitions created together do not all roll at once."""
-        jitter = self.config.segment_jitter_ms
-        if jitter <= 0:
-            return 0
-        if segment.roll_jitter_ms is None:
-            segment.roll_jitter_ms = random.randrange(jitter)
-        return segment.roll_jitter_ms
-
-    def _roll(self, base_offset: int, now: int, replace_empty: bool = False) -> LogSegment:
-        old = self._segments[-1]
-        if replace_empty:
-            old.close()
-            for path in old.paths():
-                if os.path.exists(path):
-                    os.remove(path)
-            self._segments.pop()
-            self._bases.pop()
-        else:
-            old.seal()
-            # Kafka snapshots producer state at each roll so recovery replays one segment.
-            self.producer_state.map_end_offset = base_offset
-            self.producer_state.take_snapshot()
-        segment = LogSegment(self.directory, base_offset, self.handles, created_ms=now)
-        segment.activate()
-        self._segments.append(segment)
-        self._bases.append(base_offset)
-        if len(self._segments) == 1:
-            self.log_start_offset = max(self.log_start_offset, base_offset)
-            self.high_watermark = max(self.high_watermark, self.log_start_offset)
-            self.producer_state.on_high_watermark(self.high_watermark)
-        return segment
-
-    def roll(self) -> None:
-        """Force a new active segment (tests, admin)."""
-        with self._lock:
-            if self.active_segment.size:
-                self._roll(self.log_end_offset, self.clock())
 
     # ======================================================================= topic id
     @property

@@ -22,16 +22,17 @@ logger = logging.getLogger(__name__)
 
 
 def _default_open_segments() -> int:
-    """Segments kept open (up to 3 descriptors each: log, .index, .timeindex): at most
-    1024, and within half of the process's descriptor limit."""
+    """Segments kept open (up to 3 descriptors each: log, .index, .timeindex) within half of the
+    process's descriptor limit (Kafka keeps every segment open; the broker raises the soft limit to
+    the hard one at start), at least 1024 when the limit is unknown."""
     try:
         import resource
         soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     except (ImportError, ValueError, OSError):
         return 1024
     if soft == resource.RLIM_INFINITY:
-        return 1024
-    return max(16, min(1024, soft // 2 // 3))
+        return 65536
+    return max(16, soft // 2 // 3)
 
 
 class LogManager:
@@ -214,43 +215,75 @@ class LogManager:
     def delete_log(self, topic: str, partition: int) -> bool:
         """Forget a partition and rename its dir to `<name>.<id>-delete`; the files go
         after file.delete.delay.ms so in-flight reads finish."""
+        detached = self.detach_log(topic, partition)
+        if detached is None:
+            return False
+        self.retire_logs([detached])
+        return True
+
+    def detach_log(self, topic: str, partition: int):
+        """delete_log()'s first half, cheap enough for an event loop: the partition is forgotten at
+        once (a new log of the same name may be created after `retire_logs`). Returns what to pass
+        to `retire_logs`, or None if there was no such log."""
         with self._lock:
             key = (topic, partition)
             log = self._logs.pop(key, None)
             log_dir = self._dir_of.pop(key, None)
             self._uncleanable.discard(key)
-            if log is None:
-                return False
-            log.close()
-            target = f"{log.directory}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
-            os.replace(log.directory, target)
+        return None if log is None else (log, log_dir)
+
+    def retire_logs(self, detached) -> None:
+        """delete_log()'s second half for detached logs: close each, rename its dir for deletion,
+        then one fsync per log dir (not per partition: thousands are deleted at once)."""
+        dirs, failure = set(), None
+        for log, log_dir in detached:
+            try:
+                log.close()
+                target = f"{log.directory}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+                os.replace(log.directory, target)
+            except (OSError, StorageError) as exc:   # the others still go; the first failure is raised
+                failure = failure or exc
+                continue
+            dirs.add(log_dir)
+            with self._lock:
+                self._pending_dir_deletes.append((self.clock() + log.config.file_delete_delay_ms, target))
+        for log_dir in dirs:
             checkpoints.fsync_dir(log_dir)
-            self._pending_dir_deletes.append((self.clock() + log.config.file_delete_delay_ms, target))
-            return True
+        if failure is not None:
+            raise failure
 
     # -- housekeeping ---------------------------------------------------------------------
     def tick(self, now_ms: int | None = None) -> None:
-        """Periodic work; call every few seconds from a worker thread."""
+        """Periodic work; call every few seconds from a worker thread (or the two halves below,
+        the first in slices, to spread the work over time)."""
         now = self.clock() if now_ms is None else now_ms
-        for log in list(self.logs().values()):
+        self.tick_logs(list(self.logs().values()), now)
+        self.tick_files(now)
+
+    def tick_logs(self, logs, now_ms: int) -> None:
+        """Each log's housekeeping: flush.ms, rolled segments, retention, due files, producers."""
+        for log in logs:
             if log.offline is not None:
                 continue
             try:
-                log.maybe_flush_by_time(now)
+                log.maybe_flush_by_time(now_ms)
                 log.flush_rolled_segments()
-                log.apply_retention(now)
-                log.delete_due_files(now)
-                log.expire_producers(now)
+                log.apply_retention(now_ms)
+                log.delete_due_files(now_ms)
+                log.expire_producers(now_ms)
             except Exception:  # one bad log must not stop housekeeping for the others
                 if log.offline is None:
                     raise
+
+    def tick_files(self, now_ms: int) -> None:
+        """Directories of deleted logs whose delay has passed; the inline cleaner's turn."""
         with self._lock:
-            due = [p for t, p in self._pending_dir_deletes if t <= now]
-            self._pending_dir_deletes = [(t, p) for t, p in self._pending_dir_deletes if t > now]
+            due = [p for t, p in self._pending_dir_deletes if t <= now_ms]
+            self._pending_dir_deletes = [(t, p) for t, p in self._pending_dir_deletes if t > now_ms]
         for path in due:
             shutil.rmtree(path, ignore_errors=True)
         if self._cleaner_thread is None:
-            self.clean_one(now)
+            self.clean_one(now_ms)
 
     @property
     def uncleanable_partitions(self) -> set[tuple[str, int]]:

@@ -39,16 +39,17 @@ def split_batches(view: memoryview) -> list[RecordBatch]:
     return batches
 
 
-def validate_append(view: memoryview, origin: AppendOrigin, config: LogConfig, now: int,
-                    where: str) -> list[RecordBatch]:
-    """The batches of `view`, or InvalidBatchError (RecordErrorsError per record) with Kafka's code."""
-    size = len(view)
+def validate_append(view: memoryview | None, origin: AppendOrigin, config: LogConfig, now: int,
+                    where: str, parsed: list[RecordBatch] | None = None) -> list[RecordBatch]:
+    """The batches of `view`, or InvalidBatchError (RecordErrorsError per record) with Kafka's code.
+    `parsed`: the batches of the append, already split by the caller (`view` is then unused)."""
+    size = len(view) if parsed is None else sum([batch.size for batch in parsed])
     if size > config.segment_bytes:
         raise InvalidBatchError(
             f"message batch size is {size} bytes which exceeds the maximum configured "
             f"segment size of {config.segment_bytes}", ErrorCode.RECORD_LIST_TOO_LARGE)
     try:
-        batches = split_batches(view)
+        batches = split_batches(view) if parsed is None else parsed
         for batch in batches:
             batch.ensure_valid()
     except RecordBatchError as exc:

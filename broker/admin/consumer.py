@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from protocol import messages
-from protocol.records import ControlType, RecordBatch, RecordBatchError, iter_batches
+from protocol.records import ControlType, RecordBatchError, iter_batches
 
 from broker.admin.client import API, KafkaClient, KafkaError, check
 from broker.admin.consumer_protocol import (decode_assignment, decode_subscription,

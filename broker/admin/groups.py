@@ -35,6 +35,7 @@ class Member:
     assignment: dict[str, list[int]]
     member_epoch: int | None = None            # KIP-848 members only
     target_assignment: dict[str, list[int]] | None = None
+    member_type: int | None = None             # ConsumerGroupDescribe v1+: 0 classic, 1 consumer protocol
 
 
 @dataclass
@@ -102,7 +103,8 @@ def describe_consumer_group(client: KafkaClient, group_id: str) -> GroupDescript
         return {tp.topic_name or str(tp.topic_id): sorted(tp.partitions) for tp in assignment.topic_partitions}
 
     members = [Member(m.member_id, m.instance_id, m.client_id, m.client_host, partitions(m.assignment),
-                      m.member_epoch, partitions(m.target_assignment)) for m in g.members]
+                      m.member_epoch, partitions(m.target_assignment),
+                      m.member_type if m.member_type >= 0 else None) for m in g.members]
     return GroupDescription(g.group_id, g.group_state, "consumer", g.assignor_name, conn.node_id, members,
                             group_type="consumer", group_epoch=g.group_epoch, assignment_epoch=g.assignment_epoch)
 
@@ -326,12 +328,17 @@ def _describe(client: KafkaClient, args) -> int:
             print()
             columns = ["CONSUMER-ID", "INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT"]
             if g.group_type == "consumer":
-                columns += ["EPOCH", "TARGET-ASSIGNMENT"]
+                columns += ["EPOCH", "TARGET-ASSIGNMENT", "PROTOCOL"]
             table(columns, [(m.member_id, m.group_instance_id, m.client_host, m.client_id,
                              sum(len(p) for p in m.assignment.values()), _assignment_text(m.assignment))
-                            + ((m.member_epoch, _assignment_text(m.target_assignment or {}))
+                            + ((m.member_epoch, _assignment_text(m.target_assignment or {}),
+                                _MEMBER_PROTOCOLS.get(m.member_type, "-"))
                                if g.group_type == "consumer" else ()) for m in g.members])
     return 0
+
+
+# ConsumerGroupDescribe's MemberType: the protocol a member of a consumer group speaks (KIP-848 migration)
+_MEMBER_PROTOCOLS = {0: "classic", 1: "consumer"}
 
 
 def _assignment_text(assignment: dict[str, list[int]]) -> str:

@@ -184,6 +184,9 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("group.consumer.max.heartbeat.interval.ms", T.INT, 15000, at_least(1)),
     ConfigDef("group.consumer.max.size", T.INT, INT_MAX, at_least(1)),
     ConfigDef("group.consumer.assignors", T.LIST, ["uniform", "range"]),
+    # KIP-848 online migration between classic and consumer groups (consumer_group/migration.py)
+    ConfigDef("group.consumer.migration.policy", T.STRING, "bidirectional",
+              one_of("disabled", "upgrade", "downgrade", "bidirectional", case_sensitive=False)),
     ConfigDef("transaction.state.log.num.partitions", T.INT, 50, at_least(1)),
     ConfigDef("transaction.state.log.replication.factor", T.SHORT, 3, at_least(1)),
     ConfigDef("transaction.state.log.min.isr", T.INT, 2, at_least(1)),

@@ -54,6 +54,11 @@ class BrokerOps:
         """Keep a broker's session alive and move it between fenced, unfenced and controlled shutdown
         (see `brokers`); `should_shut_down` comes once it leads nothing and the others know it."""
         await self._require_leader()
+        # Liveness counts from arrival: a heartbeat queued behind other writes (a burst of ISR
+        # changes on a loaded machine) must not let its broker's session run out while it waits.
+        known = self._image.brokers.get(broker_id)
+        if known is not None and known.epoch == broker_epoch:
+            self._sessions.touch(broker_id, trio.current_time())
         async with self._lock:
             records, result, entering = brokers.heartbeat(
                 self._image, self._sessions, broker_id, broker_epoch, metadata_offset, want_fence,

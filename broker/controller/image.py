@@ -182,6 +182,7 @@ class _Builder:
         self.scram_credentials = dict(base.scram_credentials)
         self.acls = None   # copied on the first ACL change, so listeners can skip by identity
         self.controllers = dict(base.controllers)
+        self._owned_partitions: dict = {}   # topic id -> (its TopicImage made here, its partitions)
 
     def build(self, offset: int) -> MetadataImage:
         ro = MappingProxyType
@@ -256,9 +257,18 @@ class _Builder:
         return topic
 
     def _put_partition(self, topic: TopicImage, partition: PartitionImage) -> None:
-        partitions = dict(topic.partitions)
+        # The first change of a topic in this batch copies it; later ones (a CreateTopics of 200
+        # partitions is 200 records) write into that copy, which no one else sees before build():
+        # a copy per record made replaying 9,000 records quadratic, ~300 ms on the event loop.
+        owned = self._owned_partitions.get(topic.topic_id)
+        if owned is None or self.topics_by_id.get(topic.topic_id) is not owned[0]:
+            partitions = dict(topic.partitions)
+            topic = replace(topic, partitions=MappingProxyType(partitions))
+            self._put_topic(topic)
+            self._owned_partitions[topic.topic_id] = (topic, partitions)
+        else:
+            partitions = owned[1]
         partitions[partition.partition_id] = partition
-        self._put_topic(replace(topic, partitions=MappingProxyType(partitions)))
 
     def _PartitionRecord(self, rec) -> None:
         topic = self._topic(rec.topic_id)

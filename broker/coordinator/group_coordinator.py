@@ -19,6 +19,7 @@ from .clock import Timers
 from .group import Group, GroupState, Member
 from .group_admin import AdminMixin, GroupDescription, MemberDescription
 from .group_offsets import FetchedOffset, OffsetCommitItem, OffsetsMixin, append_error
+from .group_migration import MigrationMixin
 from .group_persistence import PersistenceMixin
 from .log_records import GroupLog
 from .pending import Pending
@@ -64,7 +65,7 @@ class SyncResult:
     assignment: bytes = b""
 
 
-class GroupCoordinator(OffsetsMixin, AdminMixin, PersistenceMixin):
+class GroupCoordinator(OffsetsMixin, AdminMixin, PersistenceMixin, MigrationMixin):
     def __init__(self, clock, timers: Timers, log: GroupLog, config: GroupConfig | None = None):
         self.clock = clock
         self.timers = timers

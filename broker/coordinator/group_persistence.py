@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Iterable, Optional
 
 from .group import Group, GroupState, Member
+from .group_migration import clear_membership
 from .log_records import GroupMetadataRecord, GroupSnapshot, MemberSnapshot, OffsetCommitRecord
 
 S = GroupState
@@ -64,7 +65,13 @@ class PersistenceMixin:
                 group.offsets[key] = record.value
         elif isinstance(record, GroupMetadataRecord):
             if record.value is None:
-                group = self.groups.pop(record.group_id, None)
+                group = self.groups.get(record.group_id)
+                if group is not None and group.members:
+                    # only an empty group is deleted: one with members became a consumer group (KIP-848
+                    # online upgrade), its membership goes and its offsets stay
+                    clear_membership(group)
+                else:
+                    self.groups.pop(record.group_id, None)
                 return
             group = self.groups.get(record.group_id) or self._new_group(record.group_id)
             self._restore(group, record.value)

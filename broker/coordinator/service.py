@@ -77,6 +77,7 @@ class CoordinatorService(DurableWritesMixin):
             topics=self._topics_view, partition_racks=self._partition_racks,
             classic_busy=lambda g: self._classic_group_busy(g) or g in self.share_groups.groups)
         self.groups.consumer_groups = self.consumer_groups
+        self.consumer_groups.classic = self.groups     # online migration moves groups between the two
         # KIP-932: share groups' membership beside the other group types, their share-partitions'
         # state in __share_group_state (broker/share)
         from broker.share.glue import ShareStateLog
@@ -450,7 +451,9 @@ def _consumer_group_config(config) -> ConsumerGroupConfig:
                     config["group.consumer.max.heartbeat.interval.ms"])
     return ConsumerGroupConfig(session_timeout_ms=session, heartbeat_interval_ms=heartbeat,
                                max_size=config["group.consumer.max.size"],
-                               assignors=tuple(config["group.consumer.assignors"]) or ("uniform", "range"))
+                               assignors=tuple(config["group.consumer.assignors"]) or ("uniform", "range"),
+                               migration_policy=config["group.consumer.migration.policy"].lower(),
+                               classic_max_size=config["group.max.size"])
 
 
 class _GroupLog:

@@ -33,6 +33,7 @@ MODULES = (
     "share_groups",    # KIP-932: ShareGroupHeartbeat, ShareGroupDescribe
     "share_fetch",     # KIP-932: ShareFetch, ShareAcknowledge
     "share_state",     # KIP-932's share coordinator: Initialize/Read/Write/DeleteShareGroupState
+    "share_offsets",   # KIP-932: AlterShareGroupOffsets, DeleteShareGroupOffsets
     "transactions",    # coordinator engineer
     "quorum",          # DescribeQuorum, answered by the controller (broker.controller.admin)
     "quotas",          # DescribeClientQuotas, AlterClientQuotas

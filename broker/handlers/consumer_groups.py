@@ -95,7 +95,8 @@ def describe_one(ctx, service, group_id, version, ops):
         member_id=m.member_id, instance_id=m.instance_id, rack_id=m.rack_id, member_epoch=m.member_epoch,
         client_id=m.client_id, client_host=m.client_host, subscribed_topic_names=list(m.subscribed_topic_names),
         subscribed_topic_regex=m.subscribed_topic_regex, assignment=assignment(m.assigned),
-        target_assignment=assignment(group.target.get(m.member_id, {})), member_type=1 if version >= 1 else -1)
+        target_assignment=assignment(group.target.get(m.member_id, {})),
+        member_type=-1 if version < 1 else 0 if m.classic is not None else 1)   # 0: a classic-protocol member
         for m in group.members.values()]
     return Response.DescribedGroup(
         group_id=group_id, group_state=group.state().value, group_epoch=group.group_epoch,

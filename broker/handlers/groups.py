@@ -99,12 +99,23 @@ async def join_group(ctx, header, body):
     code = await service.group_coordinator_error(body.group_id)
     if code is not E.NONE:
         return Response(error_code=code, member_id=body.member_id, protocol_name=_name(None, version))
-    if body.group_id in service.share_groups.groups or not service.consumer_groups.yield_to_classic(body.group_id):
-        # a share group, or a KIP-848 group with members, holds the id (mixed groups are not supported)
+    if body.group_id in service.share_groups.groups:
+        return Response(error_code=E.INCONSISTENT_GROUP_PROTOCOL, member_id=body.member_id,
+                        protocol_name=_name(None, version))
+    rebalance_timeout = body.rebalance_timeout_ms if version >= 1 else body.session_timeout_ms
+    if _in_consumer_group(service, body.group_id, joining=True):
+        # KIP-848 online migration: a classic member of a consumer group, driven by the coordinator
+        result = service.consumer_groups.classic_join(
+            body.group_id, body.member_id, body.group_instance_id if version >= 5 else None,
+            header.client_id or "", "/" + ctx.connection.peer.rsplit(":", 1)[0], body.session_timeout_ms,
+            rebalance_timeout, body.protocol_type, [(p.name, bytes(p.metadata)) for p in body.protocols],
+            require_known_member_id=version >= 4)
+        await service.settle()
+        return _join_response(Response, version, result)
+    if not service.consumer_groups.yield_to_classic(body.group_id):
         return Response(error_code=E.INCONSISTENT_GROUP_PROTOCOL, member_id=body.member_id,
                         protocol_name=_name(None, version))
     ctx.release_order()  # a join can wait a whole rebalance; later requests must not queue behind it
-    rebalance_timeout = body.rebalance_timeout_ms if version >= 1 else body.session_timeout_ms
     pending = service.groups.join_group(
         body.group_id, body.member_id, body.group_instance_id if version >= 5 else None,
         header.client_id or "", "/" + ctx.connection.peer.rsplit(":", 1)[0], body.session_timeout_ms,
@@ -114,6 +125,10 @@ async def join_group(ctx, header, body):
     await service.settle()
     result = await wait_for(pending)
     await service.settle()
+    return _join_response(Response, version, result)
+
+
+def _join_response(Response, version, result):
     ok = result.error is E.NONE
     return Response(
         error_code=result.error, generation_id=result.generation_id if ok else -1,
@@ -122,6 +137,10 @@ async def join_group(ctx, header, body):
         skip_assignment=result.skip_assignment and version >= 9, member_id=result.member_id,
         members=[Response.JoinGroupResponseMember(member_id=m, group_instance_id=i, metadata=meta)
                  for m, i, meta in result.members])
+
+
+def _in_consumer_group(service, group_id: str, joining: bool = False) -> bool:
+    return service.consumer_groups.hosts_classic_requests(group_id, joining)
 
 
 def _name(protocol_name, version):
@@ -139,6 +158,12 @@ async def sync_group(ctx, header, body):
     code = await service.group_coordinator_error(body.group_id)
     if code is not E.NONE:
         return Response(error_code=code)
+    if _in_consumer_group(service, body.group_id):
+        result = service.consumer_groups.classic_sync(
+            body.group_id, body.member_id, body.group_instance_id if version >= 3 else None, body.generation_id,
+            body.protocol_type if version >= 5 else None, body.protocol_name if version >= 5 else None)
+        await service.settle()
+        return _sync_response(Response, version, result)
     ctx.release_order()
     pending = service.groups.sync_group(
         body.group_id, body.member_id, body.group_instance_id if version >= 3 else None, body.generation_id,
@@ -148,6 +173,10 @@ async def sync_group(ctx, header, body):
     await service.settle()
     result = await wait_for(pending)
     await service.settle()
+    return _sync_response(Response, version, result)
+
+
+def _sync_response(Response, version, result):
     ok = result.error is E.NONE
     return Response(error_code=result.error, assignment=result.assignment if ok else b"",
                     protocol_type=result.protocol_type if ok and version >= 5 else None,
@@ -158,9 +187,12 @@ async def heartbeat(ctx, header, body):
     service = await CoordinatorService.of(ctx.broker)
     code = await service.group_coordinator_error(body.group_id)
     if code is E.NONE:
-        code = service.groups.heartbeat(body.group_id, body.member_id,
-                                        body.group_instance_id if header.api_version >= 3 else None,
-                                        body.generation_id)
+        instance_id = body.group_instance_id if header.api_version >= 3 else None
+        if _in_consumer_group(service, body.group_id):
+            code = service.consumer_groups.classic_heartbeat(body.group_id, body.member_id, instance_id,
+                                                             body.generation_id)
+        else:
+            code = service.groups.heartbeat(body.group_id, body.member_id, instance_id, body.generation_id)
         await service.settle()
     return messages.HeartbeatResponse(error_code=code)
 
@@ -174,7 +206,10 @@ async def leave_group(ctx, header, body):
         return Response(error_code=code)
     leaving = [(body.member_id, None)] if version < 3 else \
         [(m.member_id, m.group_instance_id) for m in body.members]
-    top, results = service.groups.leave_group(body.group_id, leaving)
+    if _in_consumer_group(service, body.group_id):
+        top, results = service.consumer_groups.classic_leave(body.group_id, leaving)
+    else:
+        top, results = service.groups.leave_group(body.group_id, leaving)
     await service.settle()
     if version < 3:
         # one member: its error is the response's error
@@ -415,9 +450,11 @@ async def delete_groups(ctx, header, body):
             if code is E.NONE and group_id in service.groups.groups:   # its offsets go with it
                 code = service.groups.delete_groups([group_id])[group_id]
         elif code is E.NONE and group_id in service.share_groups.groups:
-            code = service.share_groups.delete(group_id)
-            if code is E.NONE:          # its share-partitions' state goes with it
-                code = service.share_partitions.delete_group(group_id)
+            # as Kafka: the share-partitions' state is deleted first (at their share coordinators), then the group
+            code = E.NON_EMPTY_GROUP if service.share_groups.groups[group_id].members else \
+                await service.share_partitions.delete_group(group_id)
+            if code is E.NONE:
+                code = service.share_groups.delete(group_id)
         elif code is E.NONE:
             code = service.groups.delete_groups([group_id])[group_id]
         results.append(Response.DeletableGroupResult(group_id=group_id, error_code=code))

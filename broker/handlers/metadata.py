@@ -14,6 +14,7 @@ from protocol import ErrorCode, messages
 
 from broker.controller.errors import ApiError
 from broker.handlers import common
+from broker.handlers.metadata_encoding import encoded_answer
 from broker.security import access
 from broker.security.acls import AclOperation, ResourceType
 
@@ -39,22 +40,12 @@ def broker_entries(ctx, image, listener_name: str) -> list:
     return out
 
 
-# topic name -> (its TopicImage, the live brokers, its partition entries): images are immutable,
-# so a topic's entries are built once per change, not for every full Metadata answer (at 10,000
-# partitions building them was a large part of each answer, on the event loop).
-_entries_cache: dict[str, tuple] = {}
+def live_brokers(image) -> frozenset:
+    return frozenset(b.broker_id for b in image.brokers.values() if not b.fenced)
 
 
-def partition_entries(image, topic) -> list:
-    live = frozenset(b.broker_id for b in image.brokers.values() if not b.fenced)
-    cached = _entries_cache.get(topic.name)
-    if cached is not None and cached[0] is topic and cached[1] == live:
-        return cached[2]
-    out = _build_partition_entries(topic, live)
-    if len(_entries_cache) > 2 * len(image.topics) + 64:
-        _entries_cache.clear()   # deleted topics: let their entries go
-    _entries_cache[topic.name] = (topic, live, out)
-    return out
+def partition_entries(image, topic, live=None) -> list:
+    return _build_partition_entries(topic, live_brokers(image) if live is None else live)
 
 
 def _build_partition_entries(topic, live) -> list:
@@ -70,10 +61,10 @@ def _build_partition_entries(topic, live) -> list:
     return out
 
 
-def topic_entry(ctx, image, topic, include_operations: bool):
+def topic_entry(ctx, image, topic, include_operations: bool, live=None):
     return Response.MetadataResponseTopic(
         error_code=ErrorCode.NONE, name=topic.name, topic_id=topic.topic_id,
-        is_internal=common.is_internal(topic.name), partitions=partition_entries(image, topic),
+        is_internal=common.is_internal(topic.name), partitions=partition_entries(image, topic, live),
         topic_authorized_operations=(
             access.authorized_operations(ctx, ResourceType.TOPIC, topic.name)
             if include_operations else common.OPERATIONS_NOT_REQUESTED))
@@ -123,8 +114,7 @@ async def handle_metadata(ctx, header, body):
     if requested is None:
         # Every topic the principal may DESCRIBE; the others are not even mentioned.
         visible = _describable(ctx, image.topics, log_if_denied=False)
-        topics = [topic_entry(ctx, image, image.topics[name], include_operations)
-                  for name in sorted(image.topics) if name in visible]
+        answers = [image.topics[name] for name in _sorted_names(image) if name in visible]
     else:
         allow_auto_create = (body.allow_auto_topic_creation if version >= 4 else True) \
             and ctx.config["auto.create.topics.enable"]
@@ -153,20 +143,20 @@ async def handle_metadata(ctx, header, body):
                 # bound): the topics stay unknown and are answered so below.
                 log.warning("auto-creating %d topics failed: %s", len(to_create), exc)
             image = ctx.image
-        topics, seen = [], set()
+        answers, seen = [], set()   # topic images to answer, or error entries
         for request in requested:
             name = request.name
             if name is None:
                 topic_id = getattr(request, "topic_id", ZERO_UUID)
                 topic = image.topics_by_id.get(topic_id)
                 if topic is None:
-                    topics.append(error_topic(None, ErrorCode.UNKNOWN_TOPIC_ID, topic_id))
+                    answers.append(error_topic(None, ErrorCode.UNKNOWN_TOPIC_ID, topic_id))
                 elif topic.name not in visible:
                     # Topic ids are not secret: Kafka answers the id, without the name.
-                    topics.append(error_topic(None, ErrorCode.TOPIC_AUTHORIZATION_FAILED, topic_id))
+                    answers.append(error_topic(None, ErrorCode.TOPIC_AUTHORIZATION_FAILED, topic_id))
                 elif topic.name not in seen:
                     seen.add(topic.name)
-                    topics.append(topic_entry(ctx, image, topic, include_operations))
+                    answers.append(topic)
                 continue
             if name in seen:
                 continue
@@ -174,26 +164,44 @@ async def handle_metadata(ctx, header, body):
             topic = image.topics.get(name)
             if name not in visible or name in refused_creation:
                 # Never says whether a topic the principal may not DESCRIBE exists.
-                topics.append(error_topic(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                answers.append(error_topic(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
             elif topic is not None:
-                topics.append(topic_entry(ctx, image, topic, include_operations))
+                answers.append(topic)
             elif common.topic_name_error(name) is not None:
-                topics.append(error_topic(name, ErrorCode.INVALID_TOPIC_EXCEPTION))
+                answers.append(error_topic(name, ErrorCode.INVALID_TOPIC_EXCEPTION))
             else:
-                topics.append(error_topic(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                answers.append(error_topic(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
 
     response = Response(
         throttle_time_ms=0,
         brokers=broker_entries(ctx, image, ctx.connection.listener_name),
         cluster_id=image.cluster_id,
         controller_id=ctx.node_id,
-        topics=topics,
+        topics=[],
     )
     if 8 <= version <= 10:
         response.cluster_authorized_operations = (
             cluster_operations(ctx) if body.include_cluster_authorized_operations
             else common.OPERATIONS_NOT_REQUESTED)
-    return response
+    live = live_brokers(image)
+    if include_operations:   # per principal: answered struct by struct, nothing cached
+        response.topics = [item if type(item) is Response.MetadataResponseTopic
+                           else topic_entry(ctx, image, item, True, live) for item in answers]
+        return response
+    # Each topic's bytes cached per change, the answer spliced and built in slices: at 10,000
+    # partitions encoding it whole held the event loop for tens of milliseconds per request.
+    return await encoded_answer(response, version, answers, live, len(image.topics),
+                                lambda topic: topic_entry(ctx, image, topic, False, live))
+
+
+# The topic names of the last image answered in full, sorted (10,000 names take ms to sort).
+_sorted_cache: list = [None, []]
+
+
+def _sorted_names(image) -> list[str]:
+    if _sorted_cache[0] is not image.topics:
+        _sorted_cache[:] = [image.topics, sorted(image.topics)]
+    return _sorted_cache[1]
 
 
 def cluster_operations(ctx) -> int:

@@ -74,10 +74,13 @@ async def handle_produce(ctx, header, body):
         if acks == 0:
             raise CloseConnection("transactional records without a transactional id (acks=0)")
         return _refuse_all(body, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    partitions = ctx.partitions
+    api_version = header.api_version
     results: list[tuple[str, list]] = []
     to_append = []      # (partition, records, answer, first batch header)
     writable = None   # every topic, unless an authorizer says otherwise
-    if access.enabled(ctx):
+    authorizing = access.enabled(ctx)
+    if authorizing:
         writable = access.allowed_names(ctx, AclOperation.WRITE, ResourceType.TOPIC,
                                         (topic.name for topic in body.topic_data))
 
@@ -91,7 +94,7 @@ async def handle_produce(ctx, header, body):
                 answer.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
                 continue
             try:
-                partition, first_batch = _check(ctx, acks, topic.name, data, header.api_version)
+                partition, first_batch = _check(partitions, acks, topic.name, data, api_version)
             except PartitionError as exc:
                 answer.error_code, answer.error_message = exc.code, exc.message
                 continue
@@ -100,7 +103,7 @@ async def handle_produce(ctx, header, body):
                 continue
             to_append.append((partition, data.records, answer, first_batch, None))
 
-    if not _may_write_transactionally(ctx, body.transactional_id, to_append):
+    if authorizing and not _may_write_transactionally(ctx, body.transactional_id, to_append):
         for _, answers in results:
             for answer in answers:
                 answer.error_code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
@@ -110,13 +113,19 @@ async def handle_produce(ctx, header, body):
         # A commit/abort marker landing between the verification and the append would leave the
         # batch outside its (then closed) transaction: storage's verification guard refuses it then.
         to_append = await _verify_transactional(ctx, body.transactional_id, to_append)
-    partitions = ctx.partitions
-    if acks != -1 and not partitions.durable_acks and partitions.appends_inline(to_append):
-        # The common unbatched case: nothing below can suspend, so nothing can cancel it half
-        # way and no shield (nor another coroutine) is needed.
-        outcomes = partitions.append_now([(p, records, guard) for p, records, _, _, guard in to_append])
+    if not partitions.durable_acks and partitions.appends_inline(to_append):
+        # The common unbatched case: nothing up to the acknowledgement can suspend, so nothing
+        # can cancel it half way and no shield (nor another coroutine) is needed.
+        outcomes = partitions.append_now([(p, records, guard, batch)
+                                          for p, records, _, batch, guard in to_append])
         appended = _note_outcomes(to_append, outcomes)
         partitions.acknowledge_now([(p, result) for p, result, _, _ in appended])
+        if acks == -1 and not _replicated_now(ctx, appended):
+            # Followers have yet to fetch these: the connection's next request may go ahead
+            # while this one waits (shielded: the records are in the log, the answer must say so).
+            ctx.release_order()
+            with trio.CancelScope(shield=True):
+                await _wait_for_replicas(ctx, appended, body.timeout_ms)
         return _answer(ctx, acks, results, appended)
     # Once batches go to the log they must also become visible (high watermark), even if the
     # client disconnects meanwhile: the rest of the request is shielded from cancellation.
@@ -131,10 +140,28 @@ async def _wait_for_replicas(ctx, appended, timeout_ms: int) -> None:
         return
     codes = await ctx.partitions.replication.wait_for_replicas(
         [(p, result.last_offset + 1) for p, result, _ in waiting], timeout_ms / 1000)
+    _note_acks_codes(waiting, codes)
+
+
+def _note_acks_codes(waiting, codes) -> None:
     for (_, _, answer), code in zip(waiting, codes):
         if code:
             answer.error_code, answer.base_offset = code, -1
             answer.error_message = _ACKS_MESSAGES.get(code)
+
+
+def _replicated_now(ctx, appended) -> bool:
+    """acks=all without waiting when the high watermark already covers every partition's
+    batches (one replica in the ISR: the leader's append is enough); answers updated then."""
+    waiting = [(p, result, answer) for p, result, answer, _ in appended if not answer.error_code]
+    if not waiting:
+        return True
+    codes = ctx.partitions.replication.replicated_now(
+        [(p, result.last_offset + 1) for p, result, _ in waiting])
+    if codes is None:
+        return False
+    _note_acks_codes(waiting, codes)
+    return True
 
 
 _ACKS_MESSAGES = {
@@ -146,8 +173,8 @@ _ACKS_MESSAGES = {
 
 async def _append_and_acknowledge(ctx, acks, results, to_append, timeout_ms):
     partitions = ctx.partitions
-    outcomes = await partitions.append_many([(p, records, guard)
-                                             for p, records, _, _, guard in to_append])
+    outcomes = await partitions.append_many([(p, records, guard, batch)
+                                             for p, records, _, batch, guard in to_append])
     appended = _note_outcomes(to_append, outcomes)
     # The batches are in the log in request order: the connection's next request may go ahead
     # (its appends queue behind these) while these wait for durability or the replicas. Without
@@ -188,14 +215,22 @@ def _answer(ctx, acks, results, appended):
     """Metrics and the produce quota, then the response (None for acks=0)."""
     ctx.broker.record_produce(appended)
     _charge_produce_quota(ctx)
+    failed = []   # counted here, where they are known: the answer is not walked for them again
+    for name, answers in results:
+        for answer in answers:
+            if answer.error_code:
+                failed.append((name, answer.index, answer.error_code))
     if acks == 0:
-        failed = [(name, a.index, a.error_code) for name, answers in results for a in answers
-                  if a.error_code]
         if failed:
             # As Kafka: the client gets no answer, so dropping the connection is how it learns
             # (it then refreshes its metadata) that some of its records went nowhere.
             raise CloseConnection(f"acks=0 produce failed for {failed[:3]}")
         return None
+    if failed:
+        count_error = ctx.broker.metrics.count_error
+        for _, _, code in failed:
+            count_error(API_KEY, code)
+    ctx.counted_error = failed[0][2] if failed else 0
     return Response(responses=[Response.TopicProduceResponse(name=name, partition_responses=answers)
                                for name, answers in results], throttle_time_ms=0)
 
@@ -232,15 +267,15 @@ async def _verify_transactional(ctx, transactional_id, to_append):
     return [(*item[:4], guards.get(i)) for i, item in enumerate(to_append) if i not in refused]
 
 
-def _check(ctx, acks: int, topic: str, data, api_version: int):
+def _check(partitions, acks: int, topic: str, data, api_version: int):
     """The partition to append to and its batch's header, or the PartitionError /
     RecordBatchError Kafka answers."""
     if acks not in (-1, 0, 1):
         raise PartitionError(ErrorCode.INVALID_REQUIRED_ACKS)
-    if common.is_internal(topic):
+    if topic in common.INTERNAL_TOPICS:
         raise PartitionError(ErrorCode.INVALID_TOPIC_EXCEPTION,
                              f"Cannot append to internal topic {topic}")
-    partition = ctx.partitions.leader(topic, data.index)
+    partition = partitions.leader(topic, data.index)
     if acks == -1 and len(partition.isr) < partition.min_insync_replicas:
         raise PartitionError(
             ErrorCode.NOT_ENOUGH_REPLICAS,

@@ -19,6 +19,7 @@ import trio
 from protocol import ErrorCode, messages
 from storage.errors import StorageError
 
+from broker.config.group_configs import group_config
 from broker.connection import SlicedRecords
 from broker.coordinator.ownership import SHARE_STATE_TOPIC
 from broker.coordinator.service import CoordinatorError, CoordinatorService
@@ -30,8 +31,12 @@ from broker.share.session import OPEN_EPOCH
 
 E = ErrorCode
 DEFAULT_MAX_RECORDS = 500
-_BATCH_PREFIX = struct.Struct(">qi")        # base offset, batch length
-_LAST_DELTA = struct.Struct(">i")           # at byte 23 of a batch header
+# a batch header up to the producer id: base offset, length, (leader epoch, magic, crc), attributes,
+# last offset delta, (base and max timestamps), producer id
+_HEADER = struct.Struct(">qi9xhi16xq")
+_TRANSACTIONAL, _CONTROL = 0x10, 0x20
+# rounds of one share-partition's read when a read held nothing to deliver (only markers/aborted records)
+_SKIP_ROUNDS = 8
 _TRANSIENT = (E.NOT_COORDINATOR, E.COORDINATOR_LOAD_IN_PROGRESS, E.COORDINATOR_NOT_AVAILABLE)
 # how long a request waits for the share coordinator's partitions to finish loading
 _LOAD_WAIT_S = 5.0
@@ -66,7 +71,7 @@ async def share_fetch(ctx, header, body):
                 answer.ack_error = await _acknowledge(ctx, manager, group_id, member_id, answer,
                                                       p.acknowledgement_batches)
     if step.closing:
-        manager.release_member(group_id, member_id, set(step.session.partitions))
+        manager.session_closed(group_id, member_id, set(step.session.partitions))
     else:
         max_records = body.max_records if header.api_version >= 1 and body.max_records > 0 else DEFAULT_MAX_RECORDS
         deadline = trio.current_time() + max(body.max_wait_ms, 0) / 1000
@@ -114,7 +119,7 @@ async def share_acknowledge(ctx, header, body):
                 partition_index=p.partition_index, error_code=answer.error if answer.error is not E.NONE else code,
                 current_leader=Response.LeaderIdAndEpoch(leader_id=answer.leader[0], leader_epoch=answer.leader[1])))
     if step.closing:
-        manager.release_member(body.group_id, body.member_id, set(step.session.partitions))
+        manager.session_closed(body.group_id, body.member_id, set(step.session.partitions))
     await manager.flush()
     await service.settle(since=mark)
     response = Response(error_code=E.NONE, responses=[
@@ -132,13 +137,9 @@ async def _open(ctx, body, Response):
     if not body.group_id or not body.member_id:
         return Response(error_code=E.INVALID_REQUEST, error_message="GroupId and MemberId are required.")
     service = await CoordinatorService.of(ctx.broker)
-    try:
-        await service.ensure_topic(SHARE_STATE_TOPIC)
-    except CoordinatorError as exc:
-        return Response(error_code=exc.code, error_message=exc.code.name)
-    with trio.move_on_after(_LOAD_WAIT_S):
-        while _share_state_loading(service):
-            await trio.sleep(0.05)
+    code = await share_state_ready(service)
+    if code is not E.NONE:
+        return Response(error_code=code, error_message=code.name)
     topics = getattr(body, "topics", ())
     if body.share_session_epoch == OPEN_EPOCH and any(p.acknowledgement_batches for t in topics for p in t.partitions):
         return Response(error_code=E.INVALID_REQUEST,
@@ -152,7 +153,25 @@ async def _open(ctx, body, Response):
         return Response(error_code=step, error_message=step.name)
     if step.replaced is not None:        # a new session from the same member: the old one's records go back
         manager.release_member(body.group_id, body.member_id, set(step.replaced.partitions))
+    if step.opened:                       # the session lives as long as this connection
+        connection = step.session.connection = ctx.connection
+        if step.replaced is None or step.replaced.connection is not connection:
+            group_id, member_id = body.group_id, body.member_id
+            connection.on_close.append(lambda: manager.connection_closed(group_id, member_id, connection))
     return service, step
+
+
+async def share_state_ready(service) -> ErrorCode:
+    """`__share_group_state` exists (created on first use) and the partitions this broker leads are
+    loaded (waited for a while), or the error that stops a share-state operation."""
+    try:
+        await service.ensure_topic(SHARE_STATE_TOPIC)
+    except CoordinatorError as exc:
+        return exc.code
+    with trio.move_on_after(_LOAD_WAIT_S):
+        while _share_state_loading(service):
+            await trio.sleep(0.05)
+    return E.NONE
 
 
 def _share_state_loading(service) -> bool:
@@ -223,24 +242,34 @@ def _acquire(ctx, manager, group_id, member_id, session_partitions, answers, max
         share.reset_start(log.log_start_offset)     # records removed from the log are gone for the group too
         high_watermark = log.high_watermark
         seen.append((partition, high_watermark, partition.leader_epoch))
-        offset = share.next_fetch_offset()
-        if offset >= high_watermark:
-            continue
-        try:
-            slices = log.read(offset, max_bytes, max_offset=high_watermark, min_one_batch=True)
-        except StorageError as exc:
-            answer.error = ErrorCode(exc.error_code)
-            continue
-        if not slices:
-            continue
-        last = min(_last_offset(slices), high_watermark - 1)
-        acquired = share.acquire(member_id, offset, last, max_records, now)
-        if not acquired:
-            continue
-        answer.slices, answer.acquired = slices, acquired
-        max_records -= sum(a.last_offset - a.first_offset + 1 for a in acquired)
-        max_bytes -= sum(len(s) for s in slices)
-        manager.persist((group_id, topic_id, index))
+        # read_committed: nothing past the last stable offset, and aborted transactions' records are never delivered
+        committed = group_config(ctx.broker.image, group_id, "share.isolation.level") == "read_committed"
+        upper = min(log.last_stable_offset, high_watermark) if committed else high_watermark
+        for _ in range(_SKIP_ROUNDS):   # a read of only control/aborted batches archives them: read on
+            offset = share.next_fetch_offset()
+            if offset >= upper:
+                break
+            try:
+                slices = log.read(offset, max_bytes, max_offset=upper, min_one_batch=True)
+            except StorageError as exc:
+                answer.error = ErrorCode(exc.error_code)
+                break
+            if not slices:
+                break
+            batches = _batch_headers(slices)
+            last = min(batches[-1].last if batches else -1, upper - 1)
+            version = share.version
+            acquired = share.acquire(member_id, offset, last, max_records, now,
+                                     skip=_undeliverable(log, batches, offset, upper, committed))
+            if share.version != version:
+                manager.persist((group_id, topic_id, index))
+            if acquired:
+                answer.slices, answer.acquired = slices, acquired
+                max_records -= sum(a.last_offset - a.first_offset + 1 for a in acquired)
+                max_bytes -= sum(len(s) for s in slices)
+                break
+            if share.version == version:
+                break
     return seen
 
 
@@ -262,17 +291,41 @@ async def _load(ctx, manager, group_id, session_partitions, answers) -> None:
             answer.error = share
 
 
-def _last_offset(slices) -> int:
-    """The last offset of the batches in `slices` (reads only their 27-byte header prefixes)."""
-    last = -1
+class _Header:
+    """What a share fetch needs of a batch header: its offsets, whether it is a control batch (a
+    transaction marker) and, for transactional data, its producer."""
+    __slots__ = ("first", "last", "control", "transactional", "producer_id")
+
+    def __init__(self, first, last, attributes, producer_id):
+        self.first, self.last, self.producer_id = first, last, producer_id
+        self.control = bool(attributes & _CONTROL)
+        self.transactional = bool(attributes & _TRANSACTIONAL)
+
+
+def _batch_headers(slices) -> list[_Header]:
+    """The headers of the batches in `slices` (reads only their first bytes, never the records)."""
+    headers = []
     for piece in slices:
         position, end = piece.position, piece.position + piece.length
-        while position + 27 <= end:
-            head = os.pread(piece.fileno(), 27, position)
-            base_offset, length = _BATCH_PREFIX.unpack_from(head, 0)
-            last = base_offset + _LAST_DELTA.unpack_from(head, 23)[0]
+        while position + _HEADER.size <= end:
+            base_offset, length, attributes, last_delta, producer_id = _HEADER.unpack(
+                os.pread(piece.fileno(), _HEADER.size, position))
+            headers.append(_Header(base_offset, base_offset + last_delta, attributes, producer_id))
             position += 12 + length
-    return last
+    return headers
+
+
+def _undeliverable(log, batches: list[_Header], first: int, upper: int, committed: bool) -> list[tuple[int, int]]:
+    """Offset ranges a share group never delivers: control records, and under read_committed the
+    records of aborted transactions (the log's aborted-transaction index, as a read_committed Fetch)."""
+    skip = [(b.first, b.last) for b in batches if b.control]
+    if committed and any(b.transactional and not b.control for b in batches):
+        aborted: dict[int, list] = {}
+        for txn in log.aborted_transactions(first, upper):
+            aborted.setdefault(txn.producer_id, []).append((txn.first_offset, txn.last_offset))
+        skip += [(b.first, b.last) for b in batches if b.transactional and not b.control
+                 and any(lo <= b.first <= hi for lo, hi in aborted.get(b.producer_id, ()))]
+    return skip
 
 
 async def _wait(ctx, manager, seen, timeout: float) -> None:

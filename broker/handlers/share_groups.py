@@ -111,7 +111,7 @@ async def describe_share_group_offsets(ctx, header, body):
                                                                       error_message=code.name, topics=[]))
             continue
         if asked.topics is None:        # every topic the group consumes or has state for
-            ids = {k[1] for k in service.share_states.states if k[0] == group_id}
+            ids = {k[1] for k in service.share_states.states if k[0] == group_id} | set(group.state_topics)
             names = {n for m in group.members.values() for n in m.subscribed_topic_names}
             names |= {t.name for t in (image.topics_by_id.get(i) for i in ids) if t is not None}
             wanted = [(n, sorted(image.topics[n].partitions)) for n in sorted(names) if n in image.topics]

@@ -229,6 +229,18 @@ class ReplicaManager:
             self.purgatory_size -= waiting
         return [ErrorCode.REQUEST_TIMED_OUT if code is None else code for code in codes]
 
+    def replicated_now(self, waits) -> list[int] | None:
+        """wait_for_replicas() when it would not wait: the error code per (partition, end
+        offset) if the high watermark already decides every one (a single replica, or
+        followers already caught up), else None."""
+        codes = []
+        for partition, required in waits:
+            code = self._acks_outcome(partition, required)
+            if code is None:
+                return None
+            codes.append(code)
+        return codes
+
     def low_watermark(self, partition) -> int:
         """The smallest log start offset over the leader and its followers on live brokers (Kafka's
         lowWatermarkIfLeader): what DeleteRecords reports once every replica has moved."""
@@ -307,7 +319,9 @@ class ReplicaManager:
                 await self._isr_check.wait()
             self._isr_check = trio.Event()
             now = _now_ms()
-            for partition in self.partitions.all():
+            for count, partition in enumerate(self.partitions.all(), 1):
+                if count % 1000 == 0:
+                    await trio.lowlevel.checkpoint()   # 10,000 partitions: a few ms per 1,000
                 state = partition.replica_state
                 if state is None or not state.followers:
                     continue

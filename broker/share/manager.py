@@ -50,6 +50,7 @@ class SharePartitionManager:
         key = (group_id, topic_id, index)
         share = self.partitions.get(key)
         if share is None:
+            await self.persister.drain()          # the state read below must see this broker's last writes
             log_ = partition.log
 
             def initial_start() -> int:
@@ -89,16 +90,23 @@ class SharePartitionManager:
             return E.NONE
         code = self.persister.write(key, self.state_epochs.get(key, 0), self.leader_epochs.get(key, -1),
                                     share.start_offset, share.snapshot())
+        if code is E.FENCED_STATE_EPOCH:
+            self.fence([key])
+            return code
         self._schedule_locks(key)
         return code
 
     async def flush(self) -> ErrorCode:
         """Before answering: every write of this request reached its share coordinator."""
-        return await self.persister.flush() if self.persister.has_pending() else E.NONE
+        if not self.persister.has_pending():
+            return E.NONE
+        code = await self.persister.flush()
+        self.fence(self.persister.take_fenced())
+        return code
 
     def _flush_soon(self) -> None:
         if self.persister.has_pending():
-            self.service.spawn(self.persister.flush)
+            self.service.spawn(self.flush)
 
     # ---- members going away -------------------------------------------------------------------------------
     def release_member(self, group_id: str, member_id: str, keys=None) -> None:
@@ -113,6 +121,32 @@ class SharePartitionManager:
         """The group coordinator removed the member (left or fenced): its session and locks end."""
         self.sessions.drop_member(group_id, member_id)
         self.release_member(group_id, member_id)
+        self._drop_idle(group_id)
+
+    def session_closed(self, group_id: str, member_id: str, keys) -> None:
+        """The member closed its share session (epoch -1, already out of the cache): its records go back."""
+        self.release_member(group_id, member_id, keys)
+        self._drop_idle(group_id)
+
+    def _drop_idle(self, group_id: str) -> None:
+        """No share session of the group is left on this broker: its share-partitions without acquired
+        records are forgotten (their state is at the share coordinator), so the next session reads it
+        afresh, with any offsets altered or deleted meanwhile (the group was empty)."""
+        if any(g == group_id for g, _ in self.sessions.sessions):
+            return
+        self.forget([k for k, share in self.partitions.items()
+                     if k[0] == group_id and share.next_lock_deadline() is None])
+
+    def connection_closed(self, group_id: str, member_id: str, connection) -> None:
+        """The connection that opened the member's share session closed (the consumer crashed or went
+        away): as Kafka, the session ends and the records the member acquired through it are released
+        now, not when their locks run out."""
+        session = self.sessions.sessions.get((group_id, member_id))
+        if session is not None and session.connection is connection:
+            self.sessions.drop_member(group_id, member_id)
+            log.info("share session of %s in %s ended with its connection", member_id, group_id)
+            self.release_member(group_id, member_id, set(session.partitions))
+            self._drop_idle(group_id)
 
     # ---- waiting for records ------------------------------------------------------------------------------
     def wake(self) -> None:
@@ -145,16 +179,32 @@ class SharePartitionManager:
         else:
             self._schedule_locks(key)
 
-    def delete_group(self, group_id: str) -> ErrorCode:
-        """DeleteGroups of an empty share group: its share-partitions' state is deleted (Kafka's
-        DeleteShareGroupState) and forgotten here."""
-        keys = [k for k in self.service.share_states.states if k[0] == group_id]
-        for key in keys:
-            code = self.service.share_states.delete(key)
-            if code is not E.NONE:
-                return code
-        self.forget(keys + [k for k in self.partitions if k[0] == group_id])
-        return E.NONE
+    async def delete_group(self, group_id: str) -> ErrorCode:
+        """DeleteGroups of an empty share group: the state of each of its share-partitions is deleted at
+        that share-partition's share coordinator (this broker's store, or DeleteShareGroupState to the
+        broker that is, one request per share coordinator), and forgotten here. Which share-partitions
+        may have state the group keeps (ShareGroupStatePartitionMetadata: every partition it was ever
+        assigned or had altered); a key without state costs no write."""
+        image = self.service.broker.image
+        keys = {k for k in self.service.share_states.states if k[0] == group_id}
+        keys |= {k for k in self.partitions if k[0] == group_id}
+        group = self.service.share_groups.describe(group_id)
+        if group is not None and group.state_topics:
+            keys |= {(group_id, t, p) for t, partitions in group.state_topics.items() for p in partitions}
+        else:       # a group kept before its state topics were recorded: every partition is asked about
+            keys |= {(group_id, topic.topic_id, index) for name, topic in image.topics.items()
+                     if not name.startswith("__") for index in topic.partitions}
+        code = await self.persister.delete(sorted(keys, key=lambda k: (str(k[1]), k[2])))
+        if code is E.NONE:
+            self.forget(keys)
+        return code
+
+    def fence(self, keys) -> None:
+        """The share coordinator refused this broker's state of `keys` (a newer state epoch: the offsets
+        were altered or deleted): drop it, the next fetch reads the share coordinator's."""
+        for key in list(keys):
+            log.info("share-partition %s fenced by its share coordinator: reloading", key)
+        self.forget(keys)
 
     def forget(self, keys) -> None:
         for key in list(keys):

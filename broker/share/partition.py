@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Iterable, Optional
+from typing import Iterable, Optional, Sequence
 
 from protocol import ErrorCode
 
@@ -90,14 +90,17 @@ class SharePartition:
         return self.end_offset
 
     def acquire(self, member_id: str, first_offset: int, last_offset: int, max_records: int,
-                now_ms: int) -> list[Acquired]:
+                now_ms: int, skip: Sequence[tuple[int, int]] = ()) -> list[Acquired]:
         """Acquire for `member_id` up to `max_records` AVAILABLE records among the offsets
         `first_offset`..`last_offset` (those a fetch read from the log), lowest first; records never
-        delivered only within `max_in_flight` of the SPSO."""
+        delivered only within `max_in_flight` of the SPSO. Offsets inside the `skip` ranges (first,
+        last), which are never to be delivered (control records, aborted transactions' records under
+        read_committed), are archived on the way instead."""
         acquired: list[Acquired] = []
         budget = max_records
         offset = max(first_offset, self.start_offset)
         deadline = now_ms + self.lock_duration_ms
+        archived = False
         while budget > 0 and offset <= last_offset:
             record = self.records.get(offset)
             if offset >= self.end_offset:
@@ -107,14 +110,19 @@ class SharePartition:
                 self.end_offset = offset + 1
             elif record is None:             # an in-range offset never delivered (restored state)
                 record = self.records[offset] = InFlight(RecordState.AVAILABLE, 0)
-            if record.state is RecordState.AVAILABLE:
+            if record.state is RecordState.AVAILABLE and _inside(skip, offset):
+                self._settle(record, RecordState.ARCHIVED)
+                archived = True
+            elif record.state is RecordState.AVAILABLE:
                 record.state, record.member_id, record.lock_deadline_ms = RecordState.ACQUIRED, member_id, deadline
                 record.delivery_count += 1
                 _extend(acquired, offset, record.delivery_count)
                 budget -= 1
             offset += 1
-        if acquired:
+        if acquired or archived:
             self.version += 1
+        if archived:
+            self._advance_start()
         return acquired
 
     # ---- acknowledging -----------------------------------------------------------------------------
@@ -236,6 +244,10 @@ class SharePartition:
             del self.records[offset]
             offset += 1
         self.start_offset = offset
+
+
+def _inside(ranges: Sequence[tuple[int, int]], offset: int) -> bool:
+    return any(first <= offset <= last for first, last in ranges)
 
 
 def _extend(runs: list[Acquired], offset: int, delivery_count: int) -> None:

@@ -30,6 +30,7 @@ class Persister:
         self.service = service
         self._dirty: dict[Key, tuple] = {}          # remote writes not sent yet: key -> write arguments
         self._flush_lock = trio.Lock()
+        self._fenced: set[Key] = set()              # remote writes refused for a newer state epoch
 
     def route(self, key: Key) -> tuple[Optional[int], ErrorCode]:
         """(None, NONE) when this broker is the key's share coordinator, (node id, NONE) for another
@@ -106,6 +107,58 @@ class Persister:
         result = answer.results[0].partitions[0]
         return ErrorCode(result.error_code), result.start_offset, result.leader_epoch, max(result.delivery_complete_count, 0)
 
+    async def initialize(self, key: Key, state_epoch: int, start_offset: int) -> ErrorCode:
+        """Set the share-partition's state afresh at `start_offset` (AlterShareGroupOffsets): no records in
+        flight; a leader still holding the old state is fenced by the higher state epoch."""
+        node, code = self.route(key)
+        if code is not E.NONE:
+            return code
+        if node is None:
+            return self.service.share_states.initialize(key, state_epoch, start_offset)
+        group_id, topic_id, partition = key
+        I = messages.InitializeShareGroupStateRequest
+        body = I(group_id=group_id, topics=[I.InitializeStateData(topic_id=topic_id, partitions=[
+            I.PartitionData(partition=partition, state_epoch=state_epoch, start_offset=start_offset)])])
+        return await self._remote_code(node, 83, body, key)
+
+    async def delete(self, keys: list[Key]) -> ErrorCode:
+        """Delete the share-partitions' state (DeleteGroups, DeleteShareGroupOffsets), each at its share
+        coordinator: this broker's store, or one DeleteShareGroupState per other coordinator."""
+        if SHARE_STATE_TOPIC not in self.service.broker.image.topics:
+            return E.NONE                   # no share coordinator ever held any state
+        by_node: dict[int, list[Key]] = {}
+        first_error = E.NONE
+        for key in keys:
+            node, code = self.route(key)
+            if code is E.NONE and node is None:
+                code = self.service.share_states.delete(key)
+            elif code is E.NONE:
+                by_node.setdefault(node, []).append(key)
+            if code is not E.NONE and first_error is E.NONE:
+                first_error = code
+        D = messages.DeleteShareGroupStateRequest
+        for node, node_keys in by_node.items():
+            for group_id in {k[0] for k in node_keys}:
+                topics: dict = {}
+                for _, topic_id, partition in (k for k in node_keys if k[0] == group_id):
+                    topics.setdefault(topic_id, []).append(D.PartitionData(partition=partition))
+                body = D(group_id=group_id, topics=[D.DeleteStateData(topic_id=t, partitions=parts)
+                                                    for t, parts in topics.items()])
+                code = await self._remote_code(node, 86, body, (group_id, None, -1))
+                if code is not E.NONE and first_error is E.NONE:
+                    first_error = code
+        return first_error
+
+    async def _remote_code(self, node: int, api_key: int, body, what) -> ErrorCode:
+        """Send a share-state request to share coordinator `node`; its first error, or NONE."""
+        try:
+            answer = await self.service.peer_client().request(node, api_key, 0, body, timeout=_RPC_TIMEOUT_S)
+        except Exception as exc:
+            log.info("share coordinator %d unreachable for %s: %s", node, what, exc)
+            return E.COORDINATOR_NOT_AVAILABLE
+        codes = [p.error_code for r in answer.results for p in r.partitions if p.error_code]
+        return ErrorCode(codes[0]) if codes else E.NONE
+
     def write(self, key: Key, state_epoch: int, leader_epoch: int, start_offset: int, batches) -> ErrorCode:
         node, code = self.route(key)
         if code is not E.NONE:
@@ -114,6 +167,17 @@ class Persister:
             return self.service.share_states.write(key, state_epoch, leader_epoch, start_offset, batches)
         self._dirty[key] = (node, state_epoch, leader_epoch, start_offset, list(batches))
         return E.NONE
+
+    async def drain(self) -> None:
+        """Until no remote write of this broker is queued or on its way."""
+        async with self._flush_lock:
+            pass
+        if self._dirty:
+            await self.flush()
+
+    def take_fenced(self) -> set[Key]:
+        fenced, self._fenced = self._fenced, set()
+        return fenced
 
     def has_pending(self) -> bool:
         return bool(self._dirty)
@@ -137,7 +201,9 @@ class Persister:
                 except Exception as exc:
                     log.info("writing %s to share coordinator %d failed: %s", key, node, exc)
                     code = E.COORDINATOR_NOT_AVAILABLE
-                if code is not E.NONE:
+                if code is E.FENCED_STATE_EPOCH:
+                    self._fenced.add(key)
+                elif code is not E.NONE:
                     self._dirty.setdefault(key, (node, state_epoch, leader_epoch, start_offset, batches))
                     if first_error is E.NONE:
                         first_error = code

@@ -25,6 +25,7 @@ class ShareSession:
     member_id: str
     next_epoch: int = 1
     partitions: list[Partition] = field(default_factory=list)   # in the order they were added
+    connection: object = None     # the connection that opened it: the session ends when it closes
 
 
 @dataclass

@@ -29,9 +29,11 @@ NEWER_SPECS = {"messages": ("messages-4.3", tuple(f"{name}{kind}.json" for name 
     "DescribeClusterRequest.json", "DescribeClusterResponse.json",
     "ConsumerGroupHeartbeatRequest.json", "ConsumerGroupHeartbeatResponse.json",
     "ConsumerGroupDescribeRequest.json", "ConsumerGroupDescribeResponse.json"))}
-# Specs only the newer snapshot has: KIP-932's DescribeShareGroupOffsets (Admin.listShareGroupOffsets).
-NEWER_ONLY = {"messages": ("messages-4.3", ("DescribeShareGroupOffsetsRequest.json",
-                                            "DescribeShareGroupOffsetsResponse.json"))}
+# Specs only the newer snapshot has: KIP-932's share-group offsets admin APIs (Admin's
+# listShareGroupOffsets, alterShareGroupOffsets, deleteShareGroupOffsets).
+NEWER_ONLY = {"messages": ("messages-4.3", tuple(f"{verb}ShareGroupOffsets{kind}.json"
+                                                 for verb in ("Describe", "Alter", "Delete")
+                                                 for kind in ("Request", "Response")))}
 
 
 def generate(specs=DEFAULT_SPECS, kinds=KINDS):

@@ -2,6 +2,7 @@
 CreateTopics answer; until a partition's log is open it answers NOT_LEADER_OR_FOLLOWER (a client
 retries), then it takes records. Deleting or recreating the topic meanwhile leaves no stray log."""
 
+import os
 import time
 
 from protocol import ErrorCode, messages
@@ -42,3 +43,21 @@ def test_deleting_and_recreating_while_logs_open(client, broker):
     # the partitions of the deleted incarnation are gone, none was installed
     answer = client.produce("churn", PARTITIONS - 1, batch([b"x"]), acks=1)
     assert answer.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_a_large_deletion_goes_off_the_loop_and_a_recreation_starts_empty(client, broker):
+    """Deleting many partitions detaches their logs at once and renames the directories in a
+    worker thread; the topic created again under the same name never sees the old records."""
+    assert client.create_topic("again", PARTITIONS).error_code == 0
+    deadline = time.monotonic() + 60
+    for partition in (0, PARTITIONS - 1):
+        assert _produce_until_accepted(client, "again", partition, deadline).base_offset == 0
+    D = messages.DeleteTopicsRequest
+    assert client.request(20, 4, D(topic_names=["again"], timeout_ms=5000)).responses[0].error_code == 0
+    assert client.create_topic("again", PARTITIONS).error_code == 0
+    for partition in (0, PARTITIONS - 1):
+        answer = _produce_until_accepted(client, "again", partition, deadline)
+        assert (answer.error_code, answer.base_offset) == (0, 0), partition
+    live = [name for name in os.listdir(broker.broker.config.log_dirs[0])
+            if name.startswith("again-") and not name.endswith("-delete")]
+    assert len(live) == PARTITIONS

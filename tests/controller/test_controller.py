@@ -328,3 +328,25 @@ async def test_idle_controller_does_not_spin(tmp_path):
         node.tick = counting_tick
         await trio.sleep(1.0)
         assert len(calls) <= 5          # one tick per timer deadline (every 0.5 s), not a busy loop
+
+
+async def test_heartbeat_waiting_behind_other_writes_keeps_the_session(tmp_path):
+    """A heartbeat that arrives while the controller is busy with other writes counts from its
+    arrival: a long queue of ISR changes must not fence a broker that is heartbeating."""
+    settings = ControllerSettings(broker_session_timeout_ms=600)
+    async with Controller.open(str(tmp_path), settings=settings) as controller:
+        e1 = await _start_broker(controller, 1)
+        e2 = await _start_broker(controller, 2, uuid.UUID(int=2))
+        await controller.create_topics([CreateTopicSpec("t", 4, 2)])
+        before = {i: (p.leader, p.leader_epoch) for i, p in controller.image.topics["t"].partitions.items()}
+        async with trio.open_nursery() as nursery:
+            async with controller._lock:             # a write that holds the controller for 2 s
+                await trio.sleep(0.5)                 # the session expiry check queues up first
+                for _ in range(15):
+                    nursery.start_soon(controller.heartbeat, 1, e1, controller.image.offset)
+                    nursery.start_soon(controller.heartbeat, 2, e2, controller.image.offset)
+                    await trio.sleep(0.1)
+        assert not controller.image.brokers[1].fenced and not controller.image.brokers[2].fenced
+        # a broker fenced and unfenced again meanwhile would have moved leaders and bumped epochs
+        after = {i: (p.leader, p.leader_epoch) for i, p in controller.image.topics["t"].partitions.items()}
+        assert after == before

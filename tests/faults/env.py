@@ -22,6 +22,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 import protocol
@@ -55,6 +56,12 @@ SESSION_TIMEOUT_S = 6.0
 LIBFAKETIME_GLOBS = ("/usr/lib/*/faketime/libfaketimeMT.so.1", "/usr/lib/faketime/libfaketimeMT.so.1",
                      "/usr/local/lib/faketime/libfaketimeMT.so.1")
 DISK_MB = 256
+# Where the nodes and clients keep their compiled bytecode. This machine sets
+# PYTHONDONTWRITEBYTECODE, so without a cache every (re)start compiled the broker's sources anew:
+# ~10 s of a restarted node's ~13 s start under load, most of a trial's recovery. Python checks
+# each entry against its source's mtime and size, so a stale one is never used.
+PYCACHE = os.path.join(tempfile.gettempdir(), "odradek-faults-pycache")
+BYTECODE_ENV = {"PYTHONPYCACHEPREFIX": PYCACHE}
 
 
 class FaultEnv:
@@ -74,6 +81,7 @@ class FaultEnv:
         self.skewed: dict[int, list[str]] = {}     # node -> its launcher before the skew
         self.fsync_shim: slowdisk.SlowFsyncShim | None = None
         self.slowed: set[int] = set()               # nodes whose fsyncs are being delayed
+        self.closed = False
 
     # -- set-up and tear-down ----------------------------------------------------------------------
     def __enter__(self) -> "FaultEnv":
@@ -104,6 +112,10 @@ class FaultEnv:
         self.close()
 
     def close(self) -> None:
+        """Idempotent; another thread may call it to cut a trial short (its waits then end)."""
+        if self.closed:
+            return
+        self.closed = True
         for process in self.clients:
             if process.poll() is None:
                 process.kill()
@@ -122,12 +134,15 @@ class FaultEnv:
             self.fsync_shim = None
 
     def _preload(self, node_id: int, extra: tuple[str, ...] = ()) -> list[str]:
-        """The launcher suffix that preloads `extra` libraries and the slow-fsync shim."""
+        """The launcher suffix that preloads `extra` libraries and the slow-fsync shim, and lets
+        the node use (and write) the bytecode cache."""
+        launcher = ["env", "-u", "PYTHONDONTWRITEBYTECODE",
+                    *(f"{name}={value}" for name, value in BYTECODE_ENV.items())]
         libraries = list(extra) + ([self.fsync_shim.library] if self.fsync_shim else [])
-        if not libraries:
-            return []
-        return ["env", f"LD_PRELOAD={' '.join(libraries)}",
-                f"{slowdisk.CONTROL_ENV}={self.fsync_control(node_id)}"]
+        if libraries:
+            launcher += [f"LD_PRELOAD={' '.join(libraries)}",
+                         f"{slowdisk.CONTROL_ENV}={self.fsync_control(node_id)}"]
+        return launcher
 
     def fsync_control(self, node_id: int) -> str:
         return os.path.join(self.root, f"fsync-{node_id}.control")
@@ -153,7 +168,8 @@ class FaultEnv:
     def spawn(self, command: list[str], log_name: str) -> subprocess.Popen:
         """Start `command` in the client namespace, its output in ROOT/`log_name`; `close()`
         kills it if it is still running."""
-        env = dict(os.environ)
+        env = {**os.environ, **BYTECODE_ENV}
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
         env["PYTHONPATH"] = REPO_ROOT + os.pathsep + env.get("PYTHONPATH", "")
         log = open(os.path.join(self.root, log_name), "ab")
         command = self.lab.hosts["client"].exec_prefix() + command
@@ -339,6 +355,8 @@ class FaultEnv:
                 value = None
             if value:
                 return value
+            if self.closed:
+                raise TimeoutError(f"the environment was closed while waiting for {what}")
             if time.monotonic() > deadline:
                 raise TimeoutError(f"timed out waiting for {what}")
             time.sleep(0.2)

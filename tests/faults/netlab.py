@@ -3,7 +3,8 @@
 Each host (a node or the clients) gets a namespace ``flt<tag>-<name>`` joined to the bridge
 ``fbr<tag>`` by a veth pair, with an address in ``10.213.<n>.0/24`` that only this suite uses (the
 bridge itself is ``.1``: the test process reaches every host through it, as a control network that
-partitions never cut). Partitions are drop rules inside the namespaces, made with nft when it is
+partitions never cut). The tag is the owning process' pid and a letter, one per lab, so one process
+can run several labs at once (``--parallel``); each lab takes a subnet no live bridge holds. Partitions are drop rules inside the namespaces, made with nft when it is
 installed and with blackhole routes (iproute2 only) otherwise; either kind dies with its namespace.
 
 Everything is removed by `close()`, which the context manager, an atexit hook and SIGINT/SIGTERM
@@ -17,10 +18,15 @@ import os
 import re
 import shutil
 import signal
+import string
 import subprocess
+import threading
 
 PREFIX = "flt"
 SUBNET_BASE = "10.213"
+SUBNETS = range(20, 250)            # third octets the suite may use
+TAG = r"(\d+)[a-z]?"                 # a lab's tag: its process' pid, then the lab's letter
+_allocation = threading.Lock()      # labs of one process pick tags and subnets one at a time
 
 
 def available() -> str | None:
@@ -48,13 +54,24 @@ def sweep_stale() -> None:
     """Remove namespaces and bridges of earlier runs whose process is gone."""
     names = _run("ip", "netns", "list", check=False).stdout.split()
     for name in names:
-        found = re.fullmatch(rf"{PREFIX}(\d+)-\w+", name)
+        found = re.fullmatch(rf"{PREFIX}{TAG}-\w+", name)
         if found and not _alive(int(found.group(1))):
             _run("ip", "netns", "delete", name, check=False)
     for line in _run("ip", "-o", "link", "show", "type", "bridge", check=False).stdout.splitlines():
-        found = re.search(r"\d+: (fbr(\d+)):", line)
+        found = re.search(rf"\d+: (fbr{TAG}):", line)
         if found and not _alive(int(found.group(2))):
             _run("ip", "link", "delete", found.group(1), check=False)
+
+
+def _subnets_in_use() -> set[int]:
+    """Third octets of the 10.213.x.0/24 subnets some interface of this host holds."""
+    listing = _run("ip", "-o", "-4", "addr", "show", check=False).stdout
+    return {int(octet) for octet in re.findall(rf"inet {re.escape(SUBNET_BASE)}\.(\d+)\.", listing)}
+
+
+def _bridges() -> set[str]:
+    listing = _run("ip", "-o", "link", "show", "type", "bridge", check=False).stdout
+    return set(re.findall(r"\d+: (fbr\w+):", listing))
 
 
 def _alive(pid: int) -> bool:
@@ -82,9 +99,9 @@ class NetLab:
     _open: list["NetLab"] = []
 
     def __init__(self):
-        self.tag = os.getpid()
-        self.subnet = f"{SUBNET_BASE}.{self.tag % 200 + 20}"
-        self.bridge = f"fbr{self.tag}"
+        self.tag = ""           # chosen with the subnet when the lab is built
+        self.subnet = ""
+        self.bridge = ""
         self.hosts: dict[str, Host] = {}
         self.use_nft = shutil.which("nft") is not None
         self._cuts: set[tuple[str, str]] = set()
@@ -93,17 +110,35 @@ class NetLab:
 
     # -- set-up and tear-down ----------------------------------------------------------------------
     def __enter__(self) -> "NetLab":
-        sweep_stale()
-        NetLab._open.append(self)
-        _install_cleanup_hooks()
-        try:
-            _run("ip", "link", "add", self.bridge, "type", "bridge")
-            _run("ip", "addr", "add", f"{self.subnet}.1/24", "dev", self.bridge)
-            _run("ip", "link", "set", self.bridge, "up")
-        except BaseException:
-            self.close()
-            raise
+        install_cleanup_hooks()
+        with _allocation:
+            sweep_stale()
+            NetLab._open.append(self)
+            try:
+                self._allocate()
+                _run("ip", "link", "add", self.bridge, "type", "bridge")
+                _run("ip", "addr", "add", f"{self.subnet}.1/24", "dev", self.bridge)
+                _run("ip", "link", "set", self.bridge, "up")
+            except BaseException:
+                self.close()
+                raise
         return self
+
+    def _allocate(self) -> None:
+        """A tag no bridge of this process has and a subnet no interface holds (the pid picks
+        where to start looking, so that labs of different processes rarely race for one)."""
+        pid = os.getpid()
+        bridges = _bridges()
+        letter = next((c for c in string.ascii_lowercase if f"fbr{pid}{c}" not in bridges), None)
+        taken = _subnets_in_use()
+        start = pid % len(SUBNETS)
+        octet = next((SUBNETS[(start + i) % len(SUBNETS)] for i in range(len(SUBNETS))
+                      if SUBNETS[(start + i) % len(SUBNETS)] not in taken), None)
+        if letter is None or octet is None:
+            raise RuntimeError("no free lab tag or subnet left")
+        self.tag = f"{pid}{letter}"
+        self.subnet = f"{SUBNET_BASE}.{octet}"
+        self.bridge = f"fbr{self.tag}"
 
     def __exit__(self, *exc) -> None:
         self.close()
@@ -113,6 +148,10 @@ class NetLab:
         if self._closed:
             return
         self._closed = True
+        if not self.bridge:         # never built
+            if self in NetLab._open:
+                NetLab._open.remove(self)
+            return
         for host in self.hosts.values():
             # deleting a namespace removes its veth end (so the pair), its routes and nft tables,
             # but the kernel does so in the background: delete the pair first, at once, so that a
@@ -202,24 +241,28 @@ class NetLab:
         return set(self._cuts)
 
 
-_hooks_installed = False
+_atexit_registered = False
+_term_handled = False
 
 
-def _install_cleanup_hooks() -> None:
+def install_cleanup_hooks() -> None:
     """Tear every open lab down on exit, Ctrl-C or SIGTERM (the context managers handle the
-    ordinary exceptions; these cover a signal arriving while no `with` block unwinds)."""
-    global _hooks_installed
-    if _hooks_installed:
+    ordinary exceptions; these cover a signal arriving while no `with` block unwinds). Call it
+    from the main thread before building labs in other threads: only it can set the handler."""
+    global _atexit_registered, _term_handled
+    if not _atexit_registered:
+        _atexit_registered = True
+        atexit.register(close_all)
+    if _term_handled or signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, None):
         return
-    _hooks_installed = True
-    atexit.register(close_all)
-    if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
-        def on_term(signum, frame):
-            raise KeyboardInterrupt(f"signal {signum}")     # unwinds through every finally block
-        try:
-            signal.signal(signal.SIGTERM, on_term)
-        except ValueError:                                    # not the main thread
-            pass
+
+    def on_term(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")     # unwinds through every finally block
+    try:
+        signal.signal(signal.SIGTERM, on_term)
+        _term_handled = True
+    except ValueError:                                    # not the main thread: a later call
+        pass
 
 
 def close_all() -> None:

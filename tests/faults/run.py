@@ -3,6 +3,9 @@
     python -m tests.faults.run --trials 50                  # every nemesis, 50 trials each
     python -m tests.faults.run --nemesis kill-leader,pause-leader --trials 5 --out faults-out
     python -m tests.faults.run --client librdkafka,java --trials 3   # both producers
+    python -m tests.faults.run --parallel 3 --trials 50 --out faults-out    # 3 labs at once
+    python -m tests.faults.run --parallel 3 --trials 50 --out faults-out --resume  # continue it
+    python -m tests.faults.run --summarize faults-out [more-dirs...]        # the table only
 
 A trial: a fresh topic (3 partitions, RF 3, min.insync.replicas=2); an idempotent acks=all producer
 in the client namespace; the nemesis strikes once the producer has its first acknowledgement; the
@@ -16,30 +19,30 @@ transactions instead (see client.transform); `--workload group`: a consumer grou
 membership churn (see client.group). Results go to `OUT/results.jsonl` as they come (a failing trial
 also keeps its history, read and node logs in `OUT/trial-N/`); the summary table is printed after each
 round (one trial of every nemesis and workload) and at the end. It stops by itself after the
-trials or `--hours`.
+trials or `--hours`. `--parallel N` runs N labs at once (each its own cluster, bridge, subnet and
+namespaces; see labs.py), into the same results file. `--resume` continues a run in an existing
+`--out`: the trials it holds count towards `--trials` per (workload, client, nemesis), and numbering
+goes on after them (a run interrupted by Ctrl-C or SIGTERM records no half-done trial).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 
 from tests.faults import checker, java_client
 from tests.faults.env import FaultEnv
+from tests.faults.labs import Run
 from tests.faults.nemesis import NEMESES
+from tests.faults.summary import CLIENTS, RESULTS, format_table, load_results, summarize
 
 PRODUCE_RATE = 60           # records a second, over 3 partitions
 AFTER_HEAL_S = 3.0          # the producer keeps going this long after the nemesis healed
-CLIENTS = ("librdkafka", "java")
-COLUMNS = ("trials", "acknowledged", "lost", "duplicated", "reordered", "phantom", "unknown",
-           "dup_unacked", "windows", "longest_window_s", "unrecovered", "failed")
 
 REQUIRED_TOOLS = {"ip": "iproute2", "nft": "nftables"}
 OPTIONAL_TOOLS = {"faketime": "faketime",          # libfaketime, for the clock-skew nemesis
@@ -66,7 +69,9 @@ def run_trial(env: FaultEnv, nemesis: str, number: int, rng: random.Random, out_
     """One trial on a running environment; raises TimeoutError when the cluster does not recover.
     `client_name` picks the producer of the producer workload (the others use librdkafka)."""
     trial_dir = os.path.join(out_dir, f"trial-{number}")
-    os.makedirs(trial_dir, exist_ok=True)
+    # what an interrupted run left under this number (a stop file, a history) must not leak in
+    shutil.rmtree(trial_dir, ignore_errors=True)
+    os.makedirs(trial_dir)
     history_path = os.path.join(trial_dir, "history.jsonl")
     read_path = os.path.join(trial_dir, "read.jsonl")
     stop_file = os.path.join(trial_dir, "stop")
@@ -130,7 +135,9 @@ def run_trial(env: FaultEnv, nemesis: str, number: int, rng: random.Random, out_
     result.update(trial=number, workload=workload, nemesis=nemesis, fault=description,
                   client=client_name if workload == "producer" else "librdkafka",
                   struck_s=round(struck, 1), healed_s=round(healed, 1),
-                  recovery_s=round(recovery_s, 1), ok=checker.ok(result))
+                  recovery_s=round(recovery_s, 1),
+                  # a trial in which nothing was acknowledged checked nothing
+                  ok=checker.ok(result) and result["acknowledged"] > 0)
     if result["ok"]:
         shutil.rmtree(trial_dir, ignore_errors=True)
     else:
@@ -157,44 +164,6 @@ def _keep_logs(env: FaultEnv, trial_dir: str, topics=()) -> None:
             shutil.copy(os.path.join(env.root, name), trial_dir)
 
 
-def summarize(results: list[dict]) -> dict[tuple[str, str, str], dict]:
-    """(workload, client, nemesis) -> the row of the summary table."""
-    table: dict[tuple[str, str, str], dict] = {}
-    for result in results:
-        key = (result.get("workload", "producer"), result.get("client", "librdkafka"),
-               result["nemesis"])
-        row = table.setdefault(key, dict.fromkeys(COLUMNS, 0))
-        row["trials"] += 1
-        if result.get("unrecovered") or not result.get("read_complete", True):
-            row["unrecovered"] += 1
-            row["failed"] += 1
-            continue
-        for column in ("acknowledged", "lost", "duplicated", "reordered", "phantom", "unknown",
-                       "windows"):
-            row[column] += result[column]
-        row["dup_unacked"] += result.get("duplicated_unacknowledged", 0)
-        row["longest_window_s"] = max(row["longest_window_s"], result["longest_window_s"])
-        row["failed"] += 0 if result["ok"] else 1
-    return table
-
-
-def format_table(table: dict[tuple[str, str, str], dict]) -> str:
-    """One line per workload, client and nemesis, grouped by workload and client."""
-    keys = sorted(table, key=lambda k: (k[0] != "producer", k[0], CLIENTS.index(k[1])
-                                        if k[1] in CLIENTS else len(CLIENTS)))
-    heads = ("workload", "client", "nemesis")
-    widths = [max([len(h)] + [len(k[i]) for k in keys]) for i, h in enumerate(heads)]
-    widths += [len(c) for c in COLUMNS]
-    lines = ["  ".join([h.ljust(w) for h, w in zip(heads, widths)] +
-                       [c.rjust(w) for c, w in zip(COLUMNS, widths[3:])])]
-    for key in keys:
-        row = table[key]
-        cells = [f"{row[c]:.1f}" if c == "longest_window_s" else str(row[c]) for c in COLUMNS]
-        lines.append("  ".join([k.ljust(w) for k, w in zip(key, widths)] +
-                               [cell.rjust(w) for cell, w in zip(cells, widths[3:])]))
-    return "\n".join(lines)
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.faults.run", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -209,7 +178,19 @@ def main(argv=None) -> int:
                         "librdkafka, java (librdkafka)")
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--hours", type=float, default=None, help="stop after this long")
+    parser.add_argument("--parallel", type=int, default=1, metavar="N",
+                        help="run N labs (each its own cluster and network) at once (1)")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue the run in --out: trials already there count")
+    parser.add_argument("--quick", action="store_true",
+                        help="hold every fault for its shortest span (as the CI slice does)")
+    parser.add_argument("--summarize", nargs="+", metavar="DIR",
+                        help="only print the table of the results in these run directories")
     args = parser.parse_args(argv)
+    if args.summarize:
+        results = [r for path in args.summarize for r in load_results(path)]
+        print(format_table(summarize(results)))
+        return 0 if all(r["ok"] for r in results) else 1
     names = [n.strip() for n in args.nemesis.split(",") if n.strip()]
     unknown = [n for n in names if n not in NEMESES]
     if unknown:
@@ -220,6 +201,12 @@ def main(argv=None) -> int:
     clients = [c.strip() for c in args.client.split(",") if c.strip()]
     if not clients or set(clients) - set(CLIENTS):
         parser.error(f"unknown client in {args.client}")
+    if args.parallel < 1:
+        parser.error("--parallel must be at least 1")
+    earlier = load_results(args.out) if os.path.exists(os.path.join(args.out, RESULTS)) else []
+    if earlier and not args.resume:
+        parser.error(f"{args.out} holds {len(earlier)} results already: --resume continues "
+                     "that run, or choose another --out")
     if "java" in clients and java_client.missing():
         print(f"faults: cannot run the Java producer: {java_client.missing()}", file=sys.stderr)
         return 2
@@ -231,54 +218,14 @@ def main(argv=None) -> int:
         print(f"faults: cannot run: {problem}", file=sys.stderr)
         return 2
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
-    rng = random.Random(seed)
-    os.makedirs(args.out, exist_ok=True)
-    print(f"faults: seed {seed}, {args.trials} trials of {', '.join(names)}; results in {args.out}")
-    deadline = time.monotonic() + args.hours * 3600 if args.hours else None
-    results: list[dict] = []
-    number = 0
-    env = None
-    root = tempfile.mkdtemp(prefix="odradek-faults-")
-    try:
-        with open(os.path.join(args.out, "results.jsonl"), "a") as sink:
-            # round robin, so that a run cut short by --hours has covered every nemesis alike
-            for _ in range(args.trials):
-                for (workload, client_name), name in [(r, n) for r in runs for n in names]:
-                    if deadline and time.monotonic() > deadline:
-                        break
-                    number += 1
-                    try:
-                        if env is None:
-                            env_root = os.path.join(root, f"env-{number}")
-                            os.makedirs(env_root)
-                            env = FaultEnv(env_root).__enter__()
-                        result = run_trial(env, name, number, rng, args.out, workload=workload,
-                                           client_name=client_name)
-                    except Exception as error:      # noqa: BLE001 - recorded, then a fresh cluster
-                        result = {"trial": number, "nemesis": name, "workload": workload,
-                                  "client": client_name,
-                                  "unrecovered": True, "ok": False,
-                                  "error": f"{type(error).__name__}: {error}"}
-                        if env is not None:
-                            _keep_logs(env, os.path.join(args.out, f"trial-{number}"))
-                            env.close()
-                        env = None
-                    results.append(result)
-                    sink.write(json.dumps(result) + "\n")
-                    sink.flush()
-                    print(f"trial {number} {workload}/{client_name}/{name}: {'ok' if result['ok'] else 'FAILED'} "
-                          f"{result.get('fault', result.get('error', ''))[:200]} "
-                          f"acked={result.get('acknowledged', 0)}", flush=True)
-                print(format_table(summarize(results)), flush=True)
-                if deadline and time.monotonic() > deadline:
-                    break
-    except KeyboardInterrupt:           # Ctrl-C or SIGTERM: keep and show what was measured
-        print("faults: interrupted", flush=True)
-    finally:
-        if env is not None:
-            env.close()
-        shutil.rmtree(root, ignore_errors=True)
-    print(format_table(summarize(results)))
+    kinds = [(workload, client_name, name) for workload, client_name in runs for name in names]
+    run = Run(args.out, kinds, args.trials, earlier, seed, labs=args.parallel,
+              hours=args.hours, quick=args.quick, trial=run_trial, keep_logs=_keep_logs)
+    print(f"faults: seed {seed}, {args.trials} trials of {', '.join(names)} "
+          f"({len(run.tasks)} to run, {len(earlier)} done before) on {args.parallel} "
+          f"lab(s); results in {args.out}", flush=True)
+    results = run.go()
+    print(format_table(summarize(earlier + results)))
     return 0 if all(r["ok"] for r in results) else 1
 
 

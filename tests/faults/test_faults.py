@@ -1,25 +1,24 @@
-"""The fault suite's CI slice: one trial of the main nemeses on a real 3-node cluster in network
-namespaces, plus one of slow fsync with the Java producer (the full run is `python -m
-tests.faults.run`, see README), the checker's own tests (it must see lost, duplicated, reordered and
-phantom records when they are there) and the slow-fsync shim's."""
+"""The fault suite's CI slice: one trial of every nemesis on real 3-node clusters in network
+namespaces (two labs at once, the shortest fault spans), plus one of slow fsync with the Java
+producer (the full run is `python -m tests.faults.run`, see README), the checker's own tests (it
+must see lost, duplicated, reordered and phantom records when they are there), the runner's and the
+slow-fsync shim's."""
 
 from __future__ import annotations
 
+import functools
+import json
 import os
-import random
+import shutil
 import subprocess
 import sys
-import time
 
 import pytest
 
-from tests.faults import checker, java_client, slowdisk
-from tests.faults.env import FaultEnv
+from tests.faults import checker, java_client, labs, netlab, slowdisk
 from tests.faults.nemesis import NEMESES
-from tests.faults.run import ensure_tools, run_trial
-
-CI_NEMESES = ["kill-leader", "pause-leader", "partition-leader", "disk-full"]
-
+from tests.faults.run import _keep_logs, ensure_tools, run_trial
+from tests.faults.run import main as run_main
 
 # -- the checker -------------------------------------------------------------------------------------
 def _history(*events):
@@ -73,6 +72,11 @@ def test_unavailability_windows_are_gaps_between_acknowledgements():
     events = [{"t": 0.0, "type": "invoke"}, {"t": 0.5, "type": "ok"}, {"t": 4.0, "type": "ok"},
               {"t": 4.5, "type": "invoke"}]
     assert checker.unavailability(events) == [(0.5, 3.5)]
+    slow_start = [{"t": 0.0, "type": "invoke"}, {"t": 5.0, "type": "ok"}, {"t": 5.5, "type": "ok"},
+                  {"t": 6.0, "type": "invoke"}]
+    assert checker.unavailability(slow_start) == []             # the client's start-up
+    never = [{"t": 0.0, "type": "invoke"}, {"t": 3.0, "type": "invoke"}]
+    assert checker.unavailability(never) == [(0.0, 3.0)]
 
 
 def test_transaction_checker_finds_aborted_records_and_duplicated_inputs():
@@ -106,6 +110,46 @@ def test_group_checker_finds_offsets_going_backwards_and_skipped_records():
                                         {"t": 0.5, "type": "end", "done": True}]
     result = checker.check_group(skipped)
     assert result["lost"] == 2 and not checker.ok(result)
+
+
+# -- the runner: planning, resuming, summarizing, labs side by side ---------------------------------
+def test_a_resumed_run_plans_only_the_trials_each_kind_still_lacks():
+    kinds = [("producer", "librdkafka", "kill-leader"), ("producer", "librdkafka", "disk-full")]
+    assert labs.plan(kinds, 2, []) == [kinds[0], kinds[1], kinds[0], kinds[1]]
+    earlier = [{"nemesis": "kill-leader", "ok": True}, {"nemesis": "kill-leader", "ok": False},
+               {"nemesis": "disk-full", "workload": "group", "ok": True}]     # another kind
+    assert labs.plan(kinds, 3, earlier) == [kinds[1], kinds[1], kinds[0], kinds[1]]
+
+
+def test_summarize_reads_results_files_and_skips_a_line_cut_short(tmp_path, capsys):
+    row = {"nemesis": "kill-leader", "ok": True, "read_complete": True, "acknowledged": 5,
+           "lost": 0, "duplicated": 0, "reordered": 0, "phantom": 0, "unknown": 1, "windows": 1,
+           "longest_window_s": 2.5}
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "results.jsonl").write_text(json.dumps(row) + "\n" + '{"nemesis": "ki')
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "results.jsonl").write_text(json.dumps({**row, "acknowledged": 7}) + "\n")
+    assert run_main(["--summarize", str(tmp_path / "a"), str(tmp_path / "b")]) == 0
+    line = [x for x in capsys.readouterr().out.splitlines() if "kill-leader" in x][0]
+    assert line.split()[3:6] == ["2", "12", "0"]          # trials, acknowledged, lost
+
+
+def test_labs_of_one_process_have_their_own_names_and_subnets_and_a_sweep_spares_them():
+    if netlab.available():
+        pytest.skip(f"needs network namespaces: {netlab.available()}")
+    with netlab.NetLab() as first, netlab.NetLab() as second:
+        assert first.tag != second.tag and first.subnet != second.subnet
+        hosts = [first.add_host("a"), second.add_host("a")]
+        netlab.sweep_stale()
+        listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True,
+                                timeout=30).stdout
+        assert all(host.netns in listed for host in hosts)
+        ping = subprocess.run(hosts[1].exec_prefix() + ["ping", "-c1", "-W2", f"{second.subnet}.1"],
+                              capture_output=True, timeout=30)
+        assert ping.returncode == 0 or not shutil.which("ping")
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True,
+                            timeout=30).stdout
+    assert not any(host.netns in listed for host in hosts)
 
 
 # -- the slow-fsync shim ------------------------------------------------------------------------------
@@ -142,44 +186,86 @@ def test_the_fsync_shim_delays_while_switched_on_and_not_otherwise(tmp_path):
 
 
 # -- the CI slice ------------------------------------------------------------------------------------
+SLICE_LABS = 2          # labs at once: the machine is small and shared
+SLICE_SEED = 14
+JAVA_KIND = ("producer", "java", "slow-fsync")
+
+
+def _selected_kinds(session) -> list[tuple[str, str, str]]:
+    """The trials the selected tests of this module need (all of them in `bash tests/run`)."""
+    kinds = []
+    for item in session.items:
+        if item.module.__name__ != __name__:
+            continue
+        if item.originalname == "test_acknowledged_writes_survive":
+            kinds.append(("producer", "librdkafka", item.callspec.params["nemesis"]))
+        elif item.originalname == "test_java_producer_under_slow_fsync":
+            kinds.append(JAVA_KIND)
+    return kinds
+
+
 @pytest.fixture(scope="module")
-def fault_env(tmp_path_factory):
+def slice_results(request, tmp_path_factory):
+    """One trial of every selected kind, run on SLICE_LABS labs at once, with the shortest fault
+    spans; kind -> its result. The labs are closed when the run ends, on failure too."""
     problem = ensure_tools()
     if problem:
         pytest.skip(f"fault injection needs root and network namespaces: {problem}")
-    with FaultEnv(tmp_path_factory.mktemp("faults"), quick=True) as env:
-        yield env
+    kinds = _selected_kinds(request.session)
+    if JAVA_KIND in kinds and java_client.missing():
+        kinds.remove(JAVA_KIND)
+    out = str(tmp_path_factory.mktemp("faults-slice"))
+    run = labs.Run(out, kinds, 1, [], SLICE_SEED, labs=min(SLICE_LABS, len(kinds)), quick=True,
+                   trial=functools.partial(run_trial, max_seconds=45), keep_logs=_keep_logs)
+    results = run.go()
+    if run.interrupted:             # the labs are closed; stop the session as Ctrl-C does
+        raise KeyboardInterrupt
+    assert len(results) == len(kinds), f"the run ended early: {results}"
+    return {labs.key(result): result for result in results}, out
 
 
-@pytest.mark.parametrize("nemesis", CI_NEMESES)
-def test_acknowledged_writes_survive(fault_env, nemesis, tmp_path):
+# what a nemesis raises when this machine lacks its tool (ensure_tools could not install it)
+MISSING_TOOL = ("libfaketime is not installed", "the slow-fsync shim is not loaded")
+
+
+def _skip_if_tool_missing(result: dict) -> None:
+    for reason in MISSING_TOOL:
+        if reason in result.get("error", ""):
+            pytest.skip(reason)
+
+
+def _explain(result: dict, out: str) -> str:
+    """A failed trial: its result and the tail of each node's log it kept."""
+    lines = [json.dumps(result)[:2000]]
+    trial_dir = os.path.join(out, f"trial-{result['trial']}")
+    for name in sorted(os.listdir(trial_dir)) if os.path.isdir(trial_dir) else []:
+        if name.startswith("node-") and name.endswith(".log"):
+            with open(os.path.join(trial_dir, name), errors="replace") as handle:
+                lines += [f"--- {name}"] + handle.read().splitlines()[-15:]
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize("nemesis", list(NEMESES))
+def test_acknowledged_writes_survive(slice_results, nemesis):
     """An idempotent acks=all producer under the nemesis: every acknowledged record is read back
     exactly once, in produce order, with nothing that was never sent."""
-    assert nemesis in NEMESES
-    number = CI_NEMESES.index(nemesis) + 1
-    try:
-        result = run_trial(fault_env, nemesis, number, random.Random(number), str(tmp_path),
-                           max_seconds=45)
-    except TimeoutError as error:
-        pytest.fail(f"{nemesis}: the cluster did not recover: {error}\n{fault_env.log_tails()}")
-    assert result["acknowledged"] > 0, result
-    assert checker.ok(result), result
+    results, out = slice_results
+    result = results[("producer", "librdkafka", nemesis)]
+    _skip_if_tool_missing(result)
+    assert not result.get("unrecovered"), _explain(result, out)
+    assert result["acknowledged"] > 0, _explain(result, out)
+    assert checker.ok(result), _explain(result, out)
 
 
 @pytest.mark.skipif(java_client.missing() is not None, reason=str(java_client.missing()))
-def test_java_producer_under_slow_fsync(fault_env, tmp_path):
+def test_java_producer_under_slow_fsync(slice_results):
     """The official Java client's idempotent acks=all producer while a partition leader's fsyncs
     take 0.5-1.5 s each (fsync before acknowledging is on): nothing acknowledged lost, duplicated
     or reordered, and the fault really delayed fsyncs."""
-    if fault_env.fsync_shim is None:
-        pytest.skip("no C compiler for the slow-fsync shim")
-    number = len(CI_NEMESES) + 1
-    began = time.monotonic()
-    try:
-        result = run_trial(fault_env, "slow-fsync", number, random.Random(number), str(tmp_path),
-                           max_seconds=45, client_name="java")
-    except TimeoutError as error:
-        pytest.fail(f"slow-fsync: the cluster did not recover: {error}\n{fault_env.log_tails()}")
-    assert result["client"] == "java" and result["acknowledged"] > 0, result
-    assert " 0 fsyncs delayed" not in result["fault"], result
-    assert checker.ok(result), (result, time.monotonic() - began)
+    results, out = slice_results
+    result = results[JAVA_KIND]
+    _skip_if_tool_missing(result)
+    assert not result.get("unrecovered"), _explain(result, out)
+    assert result["client"] == "java" and result["acknowledged"] > 0, _explain(result, out)
+    assert " 0 fsyncs delayed" not in result["fault"], _explain(result, out)
+    assert checker.ok(result), _explain(result, out)

@@ -52,6 +52,25 @@ def test_topic_series_are_capped():
     assert sample(s, "kafka_server_brokertopicmetrics_messagesin_total") == 10
 
 
+def test_answers_folded_in_bulk_scrape_as_if_observed_one_by_one():
+    """observe_answered keeps answers pending and folds them in bulk (every 256 and before a
+    scrape): the exposition must be the same as with observe_request per answer."""
+    one_by_one, folded = BrokerMetrics(process_metrics=False), BrokerMetrics(process_metrics=False)
+    for i in range(700):   # more than two folds' worth, then a remainder folded by the scrape
+        queue_s, local_s, version = (i % 7) * 0.0004, (i % 13) * 0.0031, 7 + i % 3
+        one_by_one.observe_request(0, version, queue_s=queue_s, local_s=local_s)
+        folded.observe_answered(0, version, queue_s, local_s)
+    expected, got = scrape(one_by_one), scrape(folded)
+    request = folded.api_name(0)
+    assert sample(got, "kafka_network_requestmetrics_requests_total", request=request, version="8") == 233
+    for key, value in expected.items():
+        if key[0].startswith("kafka_network_requestmetrics"):
+            assert abs(got[key] - value) < 1e-6, key
+    folded.observe_answered(0, 9, 0.0, 0.001)   # answers after a scrape are counted too
+    assert sample(scrape(folded), "kafka_network_requestmetrics_totaltimems_count",
+                  request=request) == 701
+
+
 def test_request_metrics_histograms_and_errors():
     m = BrokerMetrics(process_metrics=False)
     for _ in range(4):

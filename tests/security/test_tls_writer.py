@@ -58,9 +58,22 @@ def _records(ciphertext: bytes) -> list[int]:
     return lengths
 
 
-def _run_writer(contexts, parts, held_back=b"", sndbuf=None):
-    """Send `parts` through a TlsWriter; returns (plaintext the client decrypted, ciphertext)."""
+class _CountingTls:
+    """The server's SSLObject, counting the plaintext each write hands to OpenSSL."""
+
+    def __init__(self, tls_object):
+        self._tls, self.writes = tls_object, []
+
+    def write(self, data):
+        self.writes.append(len(data))
+        return self._tls.write(data)
+
+
+def _run_writer(contexts, parts, held_back=b"", sndbuf=None, tls_writes=None):
+    """Send `parts` through a TlsWriter; returns (plaintext the client decrypted, ciphertext).
+    `tls_writes`, a list, gets the size of every SSLObject.write."""
     server, server_out, client, client_in = _handshake(*contexts)
+    counting = _CountingTls(server)
 
     async def main():
         left, right = trio.socket.socketpair()
@@ -77,7 +90,7 @@ def _run_writer(contexts, parts, held_back=b"", sndbuf=None):
                 await trio.sleep(0)
 
         with left, right:
-            writer = TlsWriter(server, server_out, left, held_back)
+            writer = TlsWriter(counting, server_out, left, held_back)
             with trio.fail_after(30):
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(read_all)
@@ -86,6 +99,8 @@ def _run_writer(contexts, parts, held_back=b"", sndbuf=None):
         return bytes(ciphertext)
 
     ciphertext = trio.run(main)
+    if tls_writes is not None:
+        tls_writes.extend(counting.writes)
     assert ciphertext.startswith(held_back)
     application_data = ciphertext[len(held_back):]
     client_in.write(application_data)
@@ -135,6 +150,20 @@ def test_records_are_full_sized_and_bytes_held_back_go_first(contexts, tmp_path)
     # small parts share records with the file bytes: every record but the last is full
     assert all(length == MAX_RECORD + overhead for length in lengths[:-1])
     assert len(lengths) == -(-len(plaintext) // MAX_RECORD)
+
+
+def test_a_default_partition_fetch_goes_out_in_four_buffers(contexts, tmp_path):
+    # 1 MiB of records (max.partition.fetch.bytes' default in Kafka's clients) and its headers:
+    # four full-sized passes through OpenSSL and the socket, not four and a sliver of a fifth
+    content = os.urandom(1 << 20)
+    (records,) = _file_slices(tmp_path, content, [0, len(content)])
+    parts = [b"\x00\x10\x00\x70", b"h" * 60, SlicedRecords([records]), b"t" * 40]
+    tls_writes: list[int] = []
+    plaintext, ciphertext = _run_writer(contexts, parts, tls_writes=tls_writes)
+    assert plaintext == b"".join([parts[0], parts[1], content, parts[3]])
+    assert len(tls_writes) == 4 and min(tls_writes) > STAGING_SIZE // 2
+    lengths = _records(ciphertext)   # full records (16 KiB + the AEAD's overhead) but the tail
+    assert lengths.count(lengths[0]) == len(plaintext) // MAX_RECORD
 
 
 def test_a_file_shorter_than_its_slice_closes_the_connection(contexts, tmp_path):

@@ -87,3 +87,32 @@ def test_replay_rebuilds_the_group():
     assert (h.group_epoch, h.assignment_epoch, h.target) == (g.group_epoch, g.assignment_epoch, g.target)
     assert {m: (x.member_epoch, x.assigned) for m, x in h.members.items()} == \
         {m: (x.member_epoch, x.assigned) for m, x in g.members.items()}
+
+
+def test_state_topics_recorded_for_assignments_and_offsets_changes():
+    c, clock, timers, log, removed = core(partitions=3)
+    hb(c, "a", 0)
+    assert c.groups["g"].state_topics == {TOPIC: frozenset({0, 1, 2})}
+    # an empty group only: its offsets change with a bumped epoch
+    assert c.begin_offsets_change("g", create=False) == (E.NON_EMPTY_GROUP, -1)
+    assert E(hb(c, "a", -1).error) is E.NONE
+    epoch = c.groups["g"].group_epoch
+    assert c.begin_offsets_change("g", create=False) == (E.NONE, epoch + 1)
+    assert c.begin_offsets_change("new", create=False) == (E.GROUP_ID_NOT_FOUND, -1)
+    assert c.begin_offsets_change("new", create=True) == (E.NONE, 1) and "new" in c.groups
+    other = uuid.uuid4()
+    assert c.change_state_topics("new", {other: [4]}, add=True) is E.NONE
+    assert c.change_state_topics("g", {TOPIC: ()}, add=False) is E.NONE
+    # replayed from the records alone, as after a coordinator move
+    fresh, *_ = core(partitions=3)
+    for record in log.records:
+        fresh.replay(decode_group_record(*record))
+    assert fresh.groups["g"].state_topics == {} and fresh.groups["g"].group_epoch == epoch + 1
+    assert fresh.groups["new"].state_topics == {other: frozenset({4})}
+    # deleting the group tombstones its state-topics record with it
+    assert c.delete("new") is E.NONE
+    removal = log.records[-3:]
+    assert decode_group_record(*removal[0]).value is None
+    for record in removal:
+        fresh.replay(decode_group_record(*record))
+    assert "new" not in fresh.groups

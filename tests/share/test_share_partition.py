@@ -172,3 +172,29 @@ def test_every_record_settles_or_exhausts_its_deliveries(schedule):
     assert p.start_offset == records and p.records == {}
     for o in range(records):
         assert o in accepted or deliveries.get(o, 0) >= 1
+
+
+def test_undeliverable_offsets_are_archived_not_acquired():
+    p = sp()
+    # 0-2 data, 3 a transaction marker, 4-6 an aborted transaction's data, 7 its marker, 8-9 data
+    got = p.acquire("a", 0, 9, 500, T0, skip=[(3, 3), (4, 6), (7, 7)])
+    assert got == [Acquired(0, 2, 1), Acquired(8, 9, 1)]
+    assert all(p.records[o].state is RecordState.ARCHIVED and p.records[o].delivery_count == 0 for o in range(3, 8))
+    assert p.acknowledge("a", 0, 2, [AckType.ACCEPT], T0) is E.NONE
+    assert p.start_offset == 8                          # the archived run does not hold the SPSO back
+    # archived offsets count no delivery and use none of the record budget
+    q = sp()
+    assert q.acquire("a", 0, 9, 1, T0, skip=[(0, 4)]) == [Acquired(5, 5, 1)]
+    assert q.start_offset == 5 and q.snapshot()[0] == StateBatch(5, 5, RecordState.AVAILABLE, 1)
+
+
+def test_only_undeliverable_offsets_move_the_start_offset_and_change_the_version():
+    p = sp()
+    version = p.version
+    assert p.acquire("a", 0, 3, 500, T0, skip=[(0, 3)]) == []
+    assert p.version != version and p.start_offset == 4 and p.next_fetch_offset() == 4
+    # a released record in a skipped range later is still only archived, never handed out
+    q = sp()
+    q.acquire("a", 0, 0, 500, T0)
+    q.acknowledge("a", 0, 0, [AckType.RELEASE], T0)
+    assert q.acquire("b", 0, 0, 500, T0, skip=[(0, 0)]) == [] and q.start_offset == 1

@@ -3,6 +3,8 @@ their errors, the share coordinator's state RPCs, ListGroups / DeleteGroups, and
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -126,3 +128,102 @@ def test_share_groups_off_by_default(tmp_path):
             assert E(off.error_code) is E.UNSUPPORTED_VERSION
         finally:
             client.close()
+
+
+def alter_offsets(conn, group, topic, offsets):
+    Q = m.AlterShareGroupOffsetsRequest
+    _, r = conn.request(91, Q(group_id=group, topics=[Q.AlterShareGroupOffsetsRequestTopic(
+        topic_name=topic, partitions=[Q.AlterShareGroupOffsetsRequestPartition(partition_index=p, start_offset=o)
+                                      for p, o in offsets])]), min_version=0, max_version=0)
+    return r
+
+
+def delete_offsets(conn, group, topics):
+    Q = m.DeleteShareGroupOffsetsRequest
+    _, r = conn.request(92, Q(group_id=group, topics=[Q.DeleteShareGroupOffsetsRequestTopic(topic_name=t)
+                                                      for t in topics]), min_version=0, max_version=0)
+    return r
+
+
+def read_state(conn, group, topic_id):
+    R = m.ReadShareGroupStateRequest
+    _, state = conn.request(84, R(group_id=group, topics=[R.ReadStateData(topic_id=topic_id, partitions=[
+        R.PartitionData(partition=0, leader_epoch=0)])]), min_version=0, max_version=0)
+    result = state.results[0].partitions[0]
+    return result.start_offset, result.state_epoch
+
+
+def test_alter_and_delete_share_group_offsets(share):
+    broker, client, conn = share
+    topic_id = client.metadata(["sw"]).topics["sw"].topic_id
+    # a group that does not exist yet is created by altering its offsets (Kafka 4.2+)
+    altered = alter_offsets(conn, "wo", "sw", [(0, 3)])
+    assert E(altered.error_code) is E.NONE
+    assert [(t.topic_name, t.topic_id) for t in altered.responses] == [("sw", topic_id)]
+    assert [(p.partition_index, E(p.error_code)) for p in altered.responses[0].partitions] == [(0, E.NONE)]
+    assert read_state(conn, "wo", topic_id) == (3, 1)          # state epoch: the bumped group epoch
+    # per-partition errors: an unknown partition or topic, a negative offset
+    bad = alter_offsets(conn, "wo", "sw", [(0, -5), (9, 1)])
+    assert [E(p.error_code) for p in bad.responses[0].partitions] == [E.INVALID_REQUEST, E.UNKNOWN_TOPIC_OR_PARTITION]
+    unknown = alter_offsets(conn, "wo", "nope", [(0, 1)])
+    assert E(unknown.responses[0].partitions[0].error_code) is E.UNKNOWN_TOPIC_OR_PARTITION
+    assert read_state(conn, "wo", topic_id)[0] == 3
+    # a member in the group: NON_EMPTY_GROUP for both
+    _, joined = conn.request(76, m.ShareGroupHeartbeatRequest(group_id="wo", member_id="mo", member_epoch=0,
+                                                              subscribed_topic_names=["sw"]), min_version=1, max_version=1)
+    assert E(joined.error_code) is E.NONE
+    assert E(alter_offsets(conn, "wo", "sw", [(0, 0)]).error_code) is E.NON_EMPTY_GROUP
+    assert E(delete_offsets(conn, "wo", ["sw"]).error_code) is E.NON_EMPTY_GROUP
+    _, left = conn.request(76, m.ShareGroupHeartbeatRequest(group_id="wo", member_id="mo", member_epoch=-1),
+                           min_version=1, max_version=1)
+    assert E(left.error_code) is E.NONE
+    deleted = delete_offsets(conn, "wo", ["sw", "nope"])
+    assert [(t.topic_name, E(t.error_code)) for t in deleted.responses] == [
+        ("sw", E.NONE), ("nope", E.UNKNOWN_TOPIC_OR_PARTITION)]
+    assert read_state(conn, "wo", topic_id)[0] == -1
+    # group-level errors
+    assert E(delete_offsets(conn, "wo-missing", ["sw"]).error_code) is E.GROUP_ID_NOT_FOUND
+    assert E(alter_offsets(conn, "", "sw", [(0, 1)]).error_code) is E.INVALID_GROUP_ID
+    _, versions = conn.request(18, m.ApiVersionsRequest(client_software_name="t", client_software_version="1"),
+                               min_version=3, max_version=3)
+    assert {(k.api_key, k.min_version, k.max_version) for k in versions.api_keys} >= {(91, 0, 0), (92, 0, 0)}
+
+
+def test_records_released_when_the_share_session_connection_closes(share):
+    broker, client, conn = share
+    C = m.IncrementalAlterConfigsRequest
+    _, configured = conn.request(44, C(resources=[C.AlterConfigsResource(resource_type=32, resource_name="wc", configs=[
+        C.AlterableConfig(name="share.record.lock.duration.ms", config_operation=0, value="60000"),
+        C.AlterableConfig(name="share.auto.offset.reset", config_operation=0, value="earliest")])], validate_only=False),
+        min_version=1, max_version=1)
+    assert E(configured.responses[0].error_code) is E.NONE
+    topic_id = client.metadata(["sw"]).topics["sw"].topic_id
+
+    def member_fetch(connection, member, epoch, wait_ms):
+        body = F(group_id="wc", member_id=member, share_session_epoch=epoch, max_wait_ms=wait_ms, min_bytes=1,
+                 max_bytes=1 << 20, max_records=100, batch_size=100, forgotten_topics_data=[],
+                 topics=[F.FetchTopic(topic_id=topic_id, partitions=[F.FetchPartition(partition_index=0)])])
+        _, r = connection.request(78, body, min_version=1, max_version=2)
+        return r
+
+    joined_at = time.monotonic()
+    for member in ("crash", "other"):
+        _, joined = conn.request(76, m.ShareGroupHeartbeatRequest(group_id="wc", member_id=member, member_epoch=0,
+                                                                  subscribed_topic_names=["sw"]), min_version=1, max_version=1)
+        assert E(joined.error_code) is E.NONE
+    doomed = KafkaClient(broker.bootstrap)
+    try:
+        holder = doomed.coordinator("wc")
+        held = acquired(member_fetch(holder, "crash", 0, 5000))
+        assert held and held[0][0] == 0 and all(count == 1 for _, _, count in held), held
+    finally:
+        doomed.close()            # the connection goes; the 60 s locks stay with nobody
+    opened = member_fetch(conn, "other", 0, 0)
+    assert E(opened.error_code) is E.NONE
+    again, epoch = acquired(opened), 1
+    while not again and time.monotonic() - joined_at < 10:
+        again = acquired(member_fetch(conn, "other", epoch, 200))
+        epoch += 1
+    assert again and again[0][:1] == (0,) and all(count == 2 for _, _, count in again), again
+    # before the silent member's session timed out (6 s), let alone its 60 s locks: the closed connection did it
+    assert time.monotonic() - joined_at < 6.0

@@ -8,6 +8,11 @@ ConsumerGroupHeartbeat, assignment computed on the broker, next to the classic g
   previous owners release them): the invariant that no partition has two owners.
 - `records` — Kafka's ConsumerGroup* records of `__consumer_offsets` and their replay (the only way
   the state changes).
+- `classic_members` — classic-protocol members inside a consumer group (JoinGroup/SyncGroup/
+  Heartbeat/LeaveGroup driven by the coordinator) during an online migration.
+- `migration` — KIP-848 online upgrade (classic -> consumer) and downgrade, as
+  `group.consumer.migration.policy` allows, with Kafka's conversion records.
+- `re2j` — `SubscribedTopicRegex` in Kafka's RE2/J dialect, translated to Python `re`.
 - `coordinator.ConsumerGroupCoordinator` — heartbeats, leaving and fencing (session and revocation
   timeouts on the injected `Timers`), static members, member-epoch checks for OffsetCommit and
   OffsetFetch, ListGroups/ConsumerGroupDescribe views, DeleteGroups, load and unload.

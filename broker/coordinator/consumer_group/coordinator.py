@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import functools
 import re
 import uuid
 from collections import Counter
@@ -24,8 +25,11 @@ from protocol import ErrorCode
 from ..group_offsets import append_error
 from . import records as R
 from .assignors import ASSIGNORS, Racks
+from .classic_members import ClassicMembersMixin
+from .migration import MigrationMixin, downgrade_allowed
 from .model import (JOIN_EPOCH, LEAVE_EPOCH, STATIC_LEAVE_EPOCH, Assignment, ConsumerGroup, ConsumerGroupConfig,
-                    ConsumerMember, MemberState, is_subset, normalize)
+                    ConsumerMember, MemberState, Refused, is_subset, normalize)
+from .re2j import INVALID_PERL_OP, Re2jError, compile_re2j
 from .reconcile import next_state
 
 E = ErrorCode
@@ -62,7 +66,7 @@ class HeartbeatResult:
     assignment: Optional[dict] = None       # None: unchanged, the client keeps what it has
 
 
-class ConsumerGroupCoordinator:
+class ConsumerGroupCoordinator(ClassicMembersMixin, MigrationMixin):
     def __init__(self, clock, timers, log, config: ConsumerGroupConfig | None = None,
                  topics: TopicsView = lambda: {}, classic_busy: Callable[[str], bool] = lambda g: False,
                  partition_racks: RacksView = lambda topic_ids: {}):
@@ -74,6 +78,7 @@ class ConsumerGroupCoordinator:
         self.classic_busy = classic_busy     # group id -> a classic group with members holds the id
         self.partition_racks = partition_racks
         self.groups: dict[str, ConsumerGroup] = {}
+        self.classic = None   # the classic GroupCoordinator: online migration moves groups between us
 
     # ==== ConsumerGroupHeartbeat =======================================================================
     def heartbeat(self, req: HeartbeatRequest) -> HeartbeatResult:
@@ -83,14 +88,23 @@ class ConsumerGroupCoordinator:
         if req.server_assignor is not None and req.server_assignor not in self.config.assignors:
             return HeartbeatResult(E.UNSUPPORTED_ASSIGNOR, f"ServerAssignor {req.server_assignor} is not supported. "
                                    f"Supported assignors: {', '.join(self.config.assignors)}.")
-        if req.subscribed_topic_regex is not None:
+        if req.subscribed_topic_regex:
             try:
-                re.compile(req.subscribed_topic_regex)
-            except re.error as exc:
-                return HeartbeatResult(E.INVALID_REGULAR_EXPRESSION, str(exc))
+                _compiled(req.subscribed_topic_regex)
+            except (Re2jError, re.error) as exc:
+                description = exc.description if isinstance(exc, Re2jError) else INVALID_PERL_OP
+                return HeartbeatResult(E.INVALID_REGULAR_EXPRESSION, f"SubscribedTopicRegex "
+                                       f"`{req.subscribed_topic_regex}` is not a valid regular expression: "
+                                       f"{description}.")
         if req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
             return self._leave(req)
         group = self.groups.get(req.group_id)
+        classic = None if group is not None or self.classic is None else self.classic.groups.get(req.group_id)
+        if classic is not None and classic.members and req.member_epoch == JOIN_EPOCH:
+            try:
+                group = self._upgrade(classic)
+            except _Refused as refused:
+                return HeartbeatResult(refused.code, refused.message)
         if group is None:
             if self.classic_busy(req.group_id):
                 return HeartbeatResult(E.GROUP_ID_NOT_FOUND, f"Group {req.group_id} is not a consumer group.")
@@ -167,9 +181,8 @@ class ConsumerGroupCoordinator:
 
     def _update(self, group: ConsumerGroup, member: ConsumerMember, replaced: Optional[str],
                 req: HeartbeatRequest) -> HeartbeatResult:
-        gid = group.group_id
         updated = dataclasses.replace(
-            member,
+            member, classic=None,     # a ConsumerGroupHeartbeat speaks the consumer protocol
             instance_id=req.instance_id if req.instance_id is not None else member.instance_id,
             rack_id=req.rack_id if req.rack_id is not None else member.rack_id,
             client_id=req.client_id, client_host=req.client_host,
@@ -182,6 +195,22 @@ class ConsumerGroupCoordinator:
             else member.rebalance_timeout_ms)
         if req.subscribed_topic_regex == "" and req.version >= 1:
             updated.subscribed_topic_regex = None      # an empty regex clears it
+        try:
+            reconciled, changed = self._advance(group, member, updated, replaced, req.owned)
+        except _Refused as refused:
+            return HeartbeatResult(refused.code, refused.message)
+        full = req.member_epoch == JOIN_EPOCH or (
+            req.rebalance_timeout_ms != -1 and req.subscribed_topic_names is not None and req.owned is not None)
+        return HeartbeatResult(E.NONE, None, reconciled.member_id, reconciled.member_epoch,
+                               self.config.heartbeat_interval_ms,
+                               normalize(reconciled.assigned) if full or changed else None)
+
+    def _advance(self, group: ConsumerGroup, member: ConsumerMember, updated: ConsumerMember,
+                 replaced: Optional[str], owned: Optional[Assignment]) -> tuple[ConsumerMember, bool]:
+        """Write and apply one member's update (either protocol): its metadata, the group epoch and
+        target assignment when they move, and its next step towards its target. Answers the member
+        as it now is and whether its assignment changed; raises `_Refused` when the write fails."""
+        gid = group.group_id
         is_new = member.member_id not in group.members and replaced is None
         records: list = []
         if replaced is not None:
@@ -214,7 +243,7 @@ class ConsumerGroupCoordinator:
             owner = group.owner(topic_id, partition)
             return updated.member_id if owner is not None and owner == replaced else owner
 
-        reconciled = next_state(updated, assignment_epoch, target.get(updated.member_id, {}), req.owned, owner_of)
+        reconciled = next_state(updated, assignment_epoch, target.get(updated.member_id, {}), owned, owner_of)
         if replaced is not None or is_new or _current(reconciled) != _current(member):
             records.append(R.current_assignment(gid, reconciled))
         # decided before the records apply (replay updates the member objects in place)
@@ -225,7 +254,7 @@ class ConsumerGroupCoordinator:
             try:
                 self.log.append(gid, records)
             except Exception as exc:
-                return HeartbeatResult(append_error(exc))
+                raise _Refused(append_error(exc), None) from exc
             for record in records:
                 R.apply(self.groups, record)
         group = self.groups[gid]
@@ -237,11 +266,7 @@ class ConsumerGroupCoordinator:
             self._schedule_revocation(gid, reconciled.member_id, reconciled.rebalance_timeout_ms)
         elif reconciled.state is not MemberState.UNREVOKED_PARTITIONS:
             self.timers.cancel(("cg-revoke", gid, reconciled.member_id))
-        full = req.member_epoch == JOIN_EPOCH or (
-            req.rebalance_timeout_ms != -1 and req.subscribed_topic_names is not None and req.owned is not None)
-        return HeartbeatResult(E.NONE, None, reconciled.member_id, reconciled.member_epoch,
-                               self.config.heartbeat_interval_ms,
-                               normalize(reconciled.assigned) if full or changed else None)
+        return group.members[reconciled.member_id], changed
 
     def _assign(self, members: Mapping[str, ConsumerMember], topics, current: Mapping[str, Assignment]) -> dict:
         subscriptions = {m.member_id: _subscribed_ids(m, topics) for m in members.values()}
@@ -284,10 +309,15 @@ class ConsumerGroupCoordinator:
         return HeartbeatResult(error, None, member_id, LEAVE_EPOCH)
 
     def fence(self, group_id: str, member_id: str) -> ErrorCode:
-        """Remove a member (it left, or missed its session or revocation deadline); the group epoch moves."""
+        """Remove a member (it left, or missed its session or revocation deadline); the group epoch moves.
+        When the last consumer-protocol member goes and classic members remain, the group goes back
+        to being a classic group (as the migration policy allows)."""
         group = self.groups.get(group_id)
         if group is None or member_id not in group.members:
             return E.UNKNOWN_MEMBER_ID
+        if self.classic is not None and downgrade_allowed(group, member_id, self.config.downgrade_enabled(),
+                                                          self.config.classic_max_size):
+            return self._downgrade(group, member_id)
         records = _removal_records(group_id, member_id) + [R.group_epoch(group_id, group.group_epoch + 1)]
         try:
             self._write(group_id, records)
@@ -303,8 +333,12 @@ class ConsumerGroupCoordinator:
 
     # ---- timers ------------------------------------------------------------------------------------
     def _schedule_session(self, group_id: str, member_id: str) -> None:
-        self.timers.schedule(("cg-session", group_id, member_id),
-                             self.clock.now_ms() + self.config.session_timeout_ms,
+        group = self.groups.get(group_id)
+        member = None if group is None else group.members.get(member_id)
+        # a classic-protocol member keeps the session timeout its JoinGroup asked for
+        timeout = member.classic.session_timeout_ms if member is not None and member.classic is not None \
+            else self.config.session_timeout_ms
+        self.timers.schedule(("cg-session", group_id, member_id), self.clock.now_ms() + timeout,
                              lambda: self._expire(group_id, member_id))
 
     def _schedule_revocation(self, group_id: str, member_id: str, timeout_ms: int) -> None:
@@ -322,6 +356,8 @@ class ConsumerGroupCoordinator:
     def _cancel_timers(self, group_id: str, member_id: str) -> None:
         self.timers.cancel(("cg-session", group_id, member_id))
         self.timers.cancel(("cg-revoke", group_id, member_id))
+        self.timers.cancel(("cg-join", group_id, member_id))
+        self.timers.cancel(("cg-sync", group_id, member_id))
 
     # ==== offsets (the commits themselves are stored beside classic groups' offsets) =================
     def offset_commit_error(self, group_id: str, member_id: str, instance_id: Optional[str], member_epoch: int,
@@ -337,6 +373,9 @@ class ConsumerGroupCoordinator:
         member = group.members.get(member_id)
         if member is None:
             return E.UNKNOWN_MEMBER_ID
+        if member.classic is not None:
+            # a classic-protocol member commits with its generation: the member epoch
+            return E.NONE if member_epoch == member.member_epoch else E.ILLEGAL_GENERATION
         if transactional:
             return E.NONE if member_epoch == member.member_epoch else E.ILLEGAL_GENERATION
         if api_version < 9:
@@ -437,10 +476,7 @@ class ConsumerGroupCoordinator:
                     self._cancel_timers(group_id, member_id)
 
 
-class _Refused(Exception):
-    def __init__(self, code: ErrorCode, message: str):
-        super().__init__(message)
-        self.code, self.message = code, message
+_Refused = Refused
 
 
 def _new_member_id() -> str:
@@ -465,12 +501,18 @@ def _current(m: ConsumerMember) -> tuple:
     return (m.member_epoch, m.previous_member_epoch, m.state, normalize(m.assigned), normalize(m.pending_revocation))
 
 
+@functools.lru_cache(maxsize=256)
+def _compiled(regex: str) -> re.Pattern:
+    """A subscription regex in Kafka's dialect (RE2/J), compiled once."""
+    return compile_re2j(regex)
+
+
 def _matches(regex: Optional[str], name: str) -> bool:
     if regex is None:
         return False
     try:
-        return re.fullmatch(regex, name) is not None
-    except re.error:
+        return _compiled(regex).fullmatch(name) is not None
+    except (Re2jError, re.error):
         return False
 
 

@@ -43,6 +43,33 @@ class ConsumerGroupConfig:
     heartbeat_interval_ms: int = 5_000      # group.consumer.heartbeat.interval.ms
     max_size: int = 2**31 - 1               # group.consumer.max.size
     assignors: tuple[str, ...] = ("uniform", "range")  # group.consumer.assignors; the first is the default
+    migration_policy: str = "bidirectional"  # group.consumer.migration.policy
+    classic_max_size: int = 2**31 - 1       # group.max.size (a downgraded group must fit)
+
+    def upgrade_enabled(self) -> bool:
+        return self.migration_policy in ("upgrade", "bidirectional")
+
+    def downgrade_enabled(self) -> bool:
+        return self.migration_policy in ("downgrade", "bidirectional")
+
+
+class Refused(Exception):
+    """A request the group answers with an error code (and Kafka's message)."""
+
+    def __init__(self, code, message: Optional[str]):
+        super().__init__(message)
+        self.code, self.message = code, message
+
+
+@dataclass(frozen=True)
+class ClassicMetadata:
+    """A member that speaks the classic protocol (JoinGroup/SyncGroup/Heartbeat) inside a consumer
+    group during an online migration: Kafka's ClassicMemberMetadata."""
+    session_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]   # (name, metadata) in the member's order of preference
+
+    def protocol_names(self) -> list[str]:
+        return [name for name, _ in self.protocols]
 
 
 @dataclass
@@ -61,6 +88,7 @@ class ConsumerMember:
     state: MemberState = MemberState.STABLE
     assigned: Assignment = field(default_factory=dict)
     pending_revocation: Assignment = field(default_factory=dict)
+    classic: Optional[ClassicMetadata] = None    # set while the member uses the classic protocol
 
     def owns(self) -> Assignment:
         """Everything this member may still be consuming: assigned plus not yet revoked."""

@@ -26,7 +26,7 @@ from protocol.generated.internal import (
     ConsumerGroupTargetAssignmentMetadataValue as TargetValue,
 )
 
-from .model import Assignment, ConsumerGroup, ConsumerMember, MemberState
+from .model import Assignment, ClassicMetadata, ConsumerGroup, ConsumerMember, MemberState
 
 @dataclass(frozen=True)
 class GroupRecord:
@@ -44,10 +44,17 @@ def group_tombstone(group_id: str) -> GroupRecord:
 
 
 def member_metadata(group_id: str, m: ConsumerMember) -> GroupRecord:
-    return GroupRecord(group_id, MemberKey(group_id=group_id, member_id=m.member_id), MemberValue(
+    value = MemberValue(
         instance_id=m.instance_id, rack_id=m.rack_id, client_id=m.client_id, client_host=m.client_host,
         subscribed_topic_names=list(m.subscribed_topic_names), subscribed_topic_regex=m.subscribed_topic_regex,
-        rebalance_timeout_ms=m.rebalance_timeout_ms, server_assignor=m.server_assignor))
+        rebalance_timeout_ms=m.rebalance_timeout_ms, server_assignor=m.server_assignor)
+    if m.classic is not None:
+        # a consumer-protocol member leaves the tagged field out (null), as Kafka writes it
+        value.classic_member_metadata = MemberValue.ClassicMemberMetadata(
+            session_timeout_ms=m.classic.session_timeout_ms,
+            supported_protocols=[MemberValue.ClassicProtocol(name=n, metadata=bytes(meta))
+                                 for n, meta in m.classic.protocols])
+    return GroupRecord(group_id, MemberKey(group_id=group_id, member_id=m.member_id), value)
 
 
 def member_tombstone(group_id: str, member_id: str) -> GroupRecord:
@@ -121,6 +128,10 @@ def apply(groups: dict[str, ConsumerGroup], record: GroupRecord) -> None:
         member.subscribed_topic_names = tuple(value.subscribed_topic_names or ())
         member.subscribed_topic_regex = value.subscribed_topic_regex
         member.rebalance_timeout_ms, member.server_assignor = value.rebalance_timeout_ms, value.server_assignor
+        classic = value.classic_member_metadata
+        member.classic = ClassicMetadata(classic.session_timeout_ms, tuple(
+            (p.name, bytes(p.metadata)) for p in classic.supported_protocols)) \
+            if classic is not None and classic.supported_protocols else None
         group.put_member(member)
     elif isinstance(key, TargetKey):
         if value is not None:

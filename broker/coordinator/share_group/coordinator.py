@@ -125,6 +125,9 @@ class ShareGroupCoordinator:
                     records.append(R.target_member(gid, member_id, assignment))
             records.append(R.target_epoch(gid, epoch))
             target, assignment_epoch = new_target, epoch
+            state_topics = _merged(group.state_topics, new_target.values())
+            if state_topics != group.state_topics:
+                records.append(R.state_partitions(gid, state_topics, {i: n for n, (i, _) in topics.items()}))
         reached = dataclasses.replace(updated, assigned=dict(target.get(updated.member_id, {})))
         if reached.member_epoch != assignment_epoch:
             reached.previous_member_epoch, reached.member_epoch = reached.member_epoch, assignment_epoch
@@ -203,6 +206,46 @@ class ShareGroupCoordinator:
             return append_error(exc)
         return E.NONE
 
+    # ==== admin: offsets ================================================================================
+    def begin_offsets_change(self, group_id: str, create: bool) -> tuple[ErrorCode, int]:
+        """Before AlterShareGroupOffsets (`create`: a missing group is created, as Kafka 4.2 does) or
+        DeleteShareGroupOffsets: the group must be an empty share group. Its epoch is bumped, so the new
+        share-partition state (written at that state epoch) fences leaders that hold the old one.
+        Returns (error, the new group epoch)."""
+        group = self.groups.get(group_id)
+        if group is None:
+            if self.other_group(group_id):
+                return E.GROUP_ID_NOT_FOUND, -1
+            if not create:
+                return E.GROUP_ID_NOT_FOUND, -1
+        elif group.members:
+            return E.NON_EMPTY_GROUP, -1
+        epoch = (0 if group is None else group.group_epoch) + 1
+        try:
+            self._write(group_id, [R.group_epoch(group_id, epoch)])
+        except Exception as exc:
+            return append_error(exc), -1
+        return E.NONE, epoch
+
+    def change_state_topics(self, group_id: str, partitions: Mapping[uuid.UUID, Iterable[int]], add: bool) -> ErrorCode:
+        """Record that share-partitions of the group now may have state (offsets altered), or have
+        none any more (offsets deleted)."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return E.GROUP_ID_NOT_FOUND
+        if add:
+            state_topics = _merged(group.state_topics, [partitions])
+        else:
+            state_topics = {t: p for t, p in group.state_topics.items() if t not in partitions}
+        if state_topics == group.state_topics:
+            return E.NONE
+        try:
+            self._write(group_id, [R.state_partitions(group_id, state_topics,
+                                                      {i: n for n, (i, _) in self.topics().items()})])
+        except Exception as exc:
+            return append_error(exc)
+        return E.NONE
+
     # ==== loading =====================================================================================
     def replay(self, record) -> None:
         R.apply(self.groups, record)
@@ -228,6 +271,14 @@ def _metadata(m: ShareMember) -> tuple:
 
 def _normal(assignment) -> dict:
     return {t: frozenset(p) for t, p in assignment.items() if p}
+
+
+def _merged(state_topics, assignments) -> dict:
+    merged = {t: set(p) for t, p in state_topics.items()}
+    for assignment in assignments:
+        for topic_id, partitions in assignment.items():
+            merged.setdefault(topic_id, set()).update(partitions)
+    return {t: frozenset(p) for t, p in merged.items() if p}
 
 
 def _fingerprint(members: Iterable[ShareMember], topics) -> tuple:

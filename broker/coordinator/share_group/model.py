@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Mapping, Optional
 
 Assignment = Mapping[uuid.UUID, frozenset]   # topic id -> partitions
+StateTopics = dict[uuid.UUID, frozenset]     # topic id -> partitions whose share state may exist
 
 JOIN_EPOCH = 0
 LEAVE_EPOCH = -1
@@ -50,6 +51,9 @@ class ShareGroup:
     members: dict[str, ShareMember] = field(default_factory=dict)
     target: dict[str, Assignment] = field(default_factory=dict)
     subscription_fingerprint: tuple = ()
+    # share-partitions that may have state at their share coordinators: assigned at some point, or
+    # set by AlterShareGroupOffsets (Kafka's ShareGroupStatePartitionMetadata initialized topics)
+    state_topics: StateTopics = field(default_factory=dict)
 
     def state(self) -> ShareGroupState:
         return ShareGroupState.STABLE if self.members else ShareGroupState.EMPTY

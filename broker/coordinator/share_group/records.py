@@ -7,6 +7,7 @@ describe every change and `apply` is the only way the in-memory state changes.
 from __future__ import annotations
 
 import uuid
+from typing import Mapping
 
 from protocol.generated.internal import (
     ShareGroupCurrentMemberAssignmentKey as CurrentKey,
@@ -15,6 +16,8 @@ from protocol.generated.internal import (
     ShareGroupMemberMetadataValue as MemberValue,
     ShareGroupMetadataKey as GroupKey,
     ShareGroupMetadataValue as GroupValue,
+    ShareGroupStatePartitionMetadataKey as StateKey,
+    ShareGroupStatePartitionMetadataValue as StateValue,
     ShareGroupTargetAssignmentMemberKey as TargetMemberKey,
     ShareGroupTargetAssignmentMemberValue as TargetMemberValue,
     ShareGroupTargetAssignmentMetadataKey as TargetKey,
@@ -22,7 +25,8 @@ from protocol.generated.internal import (
 )
 
 from ..consumer_group.records import GroupRecord
-from .model import Assignment, ShareGroup, ShareMember
+from ..group_replay import assignment_of, replay_target
+from .model import Assignment, ShareGroup, ShareMember, StateTopics
 
 
 def group_epoch(group_id: str, epoch: int) -> GroupRecord:
@@ -62,12 +66,16 @@ def member_removal(group_id: str, member_id: str) -> list[GroupRecord]:
             GroupRecord(group_id, MemberKey(group_id=group_id, member_id=member_id), None)]
 
 
+def state_partitions(group_id: str, topics: StateTopics, names: Mapping[uuid.UUID, str]) -> GroupRecord:
+    """The share-partitions that may have state at their share coordinators (Kafka's initialized topics)."""
+    return GroupRecord(group_id, StateKey(group_id=group_id), StateValue(initialized_topics=[
+        StateValue.TopicPartitionsInfo(topic_id=t, topic_name=names.get(t, ""), partitions=sorted(p))
+        for t, p in sorted(topics.items(), key=lambda kv: str(kv[0]))], deleting_topics=[]))
+
+
 def group_removal(group_id: str) -> list[GroupRecord]:
-    return [GroupRecord(group_id, TargetKey(group_id=group_id), None), group_tombstone(group_id)]
-
-
-def _assignment(rows) -> dict[uuid.UUID, frozenset]:
-    return {r.topic_id: frozenset(r.partitions) for r in rows or () if r.partitions}
+    return [GroupRecord(group_id, StateKey(group_id=group_id), None),
+            GroupRecord(group_id, TargetKey(group_id=group_id), None), group_tombstone(group_id)]
 
 
 def apply(groups: dict[str, ShareGroup], record: GroupRecord) -> None:
@@ -92,13 +100,9 @@ def apply(groups: dict[str, ShareGroup], record: GroupRecord) -> None:
         member.rack_id, member.client_id, member.client_host = value.rack_id, value.client_id, value.client_host
         member.subscribed_topic_names = tuple(value.subscribed_topic_names or ())
     elif isinstance(key, TargetKey):
-        if value is not None:
-            group.assignment_epoch = value.assignment_epoch
+        replay_target(group, None, value)
     elif isinstance(key, TargetMemberKey):
-        if value is None:
-            group.target.pop(key.member_id, None)
-        else:
-            group.target[key.member_id] = _assignment(value.topic_partitions)
+        replay_target(group, key.member_id, value)
     elif isinstance(key, CurrentKey):
         member = group.members.get(key.member_id)
         if member is None:
@@ -107,5 +111,8 @@ def apply(groups: dict[str, ShareGroup], record: GroupRecord) -> None:
             member.member_epoch, member.previous_member_epoch, member.assigned = 0, 0, {}
         else:
             member.member_epoch, member.previous_member_epoch = value.member_epoch, value.previous_member_epoch
-            member.assigned = _assignment(value.assigned_partitions)
-    # ShareGroupPartitionMetadata / ShareGroupStatePartitionMetadata: recomputed, not needed on replay
+            member.assigned = assignment_of(value.assigned_partitions)
+    elif isinstance(key, StateKey):
+        group.state_topics = {} if value is None else {
+            t.topic_id: frozenset(t.partitions) for t in value.initialized_topics or ()}
+    # ShareGroupPartitionMetadata: recomputed, not needed on replay

@@ -19,6 +19,8 @@ from .alter_partition_request import AlterPartitionRequest
 from .alter_partition_response import AlterPartitionResponse
 from .alter_replica_log_dirs_request import AlterReplicaLogDirsRequest
 from .alter_replica_log_dirs_response import AlterReplicaLogDirsResponse
+from .alter_share_group_offsets_request import AlterShareGroupOffsetsRequest
+from .alter_share_group_offsets_response import AlterShareGroupOffsetsResponse
 from .alter_user_scram_credentials_request import AlterUserScramCredentialsRequest
 from .alter_user_scram_credentials_response import AlterUserScramCredentialsResponse
 from .api_versions_request import ApiVersionsRequest
@@ -56,6 +58,8 @@ from .delete_groups_request import DeleteGroupsRequest
 from .delete_groups_response import DeleteGroupsResponse
 from .delete_records_request import DeleteRecordsRequest
 from .delete_records_response import DeleteRecordsResponse
+from .delete_share_group_offsets_request import DeleteShareGroupOffsetsRequest
+from .delete_share_group_offsets_response import DeleteShareGroupOffsetsResponse
 from .delete_share_group_state_request import DeleteShareGroupStateRequest
 from .delete_share_group_state_response import DeleteShareGroupStateResponse
 from .delete_topics_request import DeleteTopicsRequest
@@ -209,6 +213,8 @@ ALL = (
     AlterPartitionResponse,
     AlterReplicaLogDirsRequest,
     AlterReplicaLogDirsResponse,
+    AlterShareGroupOffsetsRequest,
+    AlterShareGroupOffsetsResponse,
     AlterUserScramCredentialsRequest,
     AlterUserScramCredentialsResponse,
     ApiVersionsRequest,
@@ -246,6 +252,8 @@ ALL = (
     DeleteGroupsResponse,
     DeleteRecordsRequest,
     DeleteRecordsResponse,
+    DeleteShareGroupOffsetsRequest,
+    DeleteShareGroupOffsetsResponse,
     DeleteShareGroupStateRequest,
     DeleteShareGroupStateResponse,
     DeleteTopicsRequest,
@@ -391,6 +399,7 @@ REQUESTS = {
     45: AlterPartitionReassignmentsRequest,
     56: AlterPartitionRequest,
     34: AlterReplicaLogDirsRequest,
+    91: AlterShareGroupOffsetsRequest,
     51: AlterUserScramCredentialsRequest,
     18: ApiVersionsRequest,
     73: AssignReplicasToDirsRequest,
@@ -408,6 +417,7 @@ REQUESTS = {
     31: DeleteAclsRequest,
     42: DeleteGroupsRequest,
     21: DeleteRecordsRequest,
+    92: DeleteShareGroupOffsetsRequest,
     86: DeleteShareGroupStateRequest,
     20: DeleteTopicsRequest,
     29: DescribeAclsRequest,
@@ -483,6 +493,7 @@ RESPONSES = {
     45: AlterPartitionReassignmentsResponse,
     56: AlterPartitionResponse,
     34: AlterReplicaLogDirsResponse,
+    91: AlterShareGroupOffsetsResponse,
     51: AlterUserScramCredentialsResponse,
     18: ApiVersionsResponse,
     73: AssignReplicasToDirsResponse,
@@ -500,6 +511,7 @@ RESPONSES = {
     31: DeleteAclsResponse,
     42: DeleteGroupsResponse,
     21: DeleteRecordsResponse,
+    92: DeleteShareGroupOffsetsResponse,
     86: DeleteShareGroupStateResponse,
     20: DeleteTopicsResponse,
     29: DescribeAclsResponse,
@@ -565,4 +577,4 @@ RESPONSES = {
     27: WriteTxnMarkersResponse,
 }
 
-__all__ = ['AddOffsetsToTxnRequest', 'AddOffsetsToTxnResponse', 'AddPartitionsToTxnRequest', 'AddPartitionsToTxnResponse', 'AddRaftVoterRequest', 'AddRaftVoterResponse', 'AllocateProducerIdsRequest', 'AllocateProducerIdsResponse', 'AlterClientQuotasRequest', 'AlterClientQuotasResponse', 'AlterConfigsRequest', 'AlterConfigsResponse', 'AlterPartitionReassignmentsRequest', 'AlterPartitionReassignmentsResponse', 'AlterPartitionRequest', 'AlterPartitionResponse', 'AlterReplicaLogDirsRequest', 'AlterReplicaLogDirsResponse', 'AlterUserScramCredentialsRequest', 'AlterUserScramCredentialsResponse', 'ApiVersionsRequest', 'ApiVersionsResponse', 'AssignReplicasToDirsRequest', 'AssignReplicasToDirsResponse', 'BeginQuorumEpochRequest', 'BeginQuorumEpochResponse', 'BrokerHeartbeatRequest', 'BrokerHeartbeatResponse', 'BrokerRegistrationRequest', 'BrokerRegistrationResponse', 'ConsumerGroupDescribeRequest', 'ConsumerGroupDescribeResponse', 'ConsumerGroupHeartbeatRequest', 'ConsumerGroupHeartbeatResponse', 'ConsumerProtocolAssignment', 'ConsumerProtocolSubscription', 'ControlledShutdownRequest', 'ControlledShutdownResponse', 'ControllerRegistrationRequest', 'ControllerRegistrationResponse', 'CreateAclsRequest', 'CreateAclsResponse', 'CreateDelegationTokenRequest', 'CreateDelegationTokenResponse', 'CreatePartitionsRequest', 'CreatePartitionsResponse', 'CreateTopicsRequest', 'CreateTopicsResponse', 'DefaultPrincipalData', 'DeleteAclsRequest', 'DeleteAclsResponse', 'DeleteGroupsRequest', 'DeleteGroupsResponse', 'DeleteRecordsRequest', 'DeleteRecordsResponse', 'DeleteShareGroupStateRequest', 'DeleteShareGroupStateResponse', 'DeleteTopicsRequest', 'DeleteTopicsResponse', 'DescribeAclsRequest', 'DescribeAclsResponse', 'DescribeClientQuotasRequest', 'DescribeClientQuotasResponse', 'DescribeClusterRequest', 'DescribeClusterResponse', 'DescribeConfigsRequest', 'DescribeConfigsResponse', 'DescribeDelegationTokenRequest', 'DescribeDelegationTokenResponse', 'DescribeGroupsRequest', 'DescribeGroupsResponse', 'DescribeLogDirsRequest', 'DescribeLogDirsResponse', 'DescribeProducersRequest', 'DescribeProducersResponse', 'DescribeQuorumRequest', 'DescribeQuorumResponse', 'DescribeShareGroupOffsetsRequest', 'DescribeShareGroupOffsetsResponse', 'DescribeTopicPartitionsRequest', 'DescribeTopicPartitionsResponse', 'DescribeTransactionsRequest', 'DescribeTransactionsResponse', 'DescribeUserScramCredentialsRequest', 'DescribeUserScramCredentialsResponse', 'ElectLeadersRequest', 'ElectLeadersResponse', 'EndQuorumEpochRequest', 'EndQuorumEpochResponse', 'EndTxnRequest', 'EndTxnResponse', 'EnvelopeRequest', 'EnvelopeResponse', 'ExpireDelegationTokenRequest', 'ExpireDelegationTokenResponse', 'FetchRequest', 'FetchResponse', 'FetchSnapshotRequest', 'FetchSnapshotResponse', 'FindCoordinatorRequest', 'FindCoordinatorResponse', 'GetTelemetrySubscriptionsRequest', 'GetTelemetrySubscriptionsResponse', 'HeartbeatRequest', 'HeartbeatResponse', 'IncrementalAlterConfigsRequest', 'IncrementalAlterConfigsResponse', 'InitProducerIdRequest', 'InitProducerIdResponse', 'InitializeShareGroupStateRequest', 'InitializeShareGroupStateResponse', 'JoinGroupRequest', 'JoinGroupResponse', 'KRaftVersionRecord', 'LeaderAndIsrRequest', 'LeaderAndIsrResponse', 'LeaderChangeMessage', 'LeaveGroupRequest', 'LeaveGroupResponse', 'ListClientMetricsResourcesRequest', 'ListClientMetricsResourcesResponse', 'ListGroupsRequest', 'ListGroupsResponse', 'ListOffsetsRequest', 'ListOffsetsResponse', 'ListPartitionReassignmentsRequest', 'ListPartitionReassignmentsResponse', 'ListTransactionsRequest', 'ListTransactionsResponse', 'MetadataRequest', 'MetadataResponse', 'OffsetCommitRequest', 'OffsetCommitResponse', 'OffsetDeleteRequest', 'OffsetDeleteResponse', 'OffsetFetchRequest', 'OffsetFetchResponse', 'OffsetForLeaderEpochRequest', 'OffsetForLeaderEpochResponse', 'ProduceRequest', 'ProduceResponse', 'PushTelemetryRequest', 'PushTelemetryResponse', 'ReadShareGroupStateRequest', 'ReadShareGroupStateResponse', 'ReadShareGroupStateSummaryRequest', 'ReadShareGroupStateSummaryResponse', 'RemoveRaftVoterRequest', 'RemoveRaftVoterResponse', 'RenewDelegationTokenRequest', 'RenewDelegationTokenResponse', 'RequestHeader', 'ResponseHeader', 'SaslAuthenticateRequest', 'SaslAuthenticateResponse', 'SaslHandshakeRequest', 'SaslHandshakeResponse', 'ShareAcknowledgeRequest', 'ShareAcknowledgeResponse', 'ShareFetchRequest', 'ShareFetchResponse', 'ShareGroupDescribeRequest', 'ShareGroupDescribeResponse', 'ShareGroupHeartbeatRequest', 'ShareGroupHeartbeatResponse', 'SnapshotFooterRecord', 'SnapshotHeaderRecord', 'StopReplicaRequest', 'StopReplicaResponse', 'SyncGroupRequest', 'SyncGroupResponse', 'TxnOffsetCommitRequest', 'TxnOffsetCommitResponse', 'UnregisterBrokerRequest', 'UnregisterBrokerResponse', 'UpdateFeaturesRequest', 'UpdateFeaturesResponse', 'UpdateMetadataRequest', 'UpdateMetadataResponse', 'UpdateRaftVoterRequest', 'UpdateRaftVoterResponse', 'VoteRequest', 'VoteResponse', 'VotersRecord', 'WriteShareGroupStateRequest', 'WriteShareGroupStateResponse', 'WriteTxnMarkersRequest', 'WriteTxnMarkersResponse']
+__all__ = ['AddOffsetsToTxnRequest', 'AddOffsetsToTxnResponse', 'AddPartitionsToTxnRequest', 'AddPartitionsToTxnResponse', 'AddRaftVoterRequest', 'AddRaftVoterResponse', 'AllocateProducerIdsRequest', 'AllocateProducerIdsResponse', 'AlterClientQuotasRequest', 'AlterClientQuotasResponse', 'AlterConfigsRequest', 'AlterConfigsResponse', 'AlterPartitionReassignmentsRequest', 'AlterPartitionReassignmentsResponse', 'AlterPartitionRequest', 'AlterPartitionResponse', 'AlterReplicaLogDirsRequest', 'AlterReplicaLogDirsResponse', 'AlterShareGroupOffsetsRequest', 'AlterShareGroupOffsetsResponse', 'AlterUserScramCredentialsRequest', 'AlterUserScramCredentialsResponse', 'ApiVersionsRequest', 'ApiVersionsResponse', 'AssignReplicasToDirsRequest', 'AssignReplicasToDirsResponse', 'BeginQuorumEpochRequest', 'BeginQuorumEpochResponse', 'BrokerHeartbeatRequest', 'BrokerHeartbeatResponse', 'BrokerRegistrationRequest', 'BrokerRegistrationResponse', 'ConsumerGroupDescribeRequest', 'ConsumerGroupDescribeResponse', 'ConsumerGroupHeartbeatRequest', 'ConsumerGroupHeartbeatResponse', 'ConsumerProtocolAssignment', 'ConsumerProtocolSubscription', 'ControlledShutdownRequest', 'ControlledShutdownResponse', 'ControllerRegistrationRequest', 'ControllerRegistrationResponse', 'CreateAclsRequest', 'CreateAclsResponse', 'CreateDelegationTokenRequest', 'CreateDelegationTokenResponse', 'CreatePartitionsRequest', 'CreatePartitionsResponse', 'CreateTopicsRequest', 'CreateTopicsResponse', 'DefaultPrincipalData', 'DeleteAclsRequest', 'DeleteAclsResponse', 'DeleteGroupsRequest', 'DeleteGroupsResponse', 'DeleteRecordsRequest', 'DeleteRecordsResponse', 'DeleteShareGroupOffsetsRequest', 'DeleteShareGroupOffsetsResponse', 'DeleteShareGroupStateRequest', 'DeleteShareGroupStateResponse', 'DeleteTopicsRequest', 'DeleteTopicsResponse', 'DescribeAclsRequest', 'DescribeAclsResponse', 'DescribeClientQuotasRequest', 'DescribeClientQuotasResponse', 'DescribeClusterRequest', 'DescribeClusterResponse', 'DescribeConfigsRequest', 'DescribeConfigsResponse', 'DescribeDelegationTokenRequest', 'DescribeDelegationTokenResponse', 'DescribeGroupsRequest', 'DescribeGroupsResponse', 'DescribeLogDirsRequest', 'DescribeLogDirsResponse', 'DescribeProducersRequest', 'DescribeProducersResponse', 'DescribeQuorumRequest', 'DescribeQuorumResponse', 'DescribeShareGroupOffsetsRequest', 'DescribeShareGroupOffsetsResponse', 'DescribeTopicPartitionsRequest', 'DescribeTopicPartitionsResponse', 'DescribeTransactionsRequest', 'DescribeTransactionsResponse', 'DescribeUserScramCredentialsRequest', 'DescribeUserScramCredentialsResponse', 'ElectLeadersRequest', 'ElectLeadersResponse', 'EndQuorumEpochRequest', 'EndQuorumEpochResponse', 'EndTxnRequest', 'EndTxnResponse', 'EnvelopeRequest', 'EnvelopeResponse', 'ExpireDelegationTokenRequest', 'ExpireDelegationTokenResponse', 'FetchRequest', 'FetchResponse', 'FetchSnapshotRequest', 'FetchSnapshotResponse', 'FindCoordinatorRequest', 'FindCoordinatorResponse', 'GetTelemetrySubscriptionsRequest', 'GetTelemetrySubscriptionsResponse', 'HeartbeatRequest', 'HeartbeatResponse', 'IncrementalAlterConfigsRequest', 'IncrementalAlterConfigsResponse', 'InitProducerIdRequest', 'InitProducerIdResponse', 'InitializeShareGroupStateRequest', 'InitializeShareGroupStateResponse', 'JoinGroupRequest', 'JoinGroupResponse', 'KRaftVersionRecord', 'LeaderAndIsrRequest', 'LeaderAndIsrResponse', 'LeaderChangeMessage', 'LeaveGroupRequest', 'LeaveGroupResponse', 'ListClientMetricsResourcesRequest', 'ListClientMetricsResourcesResponse', 'ListGroupsRequest', 'ListGroupsResponse', 'ListOffsetsRequest', 'ListOffsetsResponse', 'ListPartitionReassignmentsRequest', 'ListPartitionReassignmentsResponse', 'ListTransactionsRequest', 'ListTransactionsResponse', 'MetadataRequest', 'MetadataResponse', 'OffsetCommitRequest', 'OffsetCommitResponse', 'OffsetDeleteRequest', 'OffsetDeleteResponse', 'OffsetFetchRequest', 'OffsetFetchResponse', 'OffsetForLeaderEpochRequest', 'OffsetForLeaderEpochResponse', 'ProduceRequest', 'ProduceResponse', 'PushTelemetryRequest', 'PushTelemetryResponse', 'ReadShareGroupStateRequest', 'ReadShareGroupStateResponse', 'ReadShareGroupStateSummaryRequest', 'ReadShareGroupStateSummaryResponse', 'RemoveRaftVoterRequest', 'RemoveRaftVoterResponse', 'RenewDelegationTokenRequest', 'RenewDelegationTokenResponse', 'RequestHeader', 'ResponseHeader', 'SaslAuthenticateRequest', 'SaslAuthenticateResponse', 'SaslHandshakeRequest', 'SaslHandshakeResponse', 'ShareAcknowledgeRequest', 'ShareAcknowledgeResponse', 'ShareFetchRequest', 'ShareFetchResponse', 'ShareGroupDescribeRequest', 'ShareGroupDescribeResponse', 'ShareGroupHeartbeatRequest', 'ShareGroupHeartbeatResponse', 'SnapshotFooterRecord', 'SnapshotHeaderRecord', 'StopReplicaRequest', 'StopReplicaResponse', 'SyncGroupRequest', 'SyncGroupResponse', 'TxnOffsetCommitRequest', 'TxnOffsetCommitResponse', 'UnregisterBrokerRequest', 'UnregisterBrokerResponse', 'UpdateFeaturesRequest', 'UpdateFeaturesResponse', 'UpdateMetadataRequest', 'UpdateMetadataResponse', 'UpdateRaftVoterRequest', 'UpdateRaftVoterResponse', 'VoteRequest', 'VoteResponse', 'VotersRecord', 'WriteShareGroupStateRequest', 'WriteShareGroupStateResponse', 'WriteTxnMarkersRequest', 'WriteTxnMarkersResponse']

@@ -37,6 +37,8 @@ public final class FaultProducer {
     private static final int DELIVERY_TIMEOUT_MS = 120_000;
 
     private static Writer history;
+    private static final long FLUSH_EVERY_NS = 250_000_000L;
+    private static long lastFlush = System.nanoTime();
     private static final AtomicLong outstanding = new AtomicLong();
     private static final List<String> fatal = new ArrayList<>();
 
@@ -133,6 +135,13 @@ public final class FaultProducer {
         line.append("}\n");
         try {
             history.write(line.toString());
+            // the runner watches the file (it strikes at the first acknowledgement): never let an
+            // event sit in the buffer for long
+            long nanos = System.nanoTime();
+            if (nanos - lastFlush >= FLUSH_EVERY_NS) {
+                history.flush();
+                lastFlush = nanos;
+            }
         } catch (IOException e) {
             throw new RuntimeException(e);
         }
