@@ -64,6 +64,8 @@ def produce(args) -> int:
         "request.timeout.ms": 5000, "socket.timeout.ms": 5000,
         "reconnect.backoff.max.ms": 1000, "retry.backoff.max.ms": 1000,
         "topic.metadata.refresh.interval.ms": 2000,
+        # the idempotence state machine's own account (drains, epoch bumps and why) in the log
+        "debug": "eos",
     })
     fatal = []
 
