@@ -109,10 +109,13 @@ def test_three_combined_nodes_are_one_cluster(tmp_path):
         # A topic created through node 2 is spread over all three and seen alike everywhere.
         topic = "spread"
         _create_topic(f"127.0.0.1:{cluster.nodes[2].port}", topic, 6)
-        leaders = _leaders(cluster, 1, topic)
+        # (node 1 learns of it from the metadata log a moment later, as a Kafka broker does)
+        leaders = cluster.wait_until(lambda: (lambda found: found if len(found) == 6 else None)(
+            _leaders(cluster, 1, topic)), 20, "node 1 to see the new topic")
         assert sorted(set(leaders.values())) == [1, 2, 3]
         for broker in cluster.brokers:
-            assert _leaders(cluster, broker, topic) == leaders
+            cluster.wait_until(lambda b=broker: _leaders(cluster, b, topic) == leaders, 20,
+                               f"node {broker} to see the same leaders")
         per_partition = _produce_and_consume(cluster.bootstrap, topic, 6)
         assert sorted(per_partition) == list(range(6))
         # A broker that does not lead a partition sends the client to the one that does.
