@@ -528,18 +528,22 @@ class GroupCoordinator(OffsetsMixin, AdminMixin, PersistenceMixin, MigrationMixi
             group = self.groups.pop(group_id, None)
             if group is None:
                 continue
-            for key in (("join", group_id), ("sync", group_id)):
-                self.timers.cancel(key)
-            for member_id in list(group.members) + list(group.pending_members):
-                self.timers.cancel(("heartbeat", group_id, member_id))
-            for member in group.members.values():
-                waiting_join, waiting_sync = member.awaiting_join, member.awaiting_sync
-                member.awaiting_join = member.awaiting_sync = None
-                if waiting_join is not None:
-                    waiting_join.complete(JoinResult(E.NOT_COORDINATOR, member.member_id))
-                if waiting_sync is not None:
-                    waiting_sync.complete(SyncResult(E.NOT_COORDINATOR))
+            self._stop_members(group, E.NOT_COORDINATOR)
             group.state = S.DEAD
+
+    def _stop_members(self, group: Group, error: E) -> None:
+        """Stop the group's timers and answer every waiting join and sync with `error`."""
+        for key in (("join", group.group_id), ("sync", group.group_id)):
+            self.timers.cancel(key)
+        for member_id in list(group.members) + list(group.pending_members):
+            self.timers.cancel(("heartbeat", group.group_id, member_id))
+        for member in group.members.values():
+            waiting_join, waiting_sync = member.awaiting_join, member.awaiting_sync
+            member.awaiting_join = member.awaiting_sync = None
+            if waiting_join is not None:
+                waiting_join.complete(JoinResult(error, member.member_id))
+            if waiting_sync is not None:
+                waiting_sync.complete(SyncResult(error))
 
 
 @dataclass

@@ -20,21 +20,10 @@ class MigrationMixin:
     def hand_over_to_consumer(self, group_id: str) -> None:
         """The group is a consumer group now: members waiting in a rebalance hear REBALANCE_IN_PROGRESS
         (they rejoin the consumer group), timers stop, and only the offsets stay here."""
-        from .group_coordinator import JoinResult, SyncResult
         group = self.groups.get(group_id)
         if group is None:
             return
-        for key in (("join", group_id), ("sync", group_id)):
-            self.timers.cancel(key)
-        for member_id in list(group.members) + list(group.pending_members):
-            self.timers.cancel(("heartbeat", group_id, member_id))
-        for member in group.members.values():
-            waiting_join, waiting_sync = member.awaiting_join, member.awaiting_sync
-            member.awaiting_join = member.awaiting_sync = None
-            if waiting_join is not None:
-                waiting_join.complete(JoinResult(E.REBALANCE_IN_PROGRESS, member.member_id))
-            if waiting_sync is not None:
-                waiting_sync.complete(SyncResult(E.REBALANCE_IN_PROGRESS))
+        self._stop_members(group, E.REBALANCE_IN_PROGRESS)
         clear_membership(group)
 
     def take_over_from_consumer(self, downgraded: Group, rebalance: bool = True) -> None:
