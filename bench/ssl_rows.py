@@ -96,15 +96,7 @@ def build_ssl_cases(suite) -> list:
 
     def prepare(target: Target) -> None:
         _with_ssl(target)
-        topic = suite.create_topic(target, "ssl-consume", s.partitions)
-        per_partition = s.consume_records // s.partitions
-        calls = [(workloads.fill, (target.bootstrap, topic, p, KIB, per_partition, {**BATCHED, "acks": "1"}))
-                 for p in range(s.partitions)]
-        results = suite._gather(calls, timeout=300)
-        bad = [r for r in results if r["errors"]]
-        if bad:
-            raise RuntimeError(f"pre-fill failed: {bad[0]['first_error']}")
-        filled[target.name] = (topic, {r["partition"]: r["records"] for r in results})
+        filled[target.name] = suite.prefilled_topic(target, "ssl-consume", KIB, s.consume_records)
 
     def consume(target: Target, bootstrap: str, client: dict) -> dict[str, float]:
         topic, expected = filled[target.name]

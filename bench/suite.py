@@ -168,6 +168,21 @@ class Suite:
             time.sleep(0.1)
         raise RuntimeError(f"topic {name} has no leaders (or not all replicas in sync) after 30s")
 
+    def prefilled_topic(self, target: Target, prefix: str, size: int, records: int
+                        ) -> tuple[str, dict[int, int]]:
+        """A fresh topic filled with `records` batched `size`-byte records (acks=1), spread evenly
+        over the partitions; returns it with the records each partition got."""
+        partitions = self.settings.partitions
+        topic = self.create_topic(target, prefix, partitions)
+        config = {**BATCHED, "acks": "1"}
+        calls = [(workloads.fill, (target.bootstrap, topic, p, size, records // partitions, config))
+                 for p in range(partitions)]
+        results = self._gather(calls, timeout=300)
+        bad = [r for r in results if r["errors"]]
+        if bad:
+            raise RuntimeError(f"pre-fill failed: {bad[0]['first_error']}")
+        return topic, {r["partition"]: r["records"] for r in results}
+
     def delete_topic(self, target: Target, name: str) -> None:
         """Best effort: keeps the in-memory peer's RSS and Odradek's disk use from piling up."""
         if not target.can_create_topics:
@@ -396,16 +411,7 @@ def _consume_case(suite: Suite, targets=("odradek", "peer", "kafka"), prefix: st
     filled: dict[str, tuple[str, dict[int, int]]] = {}
 
     def prepare(target: Target) -> None:
-        topic = suite.create_topic(target, "consume", s.partitions)
-        per_partition = s.consume_records // s.partitions
-        config = {**BATCHED, "acks": "1"}
-        calls = [(workloads.fill, (target.bootstrap, topic, p, size, per_partition, config))
-                 for p in range(s.partitions)]
-        results = suite._gather(calls, timeout=300)
-        bad = [r for r in results if r["errors"]]
-        if bad:
-            raise RuntimeError(f"pre-fill failed: {bad[0]['first_error']}")
-        filled[target.name] = (topic, {r["partition"]: r["records"] for r in results})
+        filled[target.name] = suite.prefilled_topic(target, "consume", size, s.consume_records)
 
     def run(target: Target) -> dict[str, float]:
         topic, expected = filled[target.name]
