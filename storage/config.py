@@ -32,17 +32,12 @@ class LogConfig:
     producer_id_expiration_ms: int = 24 * 3600 * 1000  # a broker setting, honoured per log
     compression_type: str = "producer"  # or uncompressed/gzip/snappy/lz4/zstd: recompress on append
 
-    @property
-    def compact(self) -> bool:
-        return "compact" in self.cleanup_policy
-
-    @property
-    def delete(self) -> bool:
-        return "delete" in self.cleanup_policy
-
-    @property
-    def log_append_time(self) -> bool:
-        return self.message_timestamp_type == "LogAppendTime"
+    def __post_init__(self):
+        # Facts derived once (plain attributes, not properties: every append reads them);
+        # dataclasses.replace() runs __init__ again, so they follow any change.
+        object.__setattr__(self, "compact", "compact" in self.cleanup_policy)
+        object.__setattr__(self, "delete", "delete" in self.cleanup_policy)
+        object.__setattr__(self, "log_append_time", self.message_timestamp_type == "LogAppendTime")
 
     @classmethod
     def from_mapping(cls, settings: Mapping[str, Any] | None = None, base: "LogConfig | None" = None) -> "LogConfig":

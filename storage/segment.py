@@ -28,6 +28,8 @@ CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX, TXNINDEX_SUFFIX)
 
+_OFFSET_ENTRY = OffsetIndex.ENTRY.size
+_TIME_ENTRY = TimeIndex.ENTRY.size
 _SCAN_CHUNK = 16 * 1024
 _RECOVER_CHUNK = 1024 * 1024
 
@@ -172,8 +174,9 @@ class LogSegment:
         self.next_offset = last_offset + 1
 
     def index_full(self, max_index_bytes: int) -> bool:
-        return (self.offset_index.size_bytes + OffsetIndex.ENTRY.size > max_index_bytes
-                or self.time_index.size_bytes + TimeIndex.ENTRY.size > max_index_bytes)
+        # (entry counts read directly: this runs on every append)
+        return ((self.offset_index._count + 1) * _OFFSET_ENTRY > max_index_bytes
+                or (self.time_index._count + 1) * _TIME_ENTRY > max_index_bytes)
 
     def seal(self) -> None:
         """Stop being the active segment (on roll): record the final largest timestamp."""

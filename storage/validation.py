@@ -43,7 +43,10 @@ def validate_append(view: memoryview | None, origin: AppendOrigin, config: LogCo
                     where: str, parsed: list[RecordBatch] | None = None) -> list[RecordBatch]:
     """The batches of `view`, or InvalidBatchError (RecordErrorsError per record) with Kafka's code.
     `parsed`: the batches of the append, already split by the caller (`view` is then unused)."""
-    size = len(view) if parsed is None else sum([batch.size for batch in parsed])
+    if parsed is None:
+        size = len(view)
+    else:
+        size = parsed[0].size if len(parsed) == 1 else sum([batch.size for batch in parsed])
     if size > config.segment_bytes:
         raise InvalidBatchError(
             f"message batch size is {size} bytes which exceeds the maximum configured "
@@ -80,7 +83,7 @@ def validate_append(view: memoryview | None, origin: AppendOrigin, config: LogCo
 def _check_records(batch: RecordBatch, config: LogConfig, now: int, where: str) -> None:
     """Kafka's per-record checks of a client batch; raises with Kafka's codes."""
     flags = 0
-    if batch.compression:
+    if batch.attributes & COMPRESSION_MASK:
         flags |= recordscan.CHECK_OFFSETS    # Kafka checks inner offsets of compressed batches
     if config.compact:
         flags |= recordscan.CHECK_KEYS

@@ -71,6 +71,8 @@ class ClientQuotaManager:
         self.token_bucket = token_bucket
         self.clock = clock
         self._quotas: dict[tuple, float] = {}
+        # Any quota of this key set (an attribute, not a property: read on every request)
+        self.enabled = False
         self.sensors: dict[tuple[str, str], Sensor] = {}
         self._lookups: dict[tuple[str, str], tuple[tuple[str, str], float | None]] = {}
         self._next_expiry_ms = 0
@@ -85,13 +87,10 @@ class ClientQuotaManager:
             if value is not None and all(t in (USER, CLIENT_ID) for t, _ in entity):
                 quotas[entity] = value
         self._quotas = quotas
+        self.enabled = bool(quotas)
         self._lookups = {}
         kinds = {tuple(t for t, _ in entity) for entity in quotas}
         self._kinds = ((CLIENT_ID, USER) in kinds, (USER,) in kinds, (CLIENT_ID,) in kinds)
-
-    @property
-    def enabled(self) -> bool:
-        return bool(self._quotas)
 
     def _quota(self, user=None, client=None, *, has_user=False, has_client=False):
         entity = []

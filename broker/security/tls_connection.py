@@ -155,6 +155,8 @@ class TlsConnection(Connection):
         await self._writer.send(parts)
 
     # Never the plaintext socket writes of the base class.
+    _WRITES_INLINE = False
+
     async def _send_buffers(self, buffers):
         await self._writer.send(buffers)
 
