@@ -73,7 +73,8 @@ class Partition:
             waiters, self.waiters = self.waiters, set()
             for event in waiters:
                 event.set()
-        self.wake_replicas()
+        if self.replica_waiters:
+            self.wake_replicas()
 
     def wake_replicas(self) -> None:
         """New records a follower may fetch (consumers wait for the high watermark to move)."""
@@ -429,7 +430,8 @@ class PartitionManager:
 
     def append_now(self, items, origin=None) -> list:
         """append_many() in the calling thread. Items: (partition, records[, verification
-        guard[, the records' one batch header, parsed by the caller]])."""
+        guard[, the records' one batch header, parsed by the caller]]); fields past those
+        are the caller's own (the Produce handler's answer) and ignored here."""
         origin = origin or AppendOrigin.CLIENT
         outcomes = []
         for partition, records, *extra in items:
@@ -458,8 +460,9 @@ class PartitionManager:
 
     def acknowledge_now(self, appended) -> None:
         """acknowledge_many() without durable acks: the high watermark moves, waiters wake."""
-        for partition, _ in appended:
-            self.replication.on_local_append(partition)
+        on_local_append = self.replication.on_local_append
+        for item in appended:   # (partition, AppendResult, ...)
+            on_local_append(item[0])
 
     async def delete_records(self, topic: str, index: int, offset: int) -> tuple[int, int, object]:
         """DeleteRecords on the leader's log: (its new log start offset, error code, partition)."""

@@ -283,8 +283,11 @@ class Log(LogAppends, LogReads, LogRetention, LogTruncation):
 
     def set_high_watermark(self, offset: int) -> None:
         """The caller (replica manager) owns the high watermark; it is clamped to the log."""
-        with self._lock:
-            self.high_watermark = min(max(offset, self.log_start_offset), self.log_end_offset)
+        with self._lock:   # (comparisons, not min/max calls: once per append)
+            if offset < self.log_start_offset:
+                offset = self.log_start_offset
+            end = self._segments[-1].next_offset
+            self.high_watermark = offset if offset < end else end
             self.producer_state.on_high_watermark(self.high_watermark)
 
     def _check_online(self) -> None:

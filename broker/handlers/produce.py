@@ -74,10 +74,12 @@ async def handle_produce(ctx, header, body):
         if acks == 0:
             raise CloseConnection("transactional records without a transactional id (acks=0)")
         return _refuse_all(body, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-    partitions = ctx.partitions
+    partitions = ctx.broker.partitions
     api_version = header.api_version
     results: list[tuple[str, list]] = []
-    to_append = []      # (partition, records, answer, first batch header)
+    # (partition, records, verification guard, first batch header, answer): the shape
+    # PartitionManager.append_now takes as it is (no list rebuilt per request)
+    to_append = []
     writable = None   # every topic, unless an authorizer says otherwise
     authorizing = access.enabled(ctx)
     if authorizing:
@@ -101,7 +103,7 @@ async def handle_produce(ctx, header, body):
             except RecordBatchError as exc:
                 answer.error_code, answer.error_message = exc.error_code, str(exc)
                 continue
-            to_append.append((partition, data.records, answer, first_batch, None))
+            to_append.append((partition, data.records, None, first_batch, answer))
 
     if authorizing and not _may_write_transactionally(ctx, body.transactional_id, to_append):
         for _, answers in results:
@@ -116,10 +118,8 @@ async def handle_produce(ctx, header, body):
     if not partitions.durable_acks and partitions.appends_inline(to_append):
         # The common unbatched case: nothing up to the acknowledgement can suspend, so nothing
         # can cancel it half way and no shield (nor another coroutine) is needed.
-        outcomes = partitions.append_now([(p, records, guard, batch)
-                                          for p, records, _, batch, guard in to_append])
-        appended = _note_outcomes(to_append, outcomes)
-        partitions.acknowledge_now([(p, result) for p, result, _, _ in appended])
+        appended = _note_outcomes(to_append, partitions.append_now(to_append))
+        partitions.acknowledge_now(appended)
         if acks == -1 and not _replicated_now(ctx, appended):
             # Followers have yet to fetch these: the connection's next request may go ahead
             # while this one waits (shielded: the records are in the log, the answer must say so).
@@ -173,9 +173,7 @@ _ACKS_MESSAGES = {
 
 async def _append_and_acknowledge(ctx, acks, results, to_append, timeout_ms):
     partitions = ctx.partitions
-    outcomes = await partitions.append_many([(p, records, guard, batch)
-                                             for p, records, _, batch, guard in to_append])
-    appended = _note_outcomes(to_append, outcomes)
+    appended = _note_outcomes(to_append, await partitions.append_many(to_append))
     # The batches are in the log in request order: the connection's next request may go ahead
     # (its appends queue behind these) while these wait for durability or the replicas. Without
     # such a wait the rest is immediate, and keeping the order spares the connection a task.
@@ -197,7 +195,7 @@ def _note_outcomes(to_append, outcomes) -> list:
     """Fill each partition's answer from its append outcome; the (partition, AppendResult,
     answer, record bytes) of those appended."""
     appended = []
-    for (partition, records, answer, _, _), outcome in zip(to_append, outcomes):
+    for (partition, records, _, _, answer), outcome in zip(to_append, outcomes):
         if isinstance(outcome, StorageError):
             answer.error_code, answer.error_message = outcome.error_code, outcome.message
             answer.record_errors = [
@@ -263,8 +261,9 @@ async def _verify_transactional(ctx, transactional_id, to_append):
               for i, partition, batch in candidates}
     refused = await refused_batches(ctx, transactional_id, candidates)
     for i, (code, message) in refused.items():
-        to_append[i][2].error_code, to_append[i][2].error_message = code, message
-    return [(*item[:4], guards.get(i)) for i, item in enumerate(to_append) if i not in refused]
+        to_append[i][4].error_code, to_append[i][4].error_message = code, message
+    return [(item[0], item[1], guards.get(i), item[3], item[4])
+            for i, item in enumerate(to_append) if i not in refused]
 
 
 def _check(partitions, acks: int, topic: str, data, api_version: int):

@@ -146,7 +146,8 @@ class ReplicaManager:
         state = partition.replica_state
         if state is None:
             return
-        if state.advance_high_watermark(self.local_end(partition)):
+        end = self.local_end(partition) if self.partitions.durable_acks else partition.log.log_end_offset
+        if state.advance_high_watermark(end):
             partition.log.set_high_watermark(state.high_watermark)
             self._release_acks(partition)
             partition.wake()
