@@ -181,6 +181,7 @@ class Connection:
         self._chunk: bytearray | None = None   # read-ahead; frames are views into it
         self._start = 0                         # first byte not yet handed out as a frame
         self._end = 0                           # end of the bytes received so far
+        self._drained = False                   # the last read left nothing in the socket
         # Requests read whose response is not written yet, in order. The writer sleeps only
         # while the oldest is unanswered: it is woken when a response is done (or reading
         # ends), not when a request arrives (no task switch per request for nothing to write).
@@ -311,20 +312,27 @@ class Connection:
         when the socket has nothing to read, so an idle connection holds no buffer.
         """
         while True:
+            if self._drained:   # the last read emptied the socket: a read now would fail
+                self._drained = False
+                if self._start == self._end:
+                    self._chunk, self._start, self._end = None, 0, 0
+                await trio.lowlevel.wait_readable(self.stream.socket)
             chunk = self._chunk
             if chunk is None:   # a fresh or idle connection: most bursts are a small request
                 chunk = self._replace_chunk(max(need, FIRST_READ))
             elif self._start + need > len(chunk):
                 chunk = self._replace_chunk(max(need, READ_AHEAD))
+            room = len(chunk) - self._end
             try:
                 received = os.readv(self._fileno, [memoryview(chunk)[self._end:]])
             except BlockingIOError:
-                if self._start == self._end:
-                    self._chunk, self._start, self._end = None, 0, 0
-                await trio.lowlevel.wait_readable(self.stream.socket)
+                self._drained = True
                 continue
             if not received:
                 return False
+            # Fewer bytes than room: the socket is empty now, so the next read waits first
+            # (one failing readv and its exception less per burst).
+            self._drained = received < room
             self._end += received
             self.last_activity = time.monotonic()
             return True
@@ -569,10 +577,14 @@ class Connection:
             if not slot.done:
                 break
             parts = slot.parts
-            if parts is _CLOSE or slot.close_after or (parts is not None and not all(
-                    type(part) in _BYTES_TYPES for part in parts)):
-                self._wake_writer()   # closing, or file slices: the writer's job
+            if parts is _CLOSE or slot.close_after:
+                self._wake_writer()   # closing: the writer's job
                 return
+            if parts is not None:
+                for part in parts:
+                    if type(part) not in _BYTES_TYPES:
+                        self._wake_writer()   # file slices: the writer's job (sendfile)
+                        return
         responses, _ = self._take_done()
         buffers: list[Any] = []
         for parts in responses:

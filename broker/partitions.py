@@ -423,10 +423,8 @@ class PartitionManager:
             return self.append_now(items, origin=origin)
         return await self.broker.run_blocking(self.append_now, items, origin)
 
-    @staticmethod
-    def appends_inline(items) -> bool:
-        """Whether append_now() of these items may run on the event loop (small, no fsync)."""
-        return _appends_inline(items)
+    # Whether append_now() of these items may run on the event loop (small, no fsync).
+    appends_inline = staticmethod(_appends_inline)
 
     def append_now(self, items, origin=None) -> list:
         """append_many() in the calling thread. Items: (partition, records[, verification

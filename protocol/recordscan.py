@@ -148,7 +148,8 @@ def walk_batch(batch, flags: int, low: int = INT64_MIN, high: int = INT64_MAX) -
         low = INT64_MIN
     if high > INT64_MAX:
         high = INT64_MAX
-    if batch.compression == 0:
+    compression = batch.attributes & 0x07   # (the codec bits, without a property call)
+    if compression == 0:
         body = batch.body()
         pos, index, errors = scan(body, 0, 0, count, batch.base_timestamp, low, high, flags)
         _check_end(index, count, len(body) - pos)
@@ -156,7 +157,7 @@ def walk_batch(batch, flags: int, low: int = INT64_MIN, high: int = INT64_MAX) -
     errors: list = []
     index = 0
     pending = bytearray()
-    for piece in decompress_stream(batch.compression, batch.body()):
+    for piece in decompress_stream(compression, batch.body()):
         if pending:
             pending += piece
             buf = pending

@@ -163,8 +163,9 @@ class LogAppends:
                                batch.body()], size)   # cut back to `position` if it fails
                 segment.note_appended(position, batch, last_offset, max_ts,
                                       config.index_interval_bytes)
-                if leader_epoch >= 0:
-                    self.epochs.assign(leader_epoch, first_offset)
+                epochs = self.epochs
+                if leader_epoch >= 0 and (not epochs.entries or leader_epoch > epochs.entries[-1][0]):
+                    epochs.assign(leader_epoch, first_offset)   # (a new epoch: rare)
                 self._unflushed_messages += batch.record_count
             except OSError as exc:
                 raise self._go_offline(exc) from exc   # as append(): a valid prefix stays
