@@ -265,6 +265,18 @@ class Connection:
             await trio.sleep(remaining)
 
     # -------------------------------------------------------------------------------- reading
+    def _buffered_frame(self) -> memoryview | None:
+        """The next frame when the read-ahead chunk already holds all of it (pipelined requests
+        arrive together), taken without the reading coroutines; else None (nothing consumed)."""
+        start = self._start
+        if self._end - start < 4:
+            return None
+        (size,) = _SIZE.unpack_from(self._chunk, start)
+        if not 0 <= size <= self.max_frame or 4 + size > READ_AHEAD or self._end - start - 4 < size:
+            return None   # a bad size (_read_size closes the connection), a big frame or a partial one
+        self._start = start + 4 + size
+        return memoryview(self._chunk)[start + 4:start + 4 + size]
+
     async def _read_size(self) -> int | None:
         """The next frame's declared size, or None at end of stream; the prefix is consumed."""
         while self._end - self._start < 4:
@@ -353,13 +365,18 @@ class Connection:
         slots = self._slots
         while True:
             try:
-                size = await self._read_size()
-                if size is None:
-                    return
-                if memory.limit > 0:
-                    await memory.reserve(size)   # queued.max.request.bytes: wait for room
+                frame = self._buffered_frame() if memory.limit <= 0 else None
+                if frame is not None:
+                    size = len(frame)
+                else:
+                    size = await self._read_size()
+                    if size is None:
+                        return
+                    if memory.limit > 0:
+                        await memory.reserve(size)   # queued.max.request.bytes: wait for room
                 try:
-                    frame = await self._read_frame(size)
+                    if frame is None:
+                        frame = await self._read_frame(size)
                     if frame is None:
                         memory.release(size)
                         return
