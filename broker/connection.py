@@ -507,13 +507,15 @@ class Connection:
         started = time.monotonic()
         metrics = self.broker.metrics
         quotas = self.broker.quotas
-        metrics.request_received()
-        quotas.begin_request(ctx)
+        # (the in-flight gauge and the request-quota timer inline: calls per request add up)
+        metrics.in_flight += 1
+        if quotas.task_timer.installed:   # only while request quotas exist
+            quotas.begin_request(ctx)
         try:
             response = await handler(ctx, header, body)
         finally:
-            metrics.request_done()
-            task_seconds = quotas.end_request(ctx)
+            metrics.in_flight -= 1
+            task_seconds = 0.0 if ctx.quota_task is None else quotas.end_request(ctx)
         quotas.finish_request(ctx, header, response, task_seconds)
         self.broker.observe_request(header, time.monotonic() - started, response,
                                     started - received, ctx.counted_error)
