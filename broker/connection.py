@@ -3,7 +3,9 @@
 A reader task takes frames off the socket and queues them; a runner task handles the queued requests
 one after another; a writer task sends the responses strictly in the order the requests arrived, all
 that are ready in one gather write (``writev``), record file slices with ``os.sendfile``; it sleeps
-until the oldest unanswered request is done, so a request costs no task switch of its own. Request N+1
+until the oldest unanswered request is done, so a request costs no task switch of its own. A burst
+the runner handles without suspending (unbatched produce) it writes itself when the writer is idle,
+one wake-up less per burst; should a request wait, what is done before it goes out at once. Request N+1
 starts when request N has finished or has called ``RequestContext.release_order()`` — Produce does
 that when it has to wait (fsync, replicas) once its batches are in the log, so pipelined produce
 requests share one fsync while their appends stay in order. Releasing the order hands the queue to a
