@@ -75,6 +75,8 @@ class FaultEnv:
         self.node_count = nodes
         self.broker = broker        # what the nodes run: odradek, or Apache Kafka (kafka_nodes.py)
         self.disk_mb = disk_mb or (kafka_nodes.DISK_MB if broker == "kafka" else DISK_MB)
+        # how long a trial waits for the cluster to recover before it counts as unrecovered
+        self.recover_timeout_s = kafka_nodes.RECOVER_TIMEOUT_S if broker == "kafka" else 120
         self.overrides = {**CLUSTER_SETTINGS, **(overrides or {})}
         self.lab = NetLab()
         self.cluster: Cluster | None = None

@@ -24,6 +24,9 @@ KAFKA_HOME = os.environ.get("ODRADEK_KAFKA_HOME", "/work/shared/apache-kafka")
 HEAP = os.environ.get("KAFKA_HEAP", "512m")
 DISK_MB = 512               # a JVM broker's log dir wants more room than Odradek's 256 MiB
 START_TIMEOUT_S = 240       # three JVMs starting on a small shared machine
+# after kill-majority two JVMs restart, re-form the quorum and catch up: on a machine loaded to
+# 50 that took over 120 s (Odradek's bound)
+RECOVER_TIMEOUT_S = 300
 STARTED = b"Kafka Server started"
 
 # Odradek keys with a Kafka counterpart: key -> (Kafka key, value) by Odradek's value

@@ -125,7 +125,7 @@ def run_trial(env: FaultEnv, nemesis: str, number: int, rng: random.Random, out_
     healed = time.monotonic() - began
     time.sleep(AFTER_HEAL_S / 2 if env.quick else AFTER_HEAL_S)
     open(stop_file, "w").close()
-    recovery_s = env.recover([topic, read_topic], timeout=120)
+    recovery_s = env.recover([topic, read_topic], timeout=env.recover_timeout_s)
     if read_file:
         open(read_file, "w").close()    # the client reads once its own work is done
     env.wait_client(client, max_seconds + 210)
