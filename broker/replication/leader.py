@@ -14,6 +14,12 @@ As Kafka's Partition:
 - a member not caught up for ``replica.lag.time.max.ms`` is proposed out of the ISR; a replica whose
   log reached both the high watermark and the start of this leader epoch is proposed in. One
   proposal at a time: the next waits for the controller's answer (AlterPartition, KIP-497).
+
+Unlike Kafka, that lag counts only time the leader was running: a leader stopped (SIGSTOP, a stalled
+host, a frozen event loop) could not hear its followers meanwhile, so the time it was away is
+credited to them (``credit_absence``). Without it a leader waking from a pause longer than
+replica.lag.time.max.ms proposed its healthy followers out of the ISR before reading their queued
+fetches, and every acks=all append then in flight was answered NOT_ENOUGH_REPLICAS_AFTER_APPEND.
 """
 
 from __future__ import annotations
@@ -118,6 +124,12 @@ class LeaderState:
         """ISR members (not the leader) not caught up within replica.lag.time.max.ms."""
         return [r for r in self.isr if r != self.node_id and r in self.followers
                 and now_ms - self.followers[r].last_caught_up_ms > lag_time_max_ms]
+
+    def credit_absence(self, absent_ms: int) -> None:
+        """The leader was not running for `absent_ms`: its followers' lag clocks skip that span."""
+        if absent_ms > 0:
+            for progress in self.followers.values():
+                progress.last_caught_up_ms += absent_ms
 
     def caught_up(self) -> list[int]:
         """Replicas outside the ISR whose log reached the high watermark and this epoch's start."""

@@ -312,19 +312,28 @@ class ReplicaManager:
         nursery.start_soon(self.leader_flushes.run)
 
     async def _isr_loop(self) -> None:
-        """Kafka's isr-expiration task (every replica.lag.time.max.ms / 2) plus prompt expansion."""
+        """Kafka's isr-expiration task (every replica.lag.time.max.ms / 2) plus prompt expansion.
+
+        A check that runs later than its deadline finds this broker was away (stopped, or its loop
+        held): that span is credited to the followers before their lag is judged.
+        """
+        deadline = None
         while True:
             lag_max = self.broker.config["replica.lag.time.max.ms"]
-            with trio.move_on_after(max(lag_max / 2000, 0.05)):
+            interval_ms = max(lag_max // 2, 50)
+            with trio.move_on_after(interval_ms / 1000):
                 await self._isr_check.wait()
             self._isr_check = trio.Event()
             now = _now_ms()
+            absent_ms = now - deadline if deadline is not None else 0
+            deadline = now + interval_ms
             for count, partition in enumerate(self.partitions.all(), 1):
                 if count % 1000 == 0:
                     await trio.lowlevel.checkpoint()   # 10,000 partitions: a few ms per 1,000
                 state = partition.replica_state
                 if state is None or not state.followers:
                     continue
+                state.credit_absence(absent_ms)
                 proposal = state.propose(now, lag_max)
                 if proposal is not None:
                     self.isr_updates.send(partition, state, proposal)

@@ -4,8 +4,14 @@
 - lost: acknowledged (``ok``) values missing from the log;
 - duplicated: acknowledged values present more than once (values of unknown outcome present more
   than once are counted apart, as `duplicated_unacknowledged`: see below);
+- resent: of those, the ones whose copies were each written in another epoch of the same producer
+  id, when the trial's `sessions` (log_files.producer_sessions) are given. The client sent them
+  again after bumping its epoch: a new idempotence session, which no broker can deduplicate against
+  the old one (librdkafka does this, confluentinc/librdkafka#4953). Reported, and not counted in
+  `duplicated`: a broker's own duplicate has two copies in one producer epoch;
 - reordered: acknowledged values of one partition whose log order differs from their produce order
-  (counted as the values out of place against the longest in-order run, so one swap counts one);
+  (counted as the values out of place against the longest in-order run, so one swap counts one;
+  a value's first copy is where it counts, later copies are duplicates);
 - phantom: values in the log that no client ever sent;
 - wrong_offset: acknowledged values found at another offset than the one acknowledged (when the
   acknowledgement carried one);
@@ -73,17 +79,22 @@ def longest_increasing(values: list[int]) -> int:
     return len(tails)
 
 
-def check_producer(history: list[dict], read: list[dict]) -> dict:
+def check_producer(history: list[dict], read: list[dict], sessions: dict | None = None) -> dict:
     sent = {e["v"] for e in history if e.get("type") == "invoke"}
     acked = {e["v"]: e for e in history if e.get("type") == "ok"}
     failed = {e["v"] for e in history if e.get("type") == "fail"}
     records = [e for e in read if "v" in e]
     complete = bool(read) and bool(read[-1].get("complete"))
     counts = Counter(e["v"] for e in records)
-    where = {e["v"]: (e["p"], e["offset"]) for e in records}
+    copies = defaultdict(list)
+    for e in records:
+        copies[e["v"]].append((e["p"], e["offset"]))
+    where = {v: places[0] for v, places in copies.items()}
     # without a complete read nothing can be called lost: the trial counts as unrecovered instead
     lost = sorted(v for v in acked if v not in counts) if complete else []
-    duplicated = sorted(v for v, n in counts.items() if n > 1 and v in acked)
+    twice = sorted(v for v, n in counts.items() if n > 1 and v in acked)
+    resent = [v for v in twice if _resent_in_new_epochs(copies[v], sessions)]
+    duplicated = sorted(set(twice) - set(resent))
     # Written more than once although never acknowledged: librdkafka re-sends unacknowledged
     # records under a new producer epoch when some time out (each epoch is a fresh idempotence
     # session the broker cannot deduplicate across). Reported, outside the acks=all guarantee.
@@ -93,11 +104,11 @@ def check_producer(history: list[dict], read: list[dict]) -> dict:
     # librdkafka acks a batch implicitly, without its offset, when a later batch of the same
     # producer succeeded after this one's request failed (the broker must have it then)
     wrong_offset = sorted(v for v, e in acked.items() if v in where and e.get("offset") is not None
-                          and (e["p"], e["offset"]) != where[v])
+                          and (e["p"], e["offset"]) not in copies[v])
     reordered = 0
     by_partition = defaultdict(list)
     for e in records:
-        if e["v"] in acked:
+        if e["v"] in acked and where[e["v"]] == (e["p"], e["offset"]):
             by_partition[e["p"]].append(_sequence(e["v"]))
     for sequences in by_partition.values():
         reordered += len(sequences) - longest_increasing(sequences)
@@ -105,14 +116,26 @@ def check_producer(history: list[dict], read: list[dict]) -> dict:
     return {
         "acknowledged": len(acked), "sent": len(sent),
         "unknown": sum(1 for e in history if e.get("type") == "info"),
-        "lost": len(lost), "duplicated": len(duplicated), "reordered": reordered,
+        "lost": len(lost), "duplicated": len(duplicated), "resent": len(resent),
+        "reordered": reordered,
         "phantom": len(phantom) + len(resurrected), "wrong_offset": len(wrong_offset),
         "read_complete": complete, "duplicated_unacknowledged": len(duplicated_unacked),
         "windows": len(windows), "longest_window_s": max((w[1] for w in windows), default=0.0),
-        "examples": {"lost": lost[:5], "duplicated": duplicated[:5], "phantom": phantom[:5],
+        "examples": {"lost": lost[:5], "duplicated": duplicated[:5], "resent": resent[:5],
+                     "phantom": phantom[:5],
                      "resurrected": resurrected[:5], "wrong_offset": wrong_offset[:5],
                      "duplicated_unacknowledged": duplicated_unacked[:5]},
     }
+
+
+def _resent_in_new_epochs(places: list[tuple[int, int]], sessions: dict | None) -> bool:
+    """Whether every copy of a value was written by one producer id, each in an epoch of its own."""
+    if not sessions:
+        return False
+    writers = [sessions.get(place) for place in places]
+    if None in writers or len({producer_id for producer_id, _ in writers}) != 1:
+        return False
+    return len({epoch for _, epoch in writers}) == len(writers)
 
 
 def ok(result: dict) -> bool:

@@ -35,7 +35,7 @@ import subprocess
 import sys
 import time
 
-from tests.faults import checker, java_client
+from tests.faults import checker, java_client, log_files
 from tests.faults.env import FaultEnv
 from tests.faults.labs import Run
 from tests.faults.nemesis import NEMESES
@@ -131,14 +131,21 @@ def run_trial(env: FaultEnv, nemesis: str, number: int, rng: random.Random, out_
     env.wait_client(client, max_seconds + 210)
     if reader:
         env.wait_client(env.client(reader, f"trial-{number}-reader.log"), 150)
-    result = check(checker.load(history_path), checker.load(read_path))
+    history, read = checker.load(history_path), checker.load(read_path)
+    if check is checker.check_producer:
+        # who wrote each copy: tells the client's re-sends in a new epoch from broker duplicates
+        sessions = log_files.producer_sessions(
+            [node.data_dir for node in env.cluster.nodes.values()], topic)
+        result = check(history, read, sessions)
+    else:
+        result = check(history, read)
     result.update(trial=number, workload=workload, nemesis=nemesis, fault=description,
                   client=client_name if workload == "producer" else "librdkafka",
                   struck_s=round(struck, 1), healed_s=round(healed, 1),
                   recovery_s=round(recovery_s, 1),
                   # a trial in which nothing was acknowledged checked nothing
                   ok=checker.ok(result) and result["acknowledged"] > 0)
-    if result["ok"]:
+    if result["ok"] and not result.get("resent"):    # a client's re-sends: evidence worth keeping
         shutil.rmtree(trial_dir, ignore_errors=True)
     else:
         _keep_logs(env, trial_dir, (topic, read_topic))

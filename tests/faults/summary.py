@@ -7,8 +7,9 @@ import os
 from tests.faults import checker
 
 CLIENTS = ("librdkafka", "java")
+# resent: acknowledged values the client wrote again in a new producer epoch (checker.py)
 COLUMNS = ("trials", "acknowledged", "lost", "duplicated", "reordered", "phantom", "unknown",
-           "dup_unacked", "windows", "longest_window_s", "unrecovered", "failed")
+           "resent", "dup_unacked", "windows", "longest_window_s", "unrecovered", "failed")
 RESULTS = "results.jsonl"
 
 
@@ -40,6 +41,7 @@ def summarize(results: list[dict]) -> dict[tuple[str, str, str], dict]:
                        "windows"):
             row[column] += result[column]
         row["dup_unacked"] += result.get("duplicated_unacknowledged", 0)
+        row["resent"] += result.get("resent", 0)
         row["longest_window_s"] = max(row["longest_window_s"], result["longest_window_s"])
         row["failed"] += 0 if result["ok"] else 1
     return table

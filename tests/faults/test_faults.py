@@ -68,6 +68,38 @@ def test_checker_accepts_unknown_outcomes_either_way_but_not_an_incomplete_read(
     assert not checker.ok(checker.check_producer(history, _read(("0-0", 0), complete=False)))
 
 
+def test_copies_in_new_producer_epochs_are_resent_not_duplicated(tmp_path):
+    """The trial-368 shape: a partition's batches 0-1 and 0-2 of epoch 0 written again in epoch 1
+    (sequences from 0) after the client bumped its epoch. Read from real segment bytes."""
+    from protocol.records import SimpleRecord, build_batch
+    from tests.faults.log_files import producer_sessions
+
+    def batch(values, offset, epoch, sequence):
+        return build_batch([SimpleRecord(value=v.encode()) for v in values], base_offset=offset,
+                           producer_id=45003, producer_epoch=epoch, base_sequence=sequence)
+
+    for node, segment in (("node-1", batch(["0-0"], 0, 0, 0) + batch(["0-1", "0-2"], 1, 0, 1)
+                           + batch(["0-1", "0-2"], 3, 1, 0) + batch(["0-3"], 5, 1, 2)),
+                          ("node-2", batch(["0-0"], 0, 0, 0))):      # a shorter copy: not used
+        os.makedirs(tmp_path / node / "t-0")
+        (tmp_path / node / "t-0" / "00000000000000000000.log").write_bytes(segment)
+    (tmp_path / "node-1" / "t-x").mkdir()                            # not a partition
+    sessions = producer_sessions([str(tmp_path / "node-2"), str(tmp_path / "node-1")], "t")
+    assert sessions[(0, 2)] == (45003, 0) and sessions[(0, 4)] == (45003, 1) and len(sessions) == 6
+
+    history = _history(*[("invoke", f"0-{i}") for i in range(4)],
+                       *[("ok", f"0-{i}") for i in range(4)])
+    read = _read(("0-0", 0), ("0-1", 1), ("0-2", 2), ("0-1", 3), ("0-2", 4), ("0-3", 5))
+    result = checker.check_producer(history, read, sessions)
+    assert result["resent"] == 2 and result["duplicated"] == 0 and result["reordered"] == 0
+    assert checker.ok(result)
+    # without the sessions, or with both copies in one epoch, they are the broker's duplicates
+    assert checker.check_producer(history, read)["duplicated"] == 2
+    one_epoch = {**sessions, (0, 3): (45003, 0)}
+    result = checker.check_producer(history, read, one_epoch)
+    assert result["duplicated"] == 1 and result["resent"] == 1 and not checker.ok(result)
+
+
 def test_unavailability_windows_are_gaps_between_acknowledgements():
     events = [{"t": 0.0, "type": "invoke"}, {"t": 0.5, "type": "ok"}, {"t": 4.0, "type": "ok"},
               {"t": 4.5, "type": "invoke"}]

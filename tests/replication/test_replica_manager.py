@@ -227,3 +227,39 @@ async def test_the_leader_flusher_flushes_off_the_loop_then_advances():
                 await trio.sleep(0.01)
         nursery.cancel_scope.cancel()
     assert flushed == [partition] and partition.log.recovery_point == 8
+
+
+async def test_a_leader_back_from_a_pause_does_not_blame_its_followers(monkeypatch, autojump_clock):
+    """Stopped longer than replica.lag.time.max.ms, the leader wakes before reading its followers'
+    queued fetches: the pause is not their lag. A follower silent while the leader runs still goes."""
+    import broker.replication.manager as manager_module
+
+    paused_ms = [0]    # time the process spent stopped: the clock ran, trio's deadlines did not fire
+    monkeypatch.setattr(manager_module, "_now_ms",
+                        lambda: int(trio.current_time() * 1000) + paused_ms[0])
+    manager, partition = setup()
+    manager.broker.config = {"replica.lag.time.max.ms": 6000}
+    proposals = []
+    manager.isr_updates = SimpleNamespace(
+        send=lambda partition, state, proposal: proposals.append(proposal.new_isr))
+    end = append(manager, partition, 3)
+
+    def both_fetch():
+        for follower in (2, 3):
+            manager.on_replica_fetch(partition, follower, end, end)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(manager._isr_loop)   # checks every 3 s
+        for _ in range(4):
+            both_fetch()
+            await trio.sleep(1)
+        both_fetch()
+        paused_ms[0] += 9000           # at 4 s: SIGSTOP for 9 s, then SIGCONT
+        await trio.sleep(2.5)          # the check at 6 s runs before any queued fetch is read
+        assert proposals == []         # [1, 2, 3] kept: 2 s of running time since their fetches
+        both_fetch()
+        for _ in range(10):            # 10 s running: 2 keeps fetching, 3 is gone
+            await trio.sleep(1)
+            manager.on_replica_fetch(partition, 2, end, end)
+        nursery.cancel_scope.cancel()
+    assert proposals == [(1, 2)]
