@@ -44,6 +44,13 @@ class CollectorSteward:
     def due(self) -> bool:
         return self._opened + self._deleted >= self.bulk_partitions
 
+    @property
+    def due_after_openings_alone(self) -> bool:
+        """Due with no deletion noted: settling is then a young collection and an O(1) freeze,
+        cheap enough to do every BULK_PARTITIONS during a long bulk open (so the automatic full
+        collections that come while the heap grows never walk the partitions opened so far)."""
+        return self._opened >= self.bulk_partitions and not self._deleted
+
     def settle(self) -> bool:
         """After a bulk change: one full collection, then its survivors frozen. True if it ran."""
         if not self.due:

@@ -338,6 +338,8 @@ class PartitionManager:
                         await trio.lowlevel.checkpoint()
                     self._open_queue.chunk_installed()
                     self.collector.note_opened(len(opened))
+                    if self.collector.due_after_openings_alone:
+                        self.collector.settle()
                 if self._retire_queue or self._open_queue:
                     self._open_wanted.set()   # deletions came in meanwhile: those first
                 elif self.collector.due and not self._closed:

@@ -30,3 +30,11 @@ def test_nothing_happens_below_the_bulk_size(monkeypatch):
     steward = CollectorSteward(bulk_partitions=10)
     steward.note_opened(9)
     assert not steward.settle()
+
+
+def test_a_long_bulk_open_may_settle_on_the_way_unless_deletions_are_pending():
+    steward = CollectorSteward(bulk_partitions=10)
+    steward.note_opened(10)
+    assert steward.due_after_openings_alone
+    steward.note_deleted(1)
+    assert steward.due and not steward.due_after_openings_alone
