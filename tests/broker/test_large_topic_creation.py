@@ -68,6 +68,11 @@ def test_a_large_deletion_goes_off_the_loop_and_a_recreation_starts_empty(client
     for partition in (0, PARTITIONS - 1):
         answer = _produce_until_accepted(client, "again", partition, deadline)
         assert (answer.error_code, answer.base_offset) == (0, 0), partition
-    live = [name for name in os.listdir(broker.broker.config.log_dirs[0])
-            if name.startswith("again-") and not name.endswith("-delete")]
+    # (the two partitions produced to were opened ahead of the queue: wait for the rest)
+    while True:
+        live = [name for name in os.listdir(broker.broker.config.log_dirs[0])
+                if name.startswith("again-") and not name.endswith("-delete")]
+        if len(live) >= PARTITIONS or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
     assert len(live) == PARTITIONS
