@@ -217,8 +217,10 @@ def _one_round(pid: int, port: int, listener: str, config: dict, record_size: in
     else:
         source, count = topic, produced["records"]
     client_cpu = own_cpu_seconds()
+    threads: dict[str, float] = {}
     consumed = workloads.consume(bootstrap, source, {0: count}, record_size, time.time() + 0.5, 120,
-                                 {**config, "group.id": f"bench-{listener}-{round_number}"})
+                                 {**config, "group.id": f"bench-{listener}-{round_number}"},
+                                 threads)
     consume_cpu = cpu_seconds(pid) - cpu
     client_cpu = own_cpu_seconds() - client_cpu
     _delete_topic(plaintext_port, topic)
@@ -231,6 +233,13 @@ def _one_round(pid: int, port: int, listener: str, config: dict, record_size: in
         "consume_cpu_ms_per_mb": 1000 * consume_cpu / max(consumed_mb, 1e-9),
         # the consumer (librdkafka's threads and the Python loop) on the same two cores
         "consume_client_cpu_ms_per_mb": 1000 * client_cpu / max(consumed_mb, 1e-9),
+        # ... split: librdkafka's broker thread (socket reads, TLS decryption, parsing the fetch
+        # responses: the client's half of the fetch round trip) and the Python consume loop
+        "consume_client_io_cpu_ms_per_mb": 1000 * sum(
+            seconds for name, seconds in threads.items() if name.startswith("rdk:broker"))
+            / max(consumed_mb, 1e-9),
+        "consume_client_loop_cpu_ms_per_mb": 1000 * threads.get("consume loop", 0.0)
+            / max(consumed_mb, 1e-9),
         "errors": produced["errors"] + consumed["errors"],
     }
 
@@ -285,7 +294,8 @@ def report(result: dict) -> str:
         lines.extend(_table(rows))
     lines.append("ratios: throughput vs PLAINTEXT; CPU (inv): PLAINTEXT's broker CPU per MB over "
                  "this listener's (1.0 = TLS costs the broker nothing extra); client CPU: the "
-                 "consumer's own CPU per MB (librdkafka + Python loop, same 2 cores)")
+                 "consumer's own CPU per MB (librdkafka + Python loop, same 2 cores); io / loop: of which "
+                 "librdkafka's broker thread (socket, TLS decryption, parsing) / the Python loop")
     lines.append("kTLS: " + result["ktls"])
     return "\n".join(lines)
 
@@ -294,9 +304,9 @@ def _table(rows: dict) -> list[str]:
     base = rows.get("PLAINTEXT") or next(iter(rows.values()))
     lines = [f"{'listener':<11}{'produce MB/s':>13}{'ratio':>7}{'consume MB/s':>13}{'ratio':>7}"
              f"{'produce CPU':>13}{'ratio':>7}{'consume CPU':>13}{'ratio':>7}{'client CPU':>12}"
-             f"{'handshakes/s':>13}{'errors':>7}",
+             f"{'io / loop':>14}{'handshakes/s':>13}{'errors':>7}",
              f"{'':<11}{'':>13}{'':>7}{'':>13}{'':>7}{'ms/MB':>13}{'(inv)':>7}{'ms/MB':>13}"
-             f"{'(inv)':>7}{'ms/MB':>12}"]
+             f"{'(inv)':>7}{'ms/MB':>12}{'ms/MB':>14}"]
     for name, row in rows.items():
         lines.append(
             f"{name:<11}{row['produce_mb_s']:>13.1f}"
@@ -307,6 +317,8 @@ def _table(rows: dict) -> list[str]:
             f"{row['consume_cpu_ms_per_mb']:>13.2f}"
             f"{base['consume_cpu_ms_per_mb'] / row['consume_cpu_ms_per_mb']:>7.2f}"
             f"{row.get('consume_client_cpu_ms_per_mb', float('nan')):>12.2f}"
+            f"{row.get('consume_client_io_cpu_ms_per_mb', float('nan')):>7.2f} /"
+            f"{row.get('consume_client_loop_cpu_ms_per_mb', float('nan')):>5.2f}"
             f"{row['handshakes_per_s']:>13.0f}{row['errors']:>7}")
     return lines
 

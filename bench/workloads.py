@@ -8,7 +8,9 @@ connection setup is not measured and all of them load the broker at the same tim
 
 from __future__ import annotations
 
+import os
 import struct
+import threading
 import time
 
 PAYLOAD_BYTE = b"x"
@@ -107,15 +109,35 @@ def _consumer(bootstrap: str, config: dict):
     })
 
 
+def thread_cpu_seconds() -> dict[tuple[int, str], float]:
+    """CPU seconds each live thread of this process has used, by (thread id, name): librdkafka
+    names its threads (``rdk:broker1`` does a broker connection's I/O, TLS included)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    spent = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as handle:
+                name = handle.read().strip()
+            with open(f"/proc/self/task/{tid}/stat") as handle:
+                fields = handle.read().rpartition(")")[2].split()
+        except OSError:   # the thread ended meanwhile
+            continue
+        spent[(int(tid), name)] = (int(fields[11]) + int(fields[12])) / ticks
+    return spent
+
+
 def consume(bootstrap: str, topic: str, expected: dict[int, int], record_size: int, start_at: float,
-            timeout: float, config: dict) -> dict:
-    """Reads the given partitions from earliest until `expected` records each have arrived."""
+            timeout: float, config: dict, threads: dict[str, float] | None = None) -> dict:
+    """Reads the given partitions from earliest until `expected` records each have arrived.
+    `threads`, a dict, gets the CPU seconds each client thread spent meanwhile, by thread name
+    (this loop's own thread as "consume loop")."""
     from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
     consumer = _consumer(bootstrap, config)
     _connect(consumer, topic)
     wanted = sum(expected.values())
     _wait_until(start_at)
+    cpu_before = thread_cpu_seconds() if threads is not None else {}
     began = time.time()
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in expected])
     got = errors = 0
@@ -130,6 +152,12 @@ def consume(bootstrap: str, topic: str, expected: dict[int, int], record_size: i
                 errors += 1
                 first_error = first_error or str(message.error())
     ended = time.time()
+    if threads is not None:   # before close(): librdkafka's threads end with it
+        loop_thread = threading.get_native_id()
+        for (tid, name), seconds in thread_cpu_seconds().items():
+            spent = seconds - cpu_before.get((tid, name), 0.0)
+            name = "consume loop" if tid == loop_thread else name
+            threads[name] = threads.get(name, 0.0) + spent
     consumer.close()
     return {"records": got, "bytes": got * record_size, "start": began, "end": ended,
             "errors": errors + (wanted - got if got < wanted else 0), "first_error": first_error}

@@ -128,9 +128,11 @@ class PartitionManager:
         self._partitions: dict[tuple[str, int], Partition] = {}
         self._closed = False
         # New local partitions past INLINE_OPENS in one image change: their logs are opened off
-        # the loop (`_open_queued`), installed in chunks; meanwhile they answer NOT_LEADER_OR_FOLLOWER.
+        # the loop (`_open_queued`), installed in chunks; meanwhile a Produce
+        # for one waits for it (`broker.open_queue`), other requests get NOT_LEADER_OR_FOLLOWER.
         self._opening: set[tuple[str, int]] = set()
-        self._open_queue: list[tuple[str, int]] = []
+        from broker.open_queue import OpenQueue
+        self._open_queue = OpenQueue(self._opening)
         self._open_wanted = trio.Event()
         self._opener_running = False
         # Logs of deleted partitions, detached at once, closed and renamed off the loop by the same
@@ -145,6 +147,13 @@ class PartitionManager:
     # -------------------------------------------------------------------------------- lookups
     def get(self, topic: str, index: int) -> Partition | None:
         return self._partitions.get((topic, index))
+
+    def opening(self, topic: str, index: int) -> bool:
+        """Whether this partition's log is queued to be opened here (see `broker.open_queue`)."""
+        return (topic, index) in self._opening
+
+    async def wait_opened(self, keys: list, timeout_s: float) -> None:
+        await self._open_queue.wait_opened(keys, timeout_s)
 
     def leader(self, topic: str, index: int, current_leader_epoch: int = -1) -> Partition:
         """The partition if this broker leads it; else the PartitionError Kafka would answer."""
@@ -285,6 +294,11 @@ class PartitionManager:
                 self._opening.add(key)
                 self._open_queue.append(key)
             self._open_wanted.set()
+            # The image just grew by thousands of partitions: frozen now (O(1)), so the automatic
+            # full collections the opens would trigger do not walk it (0.5-0.7 s each at 50,000).
+            self.collector.note_opened(len(fresh))
+            if self.collector.due_after_openings_alone:
+                self.collector.settle()
         else:
             for topic, partition in fresh:
                 self._install(topic, partition, self._open_log(topic, partition, new))
@@ -321,16 +335,17 @@ class PartitionManager:
                     await self.broker.run_blocking(self._retire_logs, chunk)
                     self._retiring.difference_update(key for key, _ in chunk)
                 while self._open_queue and not self._closed and not self._retire_queue:
-                    chunk = self._open_queue[:OPEN_CHUNK]
-                    del self._open_queue[:OPEN_CHUNK]
-                    wanted = self._placed_here(chunk)
+                    wanted = self._placed_here(self._open_queue.next_chunk(OPEN_CHUNK))
                     image = self.broker.image
                     opened = await self.broker.run_blocking(self._open_logs, wanted, image)
                     for first in range(0, len(opened), INSTALL_SLICE):
                         # installing one (leadership, epochs, a log line) is ~0.1 ms: a few per step
                         self._install_opened(opened[first:first + INSTALL_SLICE])
                         await trio.lowlevel.checkpoint()
+                    self._open_queue.chunk_installed()
                     self.collector.note_opened(len(opened))
+                    if self.collector.due_after_openings_alone:
+                        self.collector.settle()
                 if self._retire_queue or self._open_queue:
                     self._open_wanted.set()   # deletions came in meanwhile: those first
                 elif self.collector.due and not self._closed:

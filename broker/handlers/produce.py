@@ -86,6 +86,7 @@ async def handle_produce(ctx, header, body):
         writable = access.allowed_names(ctx, AclOperation.WRITE, ResourceType.TOPIC,
                                         (topic.name for topic in body.topic_data))
 
+    opening = []   # (topic, data, answer) of partitions whose logs are still being opened here
     for topic in body.topic_data:
         answers = []
         results.append((topic.name, answers))
@@ -95,15 +96,13 @@ async def handle_produce(ctx, header, body):
             if writable is not None and topic.name not in writable:
                 answer.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
                 continue
-            try:
-                partition, first_batch = _check(partitions, acks, topic.name, data, api_version)
-            except PartitionError as exc:
-                answer.error_code, answer.error_message = exc.code, exc.message
-                continue
-            except RecordBatchError as exc:
-                answer.error_code, answer.error_message = exc.error_code, str(exc)
-                continue
-            to_append.append((partition, data.records, None, first_batch, answer))
+            _check_into(to_append, opening, partitions, acks, topic.name, data, answer, api_version)
+    if opening:
+        # Just created (thousands at once): wait for their logs rather than have the client retry.
+        await partitions.wait_opened([(name, data.index) for name, data, _ in opening], body.timeout_ms / 1000)
+        for name, data, answer in opening:
+            answer.error_code = ErrorCode.NONE
+            _check_into(to_append, None, partitions, acks, name, data, answer, api_version)
 
     if authorizing and not _may_write_transactionally(ctx, body.transactional_id, to_append):
         for _, answers in results:
@@ -131,6 +130,24 @@ async def handle_produce(ctx, header, body):
     # client disconnects meanwhile: the rest of the request is shielded from cancellation.
     with trio.CancelScope(shield=True):
         return await _append_and_acknowledge(ctx, acks, results, to_append, body.timeout_ms)
+
+
+def _check_into(to_append, opening, partitions, acks, name, data, answer, api_version) -> None:
+    """Queue one partition's batches for appending, or set its answer's error; one whose log is
+    still being opened goes to `opening` instead when that is a list."""
+    try:
+        partition, first_batch = _check(partitions, acks, name, data, api_version)
+    except PartitionError as exc:
+        if opening is not None and exc.code == ErrorCode.NOT_LEADER_OR_FOLLOWER \
+                and partitions.opening(name, data.index):
+            opening.append((name, data, answer))
+            return
+        answer.error_code, answer.error_message = exc.code, exc.message
+        return
+    except RecordBatchError as exc:
+        answer.error_code, answer.error_message = exc.error_code, str(exc)
+        return
+    to_append.append((partition, data.records, None, first_batch, answer))
 
 
 async def _wait_for_replicas(ctx, appended, timeout_ms: int) -> None:

@@ -1,6 +1,7 @@
 """A topic of many partitions: their logs are opened off the event loop, in chunks, after the
-CreateTopics answer; until a partition's log is open it answers NOT_LEADER_OR_FOLLOWER (a client
-retries), then it takes records. Deleting or recreating the topic meanwhile leaves no stray log."""
+CreateTopics answer; a Produce for a partition whose log is still queued waits for it (opened ahead
+of the rest) instead of answering NOT_LEADER_OR_FOLLOWER, then it takes records. Deleting or
+recreating the topic meanwhile leaves no stray log."""
 
 import os
 import time
@@ -28,6 +29,15 @@ def test_every_partition_of_a_large_topic_takes_records(client, broker):
         answer = _produce_until_accepted(client, "wide", partition, deadline)
         assert (answer.error_code, answer.base_offset) == (0, 0), partition
     assert client.list_offset("wide", PARTITIONS - 1, -1).offset == 1
+
+
+def test_a_produce_right_after_creation_waits_for_the_log_instead_of_failing(client, broker):
+    """The last partitions are the last in the open queue: one Produce sent the moment the topic
+    exists is answered with its offset at the first try (no NOT_LEADER_OR_FOLLOWER to retry)."""
+    assert client.create_topic("eager", PARTITIONS * 4).error_code == 0
+    for partition in (PARTITIONS * 4 - 1, PARTITIONS * 4 - 2):
+        answer = client.produce("eager", partition, batch([b"x"]), acks=1)
+        assert (answer.error_code, answer.base_offset) == (0, 0), partition
 
 
 def test_deleting_and_recreating_while_logs_open(client, broker):
@@ -58,6 +68,11 @@ def test_a_large_deletion_goes_off_the_loop_and_a_recreation_starts_empty(client
     for partition in (0, PARTITIONS - 1):
         answer = _produce_until_accepted(client, "again", partition, deadline)
         assert (answer.error_code, answer.base_offset) == (0, 0), partition
-    live = [name for name in os.listdir(broker.broker.config.log_dirs[0])
-            if name.startswith("again-") and not name.endswith("-delete")]
+    # (the two partitions produced to were opened ahead of the queue: wait for the rest)
+    while True:
+        live = [name for name in os.listdir(broker.broker.config.log_dirs[0])
+                if name.startswith("again-") and not name.endswith("-delete")]
+        if len(live) >= PARTITIONS or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
     assert len(live) == PARTITIONS

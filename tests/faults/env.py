@@ -29,7 +29,7 @@ import protocol
 from broker.testing_cluster import REPO_ROOT, Cluster, call
 from protocol import messages as m
 
-from tests.faults import slowdisk
+from tests.faults import kafka_nodes, slowdisk
 from tests.faults.netlab import NetLab
 
 # acks=all, RF 3, min.insync.replicas=2 everywhere, internal topics included; failure detection
@@ -56,6 +56,7 @@ SESSION_TIMEOUT_S = 6.0
 LIBFAKETIME_GLOBS = ("/usr/lib/*/faketime/libfaketimeMT.so.1", "/usr/lib/faketime/libfaketimeMT.so.1",
                      "/usr/local/lib/faketime/libfaketimeMT.so.1")
 DISK_MB = 256
+BROKERS = ("odradek", "kafka")      # what the nodes run (--broker)
 # Where the nodes and clients keep their compiled bytecode. This machine sets
 # PYTHONDONTWRITEBYTECODE, so without a cache every (re)start compiled the broker's sources anew:
 # ~10 s of a restarted node's ~13 s start under load, most of a trial's recovery. Python checks
@@ -65,12 +66,17 @@ BYTECODE_ENV = {"PYTHONPYCACHEPREFIX": PYCACHE}
 
 
 class FaultEnv:
-    def __init__(self, root, nodes: int = 3, disk_mb: int = DISK_MB, overrides=None,
-                 quick: bool = False):
+    def __init__(self, root, nodes: int = 3, disk_mb: int | None = None, overrides=None,
+                 quick: bool = False, broker: str = "odradek"):
+        if broker not in BROKERS:
+            raise ValueError(f"broker must be one of {', '.join(BROKERS)}, not {broker!r}")
         self.root = os.fspath(root)
         self.quick = quick          # nemeses hold their faults for the shortest span (CI)
         self.node_count = nodes
-        self.disk_mb = disk_mb
+        self.broker = broker        # what the nodes run: odradek, or Apache Kafka (kafka_nodes.py)
+        self.disk_mb = disk_mb or (kafka_nodes.DISK_MB if broker == "kafka" else DISK_MB)
+        # how long a trial waits for the cluster to recover before it counts as unrecovered
+        self.recover_timeout_s = kafka_nodes.RECOVER_TIMEOUT_S if broker == "kafka" else 120
         self.overrides = {**CLUSTER_SETTINGS, **(overrides or {})}
         self.lab = NetLab()
         self.cluster: Cluster | None = None
@@ -91,17 +97,14 @@ class FaultEnv:
                 self.lab.add_host(f"n{node_id}")
                 self._mount(os.path.join(self.root, f"node-{node_id}"))
             self.lab.add_host("client")
-            if slowdisk.compiler():
-                self.fsync_shim = slowdisk.SlowFsyncShim()
-
-            def placement(node_id):
-                host = self.lab.hosts[f"n{node_id}"]
-                return host.address, host.exec_prefix() + self._preload(node_id)
-            self.cluster = Cluster(self.root, self.node_count, overrides=self.overrides,
-                                   placement=placement)
+            if self.broker == "kafka":
+                self.cluster = self._kafka_cluster()
+            else:
+                self.cluster = self._odradek_cluster()
             for node_id in self.cluster.nodes:
                 self.cluster.start(node_id)
-            self.cluster.wait_started(list(self.cluster.nodes), 120)
+            self.cluster.wait_started(list(self.cluster.nodes),
+                                      getattr(self.cluster, "start_timeout_s", 120))
             self.cluster.wait_formed(120)
         except BaseException:
             self.close()
@@ -110,6 +113,24 @@ class FaultEnv:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+    def _odradek_cluster(self) -> Cluster:
+        if slowdisk.compiler():
+            self.fsync_shim = slowdisk.SlowFsyncShim()
+
+        def placement(node_id):
+            host = self.lab.hosts[f"n{node_id}"]
+            return host.address, host.exec_prefix() + self._preload(node_id)
+        return Cluster(self.root, self.node_count, overrides=self.overrides, placement=placement)
+
+    def _kafka_cluster(self) -> Cluster:
+        """JVM nodes, launched in their namespaces with nothing preloaded (see kafka_nodes.py)."""
+        def placement(node_id):
+            host = self.lab.hosts[f"n{node_id}"]
+            return host.address, host.exec_prefix()
+        cluster = kafka_nodes.KafkaCluster(self.root, self.node_count, self.overrides, placement)
+        cluster.format()
+        return cluster
 
     def close(self) -> None:
         """Idempotent; another thread may call it to cut a trial short (its waits then end)."""

@@ -36,7 +36,7 @@ def plan(kinds: list[tuple[str, str, str]], trials: int, earlier: list[dict]):
 class Run:
     def __init__(self, out: str, kinds, trials: int, earlier: list[dict], seed: int,
                  labs: int = 1, hours: float | None = None, quick: bool = False,
-                 trial=None, keep_logs=None):
+                 trial=None, keep_logs=None, broker: str = "odradek"):
         self.out = out
         self.kinds = kinds
         self.tasks = plan(kinds, trials, earlier)
@@ -45,6 +45,7 @@ class Run:
         self.labs = labs
         self.deadline = time.monotonic() + hours * 3600 if hours else None
         self.quick = quick
+        self.broker = broker            # what every lab's nodes run (FaultEnv's `broker`)
         self.trial, self.keep_logs = trial, keep_logs
         self.number = max((r.get("trial", 0) for r in earlier), default=0)
         self.results: list[dict] = []
@@ -107,7 +108,8 @@ class Run:
                         built += 1
                         env_root = os.path.join(root, f"lab-{index}-env-{built}")
                         os.makedirs(env_root)
-                        env = self.building[index] = FaultEnv(env_root, quick=self.quick)
+                        env = self.building[index] = FaultEnv(env_root, quick=self.quick,
+                                                                 broker=self.broker)
                         env.__enter__()
                         self.envs[index] = self.building.pop(index)
                         if self.stop.is_set():
@@ -118,7 +120,8 @@ class Run:
                     if self.stop.is_set():
                         break
                     result = {"trial": number, "nemesis": name, "workload": workload,
-                              "client": client_name, "unrecovered": True, "ok": False,
+                              "client": client_name, "broker": self.broker,
+                              "unrecovered": True, "ok": False,
                               "error": f"{type(error).__name__}: {error}"}
                     if env is not None:
                         if env.cluster is not None:

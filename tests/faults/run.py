@@ -35,8 +35,8 @@ import subprocess
 import sys
 import time
 
-from tests.faults import checker, java_client, log_files
-from tests.faults.env import FaultEnv
+from tests.faults import checker, java_client, kafka_nodes, log_files
+from tests.faults.env import BROKERS, FaultEnv
 from tests.faults.labs import Run
 from tests.faults.nemesis import NEMESES
 from tests.faults.summary import CLIENTS, RESULTS, format_table, load_results, summarize
@@ -125,7 +125,7 @@ def run_trial(env: FaultEnv, nemesis: str, number: int, rng: random.Random, out_
     healed = time.monotonic() - began
     time.sleep(AFTER_HEAL_S / 2 if env.quick else AFTER_HEAL_S)
     open(stop_file, "w").close()
-    recovery_s = env.recover([topic, read_topic], timeout=120)
+    recovery_s = env.recover([topic, read_topic], timeout=env.recover_timeout_s)
     if read_file:
         open(read_file, "w").close()    # the client reads once its own work is done
     env.wait_client(client, max_seconds + 210)
@@ -140,6 +140,7 @@ def run_trial(env: FaultEnv, nemesis: str, number: int, rng: random.Random, out_
     else:
         result = check(history, read)
     result.update(trial=number, workload=workload, nemesis=nemesis, fault=description,
+                  broker=env.broker,
                   client=client_name if workload == "producer" else "librdkafka",
                   struck_s=round(struck, 1), healed_s=round(healed, 1),
                   recovery_s=round(recovery_s, 1),
@@ -183,6 +184,9 @@ def main(argv=None) -> int:
     parser.add_argument("--client", default="librdkafka",
                         help="the producer workload's client, comma-separated, from: "
                         "librdkafka, java (librdkafka)")
+    parser.add_argument("--broker", default="odradek", choices=BROKERS,
+                        help="what the nodes run: odradek, or Apache Kafka 3.9 as the oracle "
+                        f"({kafka_nodes.KAFKA_HOME}, heap KAFKA_HEAP, default {kafka_nodes.HEAP})")
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--hours", type=float, default=None, help="stop after this long")
     parser.add_argument("--parallel", type=int, default=1, metavar="N",
@@ -214,6 +218,18 @@ def main(argv=None) -> int:
     if earlier and not args.resume:
         parser.error(f"{args.out} holds {len(earlier)} results already: --resume continues "
                      "that run, or choose another --out")
+    other_brokers = {r.get("broker", "odradek") for r in earlier} - {args.broker}
+    if other_brokers:
+        parser.error(f"{args.out} holds results of {', '.join(sorted(other_brokers))} nodes: "
+                     "choose another --out for --broker " + args.broker)
+    if args.broker == "kafka":
+        refused = [f"{n} ({kafka_nodes.UNSUPPORTED_NEMESES[n]})" for n in names
+                   if n in kafka_nodes.UNSUPPORTED_NEMESES]
+        if refused:
+            parser.error("--broker kafka cannot run " + "; ".join(refused))
+        if kafka_nodes.missing():
+            print(f"faults: cannot run Kafka nodes: {kafka_nodes.missing()}", file=sys.stderr)
+            return 2
     if "java" in clients and java_client.missing():
         print(f"faults: cannot run the Java producer: {java_client.missing()}", file=sys.stderr)
         return 2
@@ -227,10 +243,11 @@ def main(argv=None) -> int:
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
     kinds = [(workload, client_name, name) for workload, client_name in runs for name in names]
     run = Run(args.out, kinds, args.trials, earlier, seed, labs=args.parallel,
-              hours=args.hours, quick=args.quick, trial=run_trial, keep_logs=_keep_logs)
+              hours=args.hours, quick=args.quick, trial=run_trial, keep_logs=_keep_logs,
+              broker=args.broker)
     print(f"faults: seed {seed}, {args.trials} trials of {', '.join(names)} "
           f"({len(run.tasks)} to run, {len(earlier)} done before) on {args.parallel} "
-          f"lab(s); results in {args.out}", flush=True)
+          f"lab(s) of {args.broker} nodes; results in {args.out}", flush=True)
     results = run.go()
     print(format_table(summarize(earlier + results)))
     return 0 if all(r["ok"] for r in results) else 1
