@@ -18,12 +18,15 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
+import subprocess
 import statistics
 import tempfile
 import time
 from pathlib import Path
 
 from bench.clusters import start_kafka_cluster, start_odradek_cluster
+from contextlib import contextmanager
 from dataclasses import replace
 
 from bench.suite import FULL, Suite, _latency_case
@@ -56,6 +59,24 @@ def _schedstat(pids) -> tuple[float, float]:
     return on_cpu / 1e9, waiting / 1e9
 
 
+@contextmanager
+def _py_spy(target, out_dir: Path):
+    from bench.profile import SAMPLE_RATE, py_spy_binary
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    spies = [subprocess.Popen([py_spy_binary(), "record", "--pid", str(process.pid), "--rate", str(SAMPLE_RATE),
+                               "--format", "raw", "--nonblocking", "--output", str(out_dir / f"node{node}.txt")],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+             for node, process in target.processes.items()]
+    try:
+        yield
+    finally:
+        for spy in spies:
+            spy.send_signal(signal.SIGINT)   # py-spy writes its file on SIGINT
+        for spy in spies:
+            spy.wait(60)
+
+
 def _run_round(case, target):
     """The case's values plus the cluster's CPU and run-queue wait per second of the round."""
     pids = [process.pid for process in target.processes.values()]
@@ -78,6 +99,8 @@ def main(argv=None) -> int:
     parser.add_argument("--no-kafka", action="store_true")
     parser.add_argument("--baseline", metavar="DIR", help="also an Odradek cluster running this checkout")
     parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--py-spy", metavar="DIR",
+                        help="record every node of odradek-rf3 during its last round (python -m bench.profile FILE)")
     args = parser.parse_args(argv)
     overrides = dict(item.split("=", 1) for item in args.override)
     log_dir = Path(tempfile.mkdtemp(prefix="replicated-latency-"))
@@ -101,7 +124,12 @@ def main(argv=None) -> int:
         for round_ in range(args.rounds + 1):   # round 0 warms every cluster (a JVM compiles first)
             order = names if round_ % 2 else list(reversed(names))
             for name in order:
-                values = _run_round(case, suite.targets[name])
+                target = suite.targets[name]
+                if args.py_spy and name == "odradek-rf3" and round_ == args.rounds:
+                    with _py_spy(target, Path(args.py_spy)):
+                        values = _run_round(case, target)
+                else:
+                    values = _run_round(case, target)
                 if round_:
                     samples[name].append(values)
                 print(f"round {round_}{' (warm-up)' if not round_ else ''} {name:13} p50 {values['p50 ms']:6.2f} "
