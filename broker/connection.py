@@ -3,7 +3,8 @@
 A reader task takes frames off the socket and queues them; a runner task handles the queued requests
 one after another; a writer task sends the responses strictly in the order the requests arrived, all
 that are ready in one gather write (``writev``), record file slices with ``os.sendfile``; it sleeps
-until the oldest unanswered request is done, so a request costs no task switch of its own. Request N+1
+until the oldest unanswered request is done, so a request costs no task switch of its own, and a
+response finished while it sleeps goes out from the task that finished it (``connection_writes``). Request N+1
 starts when request N has finished or has called ``RequestContext.release_order()`` — Produce does
 that when it has to wait (fsync, replicas) once its batches are in the log, so pipelined produce
 requests share one fsync while their appends stay in order. Releasing the order hands the queue to a
@@ -23,10 +24,8 @@ version we do not serve (other than ApiVersions, KIP-511) close the connection, 
 from __future__ import annotations
 
 import collections
-import errno
 import logging
 import os
-import socket
 import struct
 import time
 from typing import TYPE_CHECKING, Any
@@ -34,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 import protocol
+from broker.connection_writes import CLOSE, ResponseWrites
 from broker.security.authenticator import RequestRefused, SaslAuthenticator
 from broker.security.principal import ANONYMOUS
 
@@ -48,22 +48,7 @@ FIRST_READ = 4096      # chunk of a connection starting a burst (kept small: idl
 FRAME_STEP = 1 << 20   # a large frame's buffer grows by at most this much ahead of its bytes
 _ZEROS = memoryview(bytes(FRAME_STEP))
 _SIZE = struct.Struct(">i")
-_MAX_IOV = 512                                 # buffers per sendmsg, well under IOV_MAX (1024)
-_MSG_MORE = getattr(socket, "MSG_MORE", 0)
 API_VERSIONS_KEY = 18
-
-
-class SlicedRecords:
-    """A Fetch ``records`` value made of storage file slices, sent with os.sendfile."""
-
-    __slots__ = ("slices", "_size")
-
-    def __init__(self, slices):
-        self.slices = list(slices)
-        self._size = sum(len(s) for s in self.slices)
-
-    def __len__(self):
-        return self._size
 
 
 class RequestMemory:
@@ -99,13 +84,14 @@ class CloseConnection(Exception):
 class _Slot:
     """One request's place in the response order."""
 
-    __slots__ = ("done", "parts", "order_released", "close_after")
+    __slots__ = ("done", "parts", "order_released", "close_after", "rest")
 
     def __init__(self):
         self.done = False             # response (or its absence) is known
         self.order_released = False   # the next request may start (its runner took the queue)
         self.parts: list[Any] | None = None
         self.close_after = False      # close the connection once this response is out
+        self.rest: list[Any] | None = None   # what an inline write left for the writer to send
 
 
 class RequestContext:
@@ -152,7 +138,7 @@ class RequestContext:
         return getattr(self.broker, name)
 
 
-class Connection:
+class Connection(ResponseWrites):
     def __init__(self, broker: "Broker", stream: trio.SocketStream, listener_name: str,
                  security=None):
         self.broker = broker
@@ -411,16 +397,17 @@ class Connection:
             slot.parts = await self._process(frame, size, slot, received)
         except (CloseConnection, RequestRefused) as exc:
             log.info("closing connection %s: %s", self.peer, exc)
-            slot.parts = _CLOSE
+            slot.parts = CLOSE
         except Exception:
             log.exception("request from %s failed; closing the connection", self.peer)
-            slot.parts = _CLOSE
+            slot.parts = CLOSE
         finally:
             memory = self.broker.request_memory
             if memory.limit > 0:   # (unbounded by default: no call per request then)
                 memory.release(size)
             slot.done = True
-            self._wake_writer()
+            if not self._write_now(slot):
+                self._wake_writer()
 
     def _wake_writer(self):
         if self._writer_wakeup is not None:
@@ -473,120 +460,4 @@ class Connection:
         return protocol.encode_response_parts(api_key, api_version, header.correlation_id,
                                               response)
 
-    # -------------------------------------------------------------------------------- writing
-    async def _write_loop(self, scope: trio.CancelScope):
-        slots = self._slots
-        while True:
-            if not slots or not slots[0].done:
-                if not slots and self._reading_done:
-                    break
-                self._writer_wakeup = trio.Event()
-                await self._writer_wakeup.wait()
-                continue
-            # Clients pipeline: every response already done goes out in the same write (one
-            # syscall per burst, not per response), in request order.
-            ready = [slots.popleft()]
-            while slots and slots[0].done:
-                ready.append(slots.popleft())
-            if self._room is not None:
-                self._room.set()
-                self._room = None
-            responses = []
-            close = False
-            for slot in ready:
-                self._pending -= 1
-                if slot.parts is _CLOSE:
-                    close = True
-                    break
-                if slot.parts is not None:
-                    responses.append(slot.parts)
-                if slot.close_after:
-                    close = True
-                    break
-            if responses and not self._broken:
-                try:
-                    await self._send_responses(responses)
-                except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
-                    # Nobody to answer; the requests still in flight finish all the same.
-                    log.debug("connection %s: write failed: %s", self.peer, exc)
-                    self._broken = True
-                    self._read_scope.cancel()
-                else:
-                    self.last_activity = time.monotonic()
-            if close:
-                break
-        scope.cancel()   # every response is out and no request is coming (or closing): done
 
-    async def _send_responses(self, responses: list[list[Any]]):
-        """Write size-prefixed responses: byte parts gathered into one sendmsg, file slices
-        in between with sendfile."""
-        buffers: list[Any] = []
-        for parts in responses:
-            size = len(parts[0]) if len(parts) == 1 else sum(map(len, parts))
-            buffers.append(_SIZE.pack(size))
-            for part in parts:
-                if isinstance(part, (bytes, bytearray, memoryview)):
-                    if len(part):
-                        buffers.append(part)
-                    continue
-                # Not corked with MSG_MORE: when the slice ends the response, nothing would
-                # uncork it (sendfile does not push), and the tail would wait ~200 ms.
-                await self._send_buffers(buffers)
-                buffers = []
-                for file_slice in (part.slices if isinstance(part, SlicedRecords) else (part,)):
-                    await self._send_file_slice(file_slice)
-        await self._send_buffers(buffers)
-
-    async def _send_buffers(self, buffers: list[Any]):
-        """sendmsg (gather write) of `buffers` until all of it is out.
-
-        The common case, a burst that fits one writev, is tried straight on the descriptor:
-        trio's sendmsg would add two scheduler round trips per burst; only a full socket
-        buffer waits for writability."""
-        sock = self.stream.socket
-        index = 0
-        while index < len(buffers):
-            chunk = buffers[index:index + _MAX_IOV]
-            more = index + len(chunk) < len(buffers)   # the next sendmsg follows at once
-            if more:
-                sent = await sock.sendmsg(chunk, (), _MSG_MORE)
-            else:
-                try:
-                    sent = os.writev(self._fileno, chunk)
-                except BlockingIOError:
-                    await trio.lowlevel.wait_writable(sock)
-                    continue
-            for buffer in chunk:
-                size = len(buffer)
-                if sent < size:
-                    buffers[index] = memoryview(buffer)[sent:]   # the rest of a partial write
-                    break
-                sent -= size
-                index += 1
-
-    async def _send_file_slice(self, file_slice):
-        """Send a storage file slice with os.sendfile (zero copy), waiting for writability."""
-        sock = self.stream.socket
-        out_fd = sock.fileno()
-        in_fd, position, remaining = file_slice.fileno(), file_slice.position, file_slice.length
-        while remaining > 0:
-            try:
-                sent = os.sendfile(out_fd, in_fd, position, remaining)
-            except BlockingIOError:
-                await trio.lowlevel.wait_writable(sock)
-                continue
-            except OSError as exc:
-                if exc.errno in (errno.EAGAIN, errno.EWOULDBLOCK):
-                    await trio.lowlevel.wait_writable(sock)
-                    continue
-                raise
-            if sent == 0:
-                # The file is shorter than the slice (truncated under us): the client would
-                # misparse a short frame, so the connection has to go.
-                raise CloseConnection("file slice shorter than announced")
-            position += sent
-            remaining -= sent
-            await trio.lowlevel.checkpoint()
-
-
-_CLOSE = object()

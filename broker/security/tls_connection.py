@@ -38,6 +38,8 @@ _CIPHERTEXT_BUFFERS = BufferPool(CIPHERTEXT_READ, keep=16)   # at most 4 MiB kep
 
 
 class TlsConnection(Connection):
+    writes_inline = False   # every write goes through TlsWriter (encrypted), never the bare socket
+
     def __init__(self, broker, stream: trio.SocketStream, listener_name: str, security):
         super().__init__(broker, stream, listener_name, security)
         self.security = security
