@@ -77,7 +77,7 @@ def _py_spy(target, out_dir: Path):
             spy.wait(60)
 
 
-def _run_round(case, target):
+def _run_round(case, target, records: int):
     """The case's values plus the cluster's CPU and run-queue wait per second of the round."""
     pids = [process.pid for process in target.processes.values()]
     cpu_before, wait_before = _schedstat(pids)
@@ -87,6 +87,7 @@ def _run_round(case, target):
     cpu_after, wait_after = _schedstat(pids)
     values["cpu %"] = 100 * (cpu_after - cpu_before) / elapsed
     values["runqueue %"] = 100 * (wait_after - wait_before) / elapsed
+    values["cpu µs/record"] = 1e6 * (cpu_after - cpu_before) / max(records, 1)
     return values
 
 
@@ -119,6 +120,7 @@ def main(argv=None) -> int:
         for cluster in clusters:
             suite.targets[cluster.name] = cluster
         case = _latency_case(suite, targets=tuple(names))
+        records = int(args.rate * args.seconds)
         print(f"logs in {log_dir}; {case.name}; load average {os.getloadavg()[0]:.1f}", flush=True)
         samples: dict[str, list[dict]] = {name: [] for name in names}
         for round_ in range(args.rounds + 1):   # round 0 warms every cluster (a JVM compiles first)
@@ -127,18 +129,20 @@ def main(argv=None) -> int:
                 target = suite.targets[name]
                 if args.py_spy and name == "odradek-rf3" and round_ == args.rounds:
                     with _py_spy(target, Path(args.py_spy)):
-                        values = _run_round(case, target)
+                        values = _run_round(case, target, records)
                 else:
-                    values = _run_round(case, target)
+                    values = _run_round(case, target, records)
                 if round_:
                     samples[name].append(values)
                 print(f"round {round_}{' (warm-up)' if not round_ else ''} {name:13} p50 {values['p50 ms']:6.2f} "
                       f"p99 {values['p99 ms']:6.2f} p99.9 {values['p99.9 ms']:6.2f} ms; cluster CPU "
-                      f"{values['cpu %']:.0f}% of a core, waiting for a CPU {values['runqueue %']:.0f}%; "
+                      f"{values['cpu %']:.0f}% of a core ({values['cpu µs/record']:.0f} µs/record), waiting for a CPU "
+                      f"{values['runqueue %']:.0f}%; "
                       f"load {os.getloadavg()[0]:.1f}", flush=True)
         print("median of rounds:")
         medians = {name: {metric: statistics.median(v[metric] for v in samples[name])
-                          for metric in ("p50 ms", "p99 ms", "p99.9 ms")} for name in names}
+                          for metric in ("p50 ms", "p99 ms", "p99.9 ms", "cpu µs/record")}
+                   for name in names}
         for name in names:
             row = medians[name]
             ratios = ""
@@ -146,7 +150,7 @@ def main(argv=None) -> int:
                 ratios = "  vs kafka " + " ".join(
                     f"{row[m] / medians['kafka-rf3'][m]:.2f}x" for m in ("p50 ms", "p99 ms", "p99.9 ms"))
             print(f"  {name:13} p50 {row['p50 ms']:6.2f} p99 {row['p99 ms']:6.2f} "
-                  f"p99.9 {row['p99.9 ms']:6.2f} ms{ratios}")
+                  f"p99.9 {row['p99.9 ms']:6.2f} ms, cluster CPU {row['cpu µs/record']:.0f} µs/record{ratios}")
         print(f"load average at the end {os.getloadavg()[0]:.1f}")
     finally:
         suite.__exit__(None, None, None)

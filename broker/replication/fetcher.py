@@ -121,6 +121,8 @@ class ReplicaFetcher:
         self._changed = trio.Event()
         self._channel: BrokerChannel | None = None
         self.session = FollowerSession()
+        self._endpoint_of = None          # the leader's broker image the address below is from
+        self._address: tuple[str, int] | None = None
 
     def add(self, partition, leader_epoch: int) -> None:
         state = self.states.get(partition)
@@ -172,7 +174,11 @@ class ReplicaFetcher:
 
     def _connect(self) -> BrokerChannel | None:
         broker_image = self.broker.image.brokers.get(self.leader_id)
-        address = endpoint_for(broker_image, self.broker.config) if broker_image else None
+        if broker_image is not self._endpoint_of:
+            # (parsing the listeners on every round trip cost a follower a few % of its CPU)
+            self._endpoint_of = broker_image
+            self._address = endpoint_for(broker_image, self.broker.config) if broker_image else None
+        address = self._address
         if address is None:
             return None
         if self._channel is None or self._channel.address != address:

@@ -109,3 +109,56 @@ def test_inline_writes_and_the_writer_taking_over_a_partial_one(tmp_path):
     finally:
         os.close(fd)
     assert received == expected and pending == 0
+
+
+def test_a_response_with_file_slices_goes_out_corked_and_the_socket_ends_uncorked(tmp_path):
+    data = b"r" * 3000
+    path = tmp_path / "segment"
+    path.write_bytes(data)
+    fd = os.open(path, os.O_RDONLY)
+    corks = []
+
+    class Recording:
+        def __init__(self, sock):
+            self.sock = sock
+
+        def setsockopt(self, level, option, value):
+            corks.append(value)
+            self.sock.setsockopt(level, option, value)
+
+        def __getattr__(self, name):
+            return getattr(self.sock, name)
+
+    async def main():
+        listener = trio.socket.socket()
+        await listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        client = trio.socket.socket()
+        await client.connect(listener.getsockname())
+        server, _ = await listener.accept()
+        with listener, client, server:
+            conn = Writes(server)
+            conn.stream.socket = Recording(server)
+            response = [b"head", SlicedRecords([FakeFileSlice(fd, 0, len(data))]), b"tail"]
+            expected = _framed(b"head" + data + b"tail") * 2 + _framed(b"bytes only")
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(conn._write_loop, nursery.cancel_scope)
+                await trio.testing.wait_all_tasks_blocked()
+                conn.finish(conn.add(), response)                 # inline
+                conn._writer_wakeup.set()                          # the writer is awake: its job
+                conn._writer_wakeup = None
+                conn.finish(conn.add(), response)
+                conn.finish(conn.add(), [b"bytes only"])           # nothing to cork
+                received = bytearray()
+                with trio.fail_after(20):
+                    while len(received) < len(expected):
+                        received += await client.recv(65536)
+                assert bytes(received) == expected
+                assert server.getsockopt(socket.IPPROTO_TCP, socket.TCP_CORK) == 0
+                nursery.cancel_scope.cancel()
+
+    try:
+        trio.run(main)
+    finally:
+        os.close(fd)
+    assert corks == [1, 0, 1, 0]
