@@ -6,10 +6,6 @@ writer sleeps and next in line is sent at once by the task that finished it, as 
 takes it without waiting (``_write_now``): waking the writer task first cost a scheduler pass, 0.4 to
 0.7 ms on a busy event loop, for every answer to a follower's or consumer's long poll, which
 made up a good part of a replica round trip. What a full socket leaves over goes to the writer.
-
-A response with file slices goes out as several calls (writev, sendfile, writev); the socket is
-corked meanwhile (TCP_CORK), so the peer gets one segment, not three: each loopback send costs the
-sender the receiver's TCP processing too, and the reader would wake for a partial frame.
 """
 
 from __future__ import annotations
@@ -19,7 +15,6 @@ import os
 import socket
 import struct
 import time
-from contextlib import contextmanager
 from typing import Any
 
 import trio
@@ -27,7 +22,6 @@ import trio
 _SIZE = struct.Struct(">i")
 _MAX_IOV = 512                                 # buffers per sendmsg, well under IOV_MAX (1024)
 _MSG_MORE = getattr(socket, "MSG_MORE", 0)
-_TCP_CORK = getattr(socket, "TCP_CORK", None)
 _BYTES = (bytes, bytearray, memoryview)
 CLOSE = object()   # a slot's parts when the connection is to close instead of answering
 
@@ -143,10 +137,8 @@ class ResponseWrites:
                 or not slots or slots[0] is not slot or slot.parts is None or slot.parts is CLOSE
                 or slot.close_after):
             return False
-        items = _items((slot.parts,))
         try:
-            with self._corked(items):
-                rest = self._send_items_nowait(items)
+            rest = self._send_items_nowait(_items((slot.parts,)))
         except OSError as exc:
             self._write_failed(exc)
             return False   # the writer drops the slot (and the rest) as for any broken socket
@@ -203,30 +195,6 @@ class ResponseWrites:
         await self._send_items(_items(responses))
 
     async def _send_items(self, items: list) -> None:
-        with self._corked(items):
-            await self._send_items_corked(items)
-
-    @contextmanager
-    def _corked(self, items: list):
-        """TCP_CORK while `items` go out if they hold a file slice (several sends for one response)."""
-        if _TCP_CORK is None or all(isinstance(item, _BYTES) for item in items):
-            yield
-            return
-        sock = self.stream.socket
-        try:
-            sock.setsockopt(socket.IPPROTO_TCP, _TCP_CORK, 1)
-        except OSError:
-            sock = None   # not a TCP socket
-        try:
-            yield
-        finally:
-            if sock is not None:
-                try:
-                    sock.setsockopt(socket.IPPROTO_TCP, _TCP_CORK, 0)   # out it goes, come what may
-                except OSError:
-                    pass   # the socket is gone: nothing left to push
-
-    async def _send_items_corked(self, items: list) -> None:
         buffers: list[Any] = []
         for item in items:
             if isinstance(item, _BYTES):

@@ -33,7 +33,7 @@ from broker.interbroker.client import inter_broker_listener_name
 
 from .channel import BrokerChannel, ChannelError
 from .divergence import truncation_offset
-from .fetch_session import FollowerSession
+from .fetch_session import SESSION_ERRORS, FollowerSession
 
 log = logging.getLogger("odradek.replication")
 
@@ -162,6 +162,8 @@ class ReplicaFetcher:
                     await trio.sleep(config["replica.fetch.backoff.ms"] / 1000)
                     continue
                 self.session.answered(response.error_code, response.session_id)
+                if response.error_code in SESSION_ERRORS:
+                    continue    # the leader lost our session (evicted, restarted): a full fetch now
                 if response.error_code:
                     await trio.sleep(config["replica.fetch.backoff.ms"] / 1000)
                     continue
