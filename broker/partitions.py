@@ -69,16 +69,11 @@ class Partition:
         return self.log.log_start_offset
 
     def wake(self) -> None:
-        self.wake_consumers()
-        self.wake_replicas()
-
-    def wake_consumers(self) -> None:
-        """The high watermark or log start moved: consumers' long polls (and DeleteRecords) re-check.
-        Followers' long polls wait for records past their log end, not for this."""
         if self.waiters:   # (every append comes here: no fresh set when nobody waits)
             waiters, self.waiters = self.waiters, set()
             for event in waiters:
                 event.set()
+        self.wake_replicas()
 
     def wake_replicas(self) -> None:
         """New records a follower may fetch (consumers wait for the high watermark to move)."""

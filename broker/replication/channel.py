@@ -2,16 +2,10 @@
 
 The response frame is gathered once (one join of the received chunks); records in a decoded Fetch
 response are views into that frame, appended to the follower's log without another copy.
-
-On a plain TCP connection the request goes out and the response comes in with direct non-blocking
-socket calls, waiting only when the socket is not ready: trio's stream methods end every send and
-every successful receive with a yield to the scheduler, two extra scheduler passes per replica round
-trip on a busy event loop (the same reason broker.connection writes with os.writev).
 """
 
 from __future__ import annotations
 
-import os
 import struct
 
 import trio
@@ -47,7 +41,7 @@ class BrokerChannel:
                 self._pending = bytearray()
             self._correlation_id += 1
             data = protocol.encode_request(api_key, version, self._correlation_id, self.client_id, body)
-            await self._send(_SIZE.pack(len(data)) + data)
+            await self._stream.send_all(_SIZE.pack(len(data)) + data)
             frame = await self._read_frame()
             correlation_id, response = protocol.decode_response(api_key, version, frame)
         except (OSError, trio.TooSlowError, trio.BrokenResourceError, trio.ClosedResourceError,
@@ -60,9 +54,10 @@ class BrokerChannel:
         return response
 
     async def _read_frame(self) -> bytes:
+        stream = self._stream
         pending = self._pending
         while len(pending) < 4:
-            chunk = await self._receive(65536)
+            chunk = await stream.receive_some(65536)
             if not chunk:
                 raise trio.BrokenResourceError("connection closed")
             pending += chunk
@@ -73,7 +68,7 @@ class BrokerChannel:
         have = len(chunks[0])
         rest = pending[4 + size:]
         while have < size:
-            chunk = await self._receive(max(65536, min(size - have, 1 << 22)))
+            chunk = await stream.receive_some(max(65536, min(size - have, 1 << 22)))
             if not chunk:
                 raise trio.BrokenResourceError("connection closed mid-frame")
             if have + len(chunk) > size:
@@ -83,32 +78,6 @@ class BrokerChannel:
             have += len(chunk)
         self._pending = bytearray(rest)
         return chunks[0] if len(chunks) == 1 else b"".join(chunks)
-
-    async def _send(self, data: bytes) -> None:
-        stream = self._stream
-        if not isinstance(stream, trio.SocketStream):
-            await stream.send_all(data)    # TLS: through the SSL stream
-            return
-        sock = stream.socket
-        view = memoryview(data)
-        while view:
-            try:
-                sent = os.write(sock.fileno(), view)
-            except BlockingIOError:
-                await trio.lowlevel.wait_writable(sock)
-                continue
-            view = view[sent:]
-
-    async def _receive(self, max_bytes: int) -> bytes:
-        stream = self._stream
-        if not isinstance(stream, trio.SocketStream):
-            return await stream.receive_some(max_bytes)
-        sock = stream.socket
-        while True:
-            try:
-                return os.read(sock.fileno(), max_bytes)
-            except BlockingIOError:
-                await trio.lowlevel.wait_readable(sock)
 
     async def aclose(self) -> None:
         stream, self._stream = self._stream, None

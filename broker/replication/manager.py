@@ -187,11 +187,9 @@ class ReplicaManager:
             partition.log.set_high_watermark(state.high_watermark)
         if partition.log.high_watermark != before:
             self._release_acks(partition)
-            # Not the followers: a parked follower fetch would only re-read its whole session and
-            # park again (it waits for records; it learns the high watermark with them, as in Kafka).
-            partition.wake_consumers()
+            partition.wake()
         elif progress.log_start_offset != previous_start:
-            partition.wake_consumers()
+            partition.wake()
         if replica_id not in state.isr and replica_id in state.caught_up():
             self._isr_check.set()     # a replica caught up: propose it into the ISR now
         return True

@@ -263,19 +263,3 @@ async def test_a_leader_back_from_a_pause_does_not_blame_its_followers(monkeypat
             manager.on_replica_fetch(partition, 2, end, end)
         nursery.cancel_scope.cancel()
     assert proposals == [(1, 2)]
-
-
-async def test_a_follower_moving_the_high_watermark_wakes_consumers_not_parked_followers():
-    manager, partition = setup()
-    partition.log.log_end_offset = 10
-    manager.on_local_append(partition)              # new records: parked followers wake
-    consumer, follower = trio.Event(), trio.Event()
-    partition.waiters.add(consumer)
-    partition.replica_waiters.add(follower)
-    manager.on_replica_fetch(partition, 2, 1, 10)
-    manager.on_replica_fetch(partition, 3, 1, 10)   # the high watermark reaches 10
-    assert partition.log.high_watermark == 10
-    assert consumer.is_set() and not follower.is_set()
-    partition.log.log_end_offset = 12
-    manager.on_local_append(partition)              # records past the followers' log end
-    assert follower.is_set()
