@@ -3,8 +3,9 @@
 ``FetcherPool`` keeps ``num.replica.fetchers`` fetchers per source broker (a partition always goes to
 the same one); each ``ReplicaFetcher`` loops: one Fetch (the latest version, ReplicaState with this
 broker's id and epoch, ``replica.fetch.wait.max.ms`` / ``replica.fetch.min.bytes`` /
-``replica.fetch.max.bytes`` / ``replica.fetch.response.max.bytes``) for all its partitions, then per
-partition:
+``replica.fetch.max.bytes`` / ``replica.fetch.response.max.bytes``) for all its partitions, within
+an incremental fetch session (``fetch_session``: only the partitions whose position moved go out,
+only those with news come back), then per partition:
 
 - records: appended unchanged (same offsets, same bytes; storage checks the CRCs and keeps producer
   state, the transaction index and the leader-epoch cache as the leader did); then the high watermark
@@ -32,6 +33,7 @@ from broker.interbroker.client import inter_broker_listener_name
 
 from .channel import BrokerChannel, ChannelError
 from .divergence import truncation_offset
+from .fetch_session import SESSION_ERRORS, FollowerSession
 
 log = logging.getLogger("odradek.replication")
 
@@ -118,6 +120,9 @@ class ReplicaFetcher:
         self.stopped = False
         self._changed = trio.Event()
         self._channel: BrokerChannel | None = None
+        self.session = FollowerSession()
+        self._endpoint_of = None          # the leader's broker image the address below is from
+        self._address: tuple[str, int] | None = None
 
     def add(self, partition, leader_epoch: int) -> None:
         state = self.states.get(partition)
@@ -153,8 +158,12 @@ class ReplicaFetcher:
                 except ChannelError as exc:
                     log.info("fetch from broker %d failed: %s", self.leader_id, exc)
                     self._channel = None
+                    self.session.reset()
                     await trio.sleep(config["replica.fetch.backoff.ms"] / 1000)
                     continue
+                self.session.answered(response.error_code, response.session_id)
+                if response.error_code in SESSION_ERRORS:
+                    continue    # the leader lost our session (evicted, restarted): a full fetch now
                 if response.error_code:
                     await trio.sleep(config["replica.fetch.backoff.ms"] / 1000)
                     continue
@@ -167,7 +176,11 @@ class ReplicaFetcher:
 
     def _connect(self) -> BrokerChannel | None:
         broker_image = self.broker.image.brokers.get(self.leader_id)
-        address = endpoint_for(broker_image, self.broker.config) if broker_image else None
+        if broker_image is not self._endpoint_of:
+            # (parsing the listeners on every round trip cost a follower a few % of its CPU)
+            self._endpoint_of = broker_image
+            self._address = endpoint_for(broker_image, self.broker.config) if broker_image else None
+        address = self._address
         if address is None:
             return None
         if self._channel is None or self._channel.address != address:
@@ -177,27 +190,41 @@ class ReplicaFetcher:
         return self._channel
 
     def _request(self, ready):
+        """The Fetch for the `ready` partitions (only what changed since the last one, within the
+        fetch session), and every ready partition by (topic id, index) for reading the answer."""
         config = self.broker.config
         R = m.FetchRequest
-        by_topic: dict = {}
-        sent = {}
+        max_bytes = config["replica.fetch.max.bytes"]
+        wanted, states = {}, {}
         for state in ready:
             p = state.partition
             log_ = p.log
-            by_topic.setdefault(p.topic_id, []).append(R.FetchPartition(
-                partition=p.index, current_leader_epoch=state.leader_epoch,
-                fetch_offset=log_.log_end_offset, last_fetched_epoch=log_.latest_epoch,
-                log_start_offset=log_.log_start_offset,
-                partition_max_bytes=config["replica.fetch.max.bytes"]))
-            sent[(p.topic_id, p.index)] = state
+            key = (p.topic_id, p.index)
+            wanted[key] = (state.leader_epoch, log_.log_end_offset, log_.latest_epoch,
+                           log_.log_start_offset, max_bytes)
+            states[key] = state
+        send, forget = self.session.plan(wanted)
+        by_topic: dict = {}
+        for key in send:
+            leader_epoch, fetch_offset, last_fetched_epoch, log_start_offset, _ = wanted[key]
+            by_topic.setdefault(key[0], []).append(R.FetchPartition(
+                partition=key[1], current_leader_epoch=leader_epoch, fetch_offset=fetch_offset,
+                last_fetched_epoch=last_fetched_epoch, log_start_offset=log_start_offset,
+                partition_max_bytes=max_bytes))
+        forgotten: dict = {}
+        for topic_id, index in forget:
+            forgotten.setdefault(topic_id, []).append(index)
         request = R(
             replica_state=R.ReplicaState(replica_id=self.broker.node_id,
                                          replica_epoch=self.broker.broker_epoch),
             max_wait_ms=config["replica.fetch.wait.max.ms"], min_bytes=config["replica.fetch.min.bytes"],
-            max_bytes=config["replica.fetch.response.max.bytes"], isolation_level=0, session_id=0,
-            session_epoch=-1, topics=[R.FetchTopic(topic_id=t, partitions=ps) for t, ps in by_topic.items()],
-            forgotten_topics_data=[], rack_id=config["broker.rack"] or "")
-        return request, sent
+            max_bytes=config["replica.fetch.response.max.bytes"], isolation_level=0,
+            session_id=self.session.session_id, session_epoch=self.session.epoch,
+            topics=[R.FetchTopic(topic_id=t, partitions=ps) for t, ps in by_topic.items()],
+            forgotten_topics_data=[R.ForgottenTopic(topic_id=t, partitions=ps)
+                                   for t, ps in forgotten.items()],
+            rack_id=config["broker.rack"] or "")
+        return request, states
 
     async def _process(self, response, sent) -> None:
         backoff = self.broker.config["replica.fetch.backoff.ms"] / 1000
