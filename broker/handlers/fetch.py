@@ -24,7 +24,7 @@ import trio
 import protocol
 from protocol import ErrorCode, messages
 
-from broker.connection import SlicedRecords
+from broker.connection_writes import SlicedRecords
 from broker.fetch_session import PartitionFetch
 from broker.partitions import PartitionError
 from broker.quotas import identity

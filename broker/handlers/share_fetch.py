@@ -20,7 +20,7 @@ from protocol import ErrorCode, messages
 from storage.errors import StorageError
 
 from broker.config.group_configs import group_config
-from broker.connection import SlicedRecords
+from broker.connection_writes import SlicedRecords
 from broker.coordinator.ownership import SHARE_STATE_TOPIC
 from broker.coordinator.service import CoordinatorError, CoordinatorService
 from broker.handlers.share_groups import share_groups_enabled

@@ -24,7 +24,8 @@ from typing import Any, Iterable
 
 import trio
 
-from broker.connection import CloseConnection, SlicedRecords
+from broker.connection import CloseConnection
+from broker.connection_writes import SlicedRecords
 
 from .buffer_pool import BufferPool
 

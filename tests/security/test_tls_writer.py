@@ -11,7 +11,8 @@ import struct
 import pytest
 import trio
 
-from broker.connection import CloseConnection, SlicedRecords
+from broker.connection import CloseConnection
+from broker.connection_writes import SlicedRecords
 from broker.security.pki import make_pki
 from broker.security.tls_writer import STAGING_SIZE, TlsWriter
 from storage.files import FileSlice, SharedFile
