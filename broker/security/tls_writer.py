@@ -6,8 +6,8 @@ cannot use (OpenSSL runs over trio's memory BIOs, and the kernel here has no ``t
 bench/RESULTS-security.md). The next best thing, done here: the parts of a burst of responses are laid
 out in one reusable plaintext buffer (small parts copied in, file slices read into it with
 ``preadv``: the one kernel→user copy a TLS send needs), each full buffer is encrypted by one
-``SSLObject.write`` into four full 16 KiB records (the largest TLS allows, so the client decrypts
-few records) and its ciphertext leaves in one ``write`` on the socket, waiting for writability only when
+``SSLObject.write`` into 17 full 16 KiB records (the largest TLS allows, so the client decrypts few
+records) and its ciphertext leaves in one ``write`` on the socket, waiting for writability only when
 the socket buffer is full. Large in-memory parts are encrypted where they are, not copied.
 
 Writes bypass ``trio.SSLStream.send_all`` (a lock, two scheduler trips and a ``send_all`` per part,
@@ -29,17 +29,15 @@ from broker.connection_writes import SlicedRecords
 
 from .buffer_pool import BufferPool
 
-# Plaintext per SSLObject.write and socket write: four full 16 KiB records. The consumer decrypts
-# each pass while the broker encrypts the next, so small passes keep both busy; with 272 KiB passes
-# (a 1 MiB fetch in four) the two took turns more, and on two shared cores TLS consume ran at about
-# half the ratio to PLAINTEXT (bench/RESULTS-security.md: 4-record passes had the higher TLS/PLAINTEXT
-# ratio in 9 of 10 listener x run cells, at the same broker CPU per MB; the trailing ~100 bytes of a
-# default fetch in a pass of their own cost less than that).
-STAGING_SIZE = 4 * 16 * 1024
+# Plaintext per SSLObject.write and socket write: 17 full 16 KiB records. Not 16: a Fetch of the
+# clients' default max.partition.fetch.bytes (1 MiB of records plus ~100 bytes of headers) then goes
+# out in four passes instead of four and a sliver (an extra write, client wake-up and scheduler trip:
+# 5.6 socket writes per fetch with 256 KiB against 3.5, measured with strace).
+STAGING_SIZE = 17 * 16 * 1024
 ENCRYPT_IN_PLACE = 64 * 1024   # in-memory parts this large are encrypted without a staging copy
 _BYTES = (bytes, bytearray, memoryview)
 
-_STAGING_BUFFERS = BufferPool(STAGING_SIZE, keep=16)   # at most 1 MiB kept
+_STAGING_BUFFERS = BufferPool(STAGING_SIZE, keep=16)   # at most 4.25 MiB kept
 
 
 class TlsWriter:
