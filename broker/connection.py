@@ -179,7 +179,7 @@ class Connection(ResponseWrites):
         self._runner_active = False   # a runner task is taking requests off _queue (or waits)
         self._runner_idle: trio.Event | None = None   # set to wake the runner waiting for work
         self._running_straight = False   # the runner's burst has not suspended (yet)
-        self._unsent: list | None = None   # the rest of a write the runner began: goes out first
+        self._unsent: list | None = None   # the rest of an inline write: the writer sends it first
         self._nursery: trio.Nursery | None = None
         self._read_scope = trio.CancelScope()
         self._pending = 0    # requests read whose response is not written yet
@@ -399,8 +399,8 @@ class Connection(ResponseWrites):
 
         A burst that runs through without suspending (unbatched produce) writes its own
         responses at the end when the writer is idle: no writer wake-up, one task switch less
-        per burst. Should a request suspend, the writer is woken at once for those done before
-        it, as it is for every response finished while the runner is not running straight."""
+        per burst. Should a request suspend, those done before it go out at once, as does every
+        response finished while the runner is not running straight (``_write_now_or_wake``)."""
         while True:
             self._running_straight = True
             released = await _noting_suspension(self._run_burst(), self._burst_suspended)
@@ -424,7 +424,7 @@ class Connection(ResponseWrites):
     def _burst_suspended(self):
         """The runner's burst is about to wait: what is done goes out without it."""
         self._running_straight = False
-        self._wake_writer()
+        self._write_now_or_wake()
 
     def _release_order(self, slot: _Slot):
         """Request `slot` lets the next ones start while it keeps running: hand the queue over."""
@@ -455,7 +455,7 @@ class Connection(ResponseWrites):
                 memory.release(size)
             slot.done = True
             if not self._running_straight:   # (else the runner writes it at the burst's end)
-                self._wake_writer()
+                self._write_now_or_wake()
 
     def _wake_writer(self):
         if self._writer_wakeup is not None:

@@ -2,9 +2,11 @@
 
 Responses go out strictly in request order. A writer task sends every response that is ready in one
 gather write (``writev``), record file slices with ``os.sendfile``, sleeping until the oldest
-unanswered request is done. A burst the runner handles without suspending it writes itself when the
-writer is idle (``_write_now_or_wake``): plain bytes only, one wake-up less per burst; what one
-``writev`` cannot take the writer sends before anything else.
+unanswered request is done. Whoever finishes the response at the head of the order while the writer
+sleeps (the runner at the end of a straight burst, a long poll or an acks=all produce when its wait
+ends) writes it at once, as far as the socket takes it without waiting (``_write_now_or_wake``):
+waking the writer would cost a scheduler pass per response, which on a busy loop is a good part of a
+replica round trip. What the socket does not take the writer sends before anything else.
 """
 
 from __future__ import annotations
@@ -41,15 +43,44 @@ class SlicedRecords:
         return self._size
 
 
+class _SliceRest:
+    """The part of a file slice an inline write did not get out (the writer sends it)."""
+
+    __slots__ = ("file_slice", "position", "length")
+
+    def __init__(self, file_slice, position: int, length: int):
+        self.file_slice = file_slice   # keeps the slice's file open meanwhile
+        self.position, self.length = position, length
+
+    def fileno(self) -> int:
+        return self.file_slice.fileno()
+
+    def __len__(self):
+        return self.length
+
+
+def _items(responses: list[list[Any]]) -> list[Any]:
+    """Size-prefixed responses as one flat list of byte parts and file slices, in order."""
+    items: list[Any] = []
+    for parts in responses:
+        items.append(_SIZE.pack(len(parts[0]) if len(parts) == 1 else sum(map(len, parts))))
+        for part in parts:
+            if isinstance(part, SlicedRecords):
+                items += part.slices
+            elif not isinstance(part, _BYTES_TYPES) or len(part):
+                items.append(part)
+    return items
+
+
 class ResponseWrites:
     """Connection's writing methods (its slots, socket and writer wake-up are the connection's)."""
 
     async def _write_loop(self, scope: trio.CancelScope):
         slots = self._slots
         while True:
-            if self._unsent is not None:   # the rest of a write the runner could not finish
-                buffers, self._unsent = self._unsent, None
-                await self._sending(self._send_buffers(buffers))
+            if self._unsent is not None:   # the rest of an inline write: before anything else
+                items, self._unsent = self._unsent, None
+                await self._sending(self._send_items(items))
                 continue
             if not slots or not slots[0].done:
                 if not slots and self._reading_done:
@@ -99,80 +130,93 @@ class ResponseWrites:
         else:
             self.last_activity = time.monotonic()
 
-    _WRITES_INLINE = True   # the runner may writev responses itself (a TLS connection may not)
+    _WRITES_INLINE = True   # responses may be written by whoever finishes them (TLS may not)
 
     def _write_now_or_wake(self):
-        """At a burst's end: write the responses done at the head of the order straight away
-        when the writer is idle and they are plain bytes; else wake the writer for them. What
-        one writev cannot take (a full socket buffer) the writer sends before anything else."""
+        """A response at the head of the order is done: write the responses done there straight
+        away when the writer is idle, as far as the socket takes them without waiting (what it
+        does not take, the writer sends before anything else); else wake the writer, or leave
+        it be when it is busy (it looks again when done)."""
         slots = self._slots
         if not slots or not slots[0].done or self._writer_wakeup is None:
-            return   # nothing to write yet, or the writer is busy (it looks again when done)
+            return
         if not self._WRITES_INLINE or self._broken:
             self._wake_writer()
             return
         for slot in slots:
             if not slot.done:
                 break
-            parts = slot.parts
-            if parts is CLOSE or slot.close_after:
+            if slot.parts is CLOSE or slot.close_after:
                 self._wake_writer()   # closing: the writer's job
                 return
-            if parts is not None:
-                for part in parts:
-                    if type(part) not in _BYTES_TYPES:
-                        self._wake_writer()   # file slices: the writer's job (sendfile)
-                        return
         responses, _ = self._take_done()
-        buffers: list[Any] = []
-        for parts in responses:
-            buffers.append(_SIZE.pack(len(parts[0]) if len(parts) == 1 else sum(map(len, parts))))
-            buffers += parts
-        if not buffers:
-            return
-        if len(buffers) > _MAX_IOV:   # more than one writev takes: the writer's loop
-            self._unsent = buffers
-            self._wake_writer()
-            return
-        try:
-            sent = os.writev(self._fileno, buffers)
-        except BlockingIOError:
-            sent = 0
-        except OSError as exc:
-            log.debug("connection %s: write failed: %s", self.peer, exc)
-            self._broken = True
-            self._read_scope.cancel()
-            return
-        self.last_activity = time.monotonic()
-        for index, buffer in enumerate(buffers):
-            size = len(buffer)
-            if sent < size:   # a full socket buffer: the writer sends the rest, first
-                self._unsent = [memoryview(buffer)[sent:], *buffers[index + 1:]]
+        if responses:
+            try:
+                rest = self._write_items_now(_items(responses))
+            except OSError as exc:
+                log.debug("connection %s: write failed: %s", self.peer, exc)
+                self._broken = True
+                self._read_scope.cancel()
+                return
+            self.last_activity = time.monotonic()
+            if rest:
+                self._unsent = rest
                 self._wake_writer()
                 return
-            sent -= size
         if self._reading_done:   # no request is coming: the writer ends the connection
             self._wake_writer()
 
+    def _write_items_now(self, items: list[Any]) -> list[Any]:
+        """Write `items` (byte parts and file slices) without waiting; what the socket did not
+        take is returned, in order."""
+        fileno, index, count = self._fileno, 0, len(items)
+        while index < count:
+            item = items[index]
+            if not isinstance(item, _BYTES_TYPES):   # a file slice: zero copy
+                position, length = item.position, len(item)
+                try:
+                    sent = os.sendfile(fileno, item.fileno(), position, length)
+                except BlockingIOError:
+                    sent = 0
+                if sent < length:   # a full socket (or a short file: the writer finds out)
+                    return [_SliceRest(item, position + sent, length - sent), *items[index + 1:]]
+                index += 1
+                continue
+            end = index + 1
+            while end < count and end - index < _MAX_IOV and isinstance(items[end], _BYTES_TYPES):
+                end += 1
+            chunk = items[index:end]
+            try:
+                sent = os.writev(fileno, chunk)
+            except BlockingIOError:
+                return items[index:]
+            for buffer in chunk:
+                size = len(buffer)
+                if sent < size:   # a full socket buffer
+                    return [memoryview(buffer)[sent:], *items[index + 1:]]
+                sent -= size
+                index += 1
+        return []
+
     async def _send_responses(self, responses: list[list[Any]]):
-        """Write size-prefixed responses: byte parts gathered into one sendmsg, file slices
-        in between with sendfile."""
+        """Write size-prefixed responses (the writer's path; TLS connections override it)."""
+        await self._send_items(_items(responses))
+
+    async def _send_items(self, items: list[Any]):
+        """Byte parts gathered into one writev, file slices in between with sendfile."""
         buffers: list[Any] = []
-        for parts in responses:
-            size = len(parts[0]) if len(parts) == 1 else sum(map(len, parts))
-            buffers.append(_SIZE.pack(size))
-            for part in parts:
-                if isinstance(part, (bytes, bytearray, memoryview)):
-                    if len(part):
-                        buffers.append(part)
-                    continue
-                # Not corked with MSG_MORE: when the slice ends the response, nothing would
-                # uncork it (sendfile does not push), and the tail would wait ~200 ms.
+        for item in items:
+            if isinstance(item, _BYTES_TYPES):
+                buffers.append(item)
+                continue
+            # Not corked with MSG_MORE: when the slice ends the response, nothing would
+            # uncork it (sendfile does not push), and the tail would wait ~200 ms.
+            if buffers:
                 await self._send_buffers(buffers)
                 buffers = []
-                for file_slice in (part.slices if isinstance(part, SlicedRecords) else (part,)):
-                    await self._send_file_slice(file_slice)
-        await self._send_buffers(buffers)
+            await self._send_file_slice(item)
+        if buffers:
+            await self._send_buffers(buffers)
 
     async def _send_buffers(self, buffers: list[Any]):
         """sendmsg (gather write) of `buffers` until all of it is out.

@@ -87,3 +87,42 @@ def test_the_suspension_hook_runs_only_when_the_coroutine_waits():
 
     assert trio.run(main) == ["done", "done after waiting"]
     assert calls == ["waiting", "failing", "forever"]
+
+
+def test_a_long_poll_answer_the_socket_takes_only_part_of_comes_back_whole_and_in_order(broker):
+    # The fetch waits (min_bytes), a produce from another client wakes it, and its own task
+    # writes the answer (header, file slice, tail) straight away: into a client window far smaller
+    # than the records, so the inline write stops part way and the writer sends the rest before
+    # the ApiVersions answer queued behind it.
+    with RawClient("127.0.0.1", broker.port) as other:
+        other.create_topic("inline-slices")
+    values = [bytes([65 + i]) * 200_000 for i in range(4)]   # ~800 KB in one batch
+    slow = socket.socket()
+    slow.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    slow.settimeout(60)
+    slow.connect(("127.0.0.1", broker.port))
+    reader = RawClient.__new__(RawClient)
+    reader.sock = slow
+    reader._ids = iter(range(1, 1 << 30))
+    F = messages.FetchRequest
+    fetch = F(replica_id=-1, max_wait_ms=30_000, min_bytes=1 << 19, max_bytes=1 << 21,
+              isolation_level=0, session_id=0, session_epoch=-1, topics=[F.FetchTopic(
+                  topic="inline-slices", partitions=[F.FetchPartition(
+                      partition=0, fetch_offset=0, partition_max_bytes=1 << 21)])],
+              forgotten_topics_data=[], rack_id="")
+    with reader:
+        fetch_id = reader.send(1, 11, fetch)
+        versions_id = reader.send(18, 3, messages.ApiVersionsRequest(
+            client_software_name="inline", client_software_version="1"))
+        with RawClient("127.0.0.1", broker.port) as other:
+            assert other.produce("inline-slices", 0, batch(values), acks=1).error_code == 0
+        received_id, response = reader.receive(1, 11)
+        assert received_id == fetch_id
+        partition = response.responses[0].partitions[0]
+        assert partition.error_code == 0 and partition.high_watermark == 4
+        payload = bytes(partition.records)   # the stored batch: the broker set its offsets
+        assert len(payload) == len(batch(values))
+        positions = [payload.find(value) for value in values]
+        assert -1 not in positions and positions == sorted(positions)
+        received_id, response = reader.receive(18, 3)
+        assert received_id == versions_id and response.error_code == 0
