@@ -173,6 +173,10 @@ class PartitionManager:
                 raise PartitionError(ErrorCode.UNKNOWN_LEADER_EPOCH)
         return partition
 
+    def is_current(self, partition: Partition) -> bool:
+        """Whether `partition` is still this broker's replica of its topic partition."""
+        return self._partitions.get((partition.topic, partition.index)) is partition
+
     def readable(self, topic: str, index: int, current_leader_epoch: int = -1) -> Partition:
         """For a consumer that may read from followers (KIP-392, Fetch v11+): the partition if any
         replica of it is here (a follower serves up to its own high watermark), with the same

@@ -137,71 +137,119 @@ def _partition(ctx, name, fetch, origin: Origin):
 
 
 def _read_all(ctx, reads, uses_ids, isolation, max_bytes, origin: Origin = Origin(),
-              denied=frozenset()):
-    """Read every partition within the byte budgets (on the event loop: no data is copied)."""
+              denied=frozenset(), seen_image=None):
+    """Read every partition within the byte budgets (on the event loop: no data is copied);
+    returns the metadata image the reads were made under.
+
+    With `seen_image`, the image of the pass before a long poll's wait (and still current), a
+    partition whose leader epoch and read position are as that pass saw them keeps what it read,
+    only its offsets refreshed: in a follower's fetch session most partitions are idle, and a full
+    read of each (leadership, divergence, follower state, index lookup) costs several µs per pass.
+    A partition whose bytes changed makes every later one with bytes read again (the budget).
+    """
     image = ctx.image
+    if seen_image is not image:
+        seen_image = None   # (metadata moved meanwhile: every partition is read again)
     replica_id, replica_epoch = origin.replica_id, origin.replica_epoch
     partitions = ctx.partitions
     budget = max_bytes
+    bytes_moved = False
     for read in reads:
-        # As Kafka: a list of aborted transactions for read_committed data and for any error (an
-        # empty one then), none (null) for read_uncommitted data.
-        read.slices, read.size, read.aborted, read.partition = [], 0, [], None
-        read.high_watermark = read.last_stable_offset = read.log_start_offset = -1
-        fetch = read.fetch
-        try:
-            name = _resolve(image, read.key, uses_ids)
-            if name in denied:
-                raise PartitionError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-            partition = _partition(ctx, name, fetch, origin)
-        except PartitionError as exc:
-            read.error = exc.code
+        if seen_image is not None and not (bytes_moved and read.size) \
+                and _unchanged(read, partitions, replica_id >= 0):
+            budget -= read.size
             continue
-        read.partition = partition
-        read.leader_epoch = partition.leader_epoch
-        log = partition.log
-        read.diverging = None
-        if replica_id >= 0:
-            read.diverging = diverging_epoch(log, fetch.fetch_offset, fetch.last_fetched_epoch)
-            if read.diverging is None and log.log_start_offset <= fetch.fetch_offset <= log.log_end_offset \
-                    and not partitions.replication.on_replica_fetch(
-                        partition, replica_id, replica_epoch, fetch.fetch_offset,
-                        fetch.log_start_offset):
-                read.error = ErrorCode.NOT_LEADER_OR_FOLLOWER   # not a replica of this partition
-                continue
-        read.high_watermark = log.high_watermark
-        read.last_stable_offset = log.last_stable_offset
-        read.log_start_offset = log.log_start_offset
-        read.position = log.log_end_offset if replica_id >= 0 else read.high_watermark
-        read.error = ErrorCode.NONE
-        if read.diverging is not None:
-            continue
-        if origin.client_rack and partition.replica_state is not None:
-            read.preferred = preferred_read_replica(ctx.broker, partition, fetch.fetch_offset,
-                                                    origin.client_rack, _now_ms())
-            if read.preferred >= 0:
-                continue     # the consumer goes to that replica for its records
-        if replica_id >= 0:
-            limit = None         # a follower reads up to the log end
-        else:
-            limit = read.last_stable_offset if isolation == READ_COMMITTED else read.high_watermark
+        size_before = read.size
+        _read_one(ctx, read, image, partitions, uses_ids, isolation, max_bytes, budget,
+                  replica_id, replica_epoch, origin, denied)
+        bytes_moved |= read.size != size_before
+        budget -= read.size
+    return image
+
+
+def _unchanged(read, partitions, replica: bool) -> bool:
+    """Whether the last pass's read of this partition still holds (refreshing its offsets)."""
+    partition = read.partition
+    if partition is None or partition.leader_epoch != read.leader_epoch \
+            or not partitions.is_current(partition):
+        return False
+    log = partition.log
+    if replica:
+        if log.log_end_offset != read.position:
+            return False
+    elif log.high_watermark != read.position or log.last_stable_offset != read.last_stable_offset:
+        return False
+    if log.log_start_offset != read.log_start_offset:
+        return False
+    read.high_watermark = log.high_watermark
+    read.last_stable_offset = log.last_stable_offset
+    return True
+
+
+def _read_one(ctx, read, image, partitions, uses_ids, isolation, max_bytes, budget, replica_id,
+              replica_epoch, origin: Origin, denied) -> None:
+    """Read one partition in full: leadership, a follower's divergence and progress, the bytes."""
+    # As Kafka: a list of aborted transactions for read_committed data and for any error (an
+    # empty one then), none (null) for read_uncommitted data.
+    read.slices, read.size, read.aborted, read.partition = [], 0, [], None
+    read.high_watermark = read.last_stable_offset = read.log_start_offset = -1
+    fetch = read.fetch
+    try:
+        name = _resolve(image, read.key, uses_ids)
+        if name in denied:
+            raise PartitionError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+        partition = _partition(ctx, name, fetch, origin)
+    except PartitionError as exc:
+        read.error = exc.code
+        return
+    read.partition = partition
+    read.leader_epoch = partition.leader_epoch
+    log = partition.log
+    read.diverging = None
+    if replica_id >= 0:
+        read.diverging = diverging_epoch(log, fetch.fetch_offset, fetch.last_fetched_epoch)
+        if read.diverging is None and log.log_start_offset <= fetch.fetch_offset <= log.log_end_offset \
+                and not partitions.replication.on_replica_fetch(
+                    partition, replica_id, replica_epoch, fetch.fetch_offset,
+                    fetch.log_start_offset):
+            read.error = ErrorCode.NOT_LEADER_OR_FOLLOWER   # not a replica of this partition
+            return
+    read.high_watermark = log.high_watermark
+    read.last_stable_offset = log.last_stable_offset
+    read.log_start_offset = log.log_start_offset
+    read.position = log.log_end_offset if replica_id >= 0 else read.high_watermark
+    read.error = ErrorCode.NONE
+    if read.diverging is not None:
+        return
+    if origin.client_rack and partition.replica_state is not None:
+        read.preferred = preferred_read_replica(ctx.broker, partition, fetch.fetch_offset,
+                                                origin.client_rack, _now_ms())
+        if read.preferred >= 0:
+            return     # the consumer goes to that replica for its records
+    if replica_id >= 0:
+        limit = None         # a follower reads up to the log end
+    else:
+        limit = read.last_stable_offset if isolation == READ_COMMITTED else read.high_watermark
+    offset = fetch.fetch_offset
+    if offset == (read.position if limit is None else limit) and offset >= read.log_start_offset \
+            and log.offline is None:
+        slices = []   # caught up (most partitions of a follower's session): no index lookup
+    else:
         try:
-            slices = log.read(fetch.fetch_offset, min(fetch.partition_max_bytes, max(budget, 0)),
+            slices = log.read(offset, min(fetch.partition_max_bytes, max(budget, 0)),
                               max_offset=limit, min_one_batch=budget == max_bytes)
         except StorageError as exc:
             read.error = exc.error_code
-            continue
-        read.error = ErrorCode.NONE
-        read.aborted = None
-        read.slices = slices
-        read.size = sum(len(s) for s in slices)
-        budget -= read.size
-        if isolation == READ_COMMITTED:
-            upper = fetch.fetch_offset + 1
-            if slices:
-                upper = max(upper, limit)
-            read.aborted = log.aborted_transactions(fetch.fetch_offset, upper)
-    return reads
+            return
+    read.error = ErrorCode.NONE
+    read.aborted = None
+    read.slices = slices
+    read.size = sum(map(len, slices)) if slices else 0
+    if isolation == READ_COMMITTED:
+        upper = fetch.fetch_offset + 1
+        if slices:
+            upper = max(upper, limit)
+        read.aborted = log.aborted_transactions(fetch.fetch_offset, upper)
 
 
 async def handle_fetch(ctx, header, body):
@@ -233,10 +281,12 @@ async def handle_fetch(ctx, header, body):
     origin = Origin.of(body, version)
     denied = _denied_topics(ctx, origin, reads, uses_ids)
 
+    seen_image = None
     while True:
         # Index lookups and file slices only (the bytes go out with sendfile): cheaper inline
         # than a worker-thread trip, and nothing can land between this read and the wait below.
-        _read_all(ctx, reads, uses_ids, isolation, max_bytes, origin, denied)
+        seen_image = _read_all(ctx, reads, uses_ids, isolation, max_bytes, origin, denied,
+                               seen_image)
         total = sum(r.size for r in reads)
         errors = any(r.error or r.diverging or r.preferred >= 0 for r in reads)
         remaining = deadline - trio.current_time()

@@ -28,6 +28,10 @@ def diverging_epoch(log, fetch_offset: int, last_fetched_epoch: int) -> tuple[in
     """The DivergingEpoch for a follower's fetch, or None when its log is a prefix of ours."""
     if last_fetched_epoch < 0:
         return None
+    if last_fetched_epoch == log.latest_epoch:
+        # The common case, without the lock and the search: our latest epoch ends at our end.
+        end_offset = log.log_end_offset
+        return None if fetch_offset <= end_offset else (last_fetched_epoch, end_offset)
     epoch, end_offset = log.end_offset_for_epoch(last_fetched_epoch)
     if end_offset < fetch_offset or epoch < last_fetched_epoch:
         return epoch, end_offset

@@ -99,10 +99,15 @@ class _Log:
     def end_offset_for_epoch(self, epoch):
         return self.epochs.end_offset_for(epoch, self.log_end_offset)
 
+    @property
+    def latest_epoch(self):
+        return self.epochs.latest
+
 
 def test_leader_reports_divergence_only_when_the_follower_went_astray():
     leader_log = _Log([(1, 0), (3, 10)], end=20)
     assert diverging_epoch(leader_log, 15, 3) is None          # a prefix of the leader's
+    assert diverging_epoch(leader_log, 25, 3) == (3, 20)        # past our end in our latest epoch
     assert diverging_epoch(leader_log, 10, 1) is None
     assert diverging_epoch(leader_log, 12, 1) == (1, 10)        # epoch 1 ended at 10 here
     assert diverging_epoch(leader_log, 12, 2) == (1, 10)        # epoch 2 unknown here
