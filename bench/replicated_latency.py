@@ -1,6 +1,6 @@
 """`python -m bench.replicated_latency`: the replicated end-to-end latency row, round after round.
 
-    python -m bench.replicated_latency [--rounds 5] [--seconds 6] [--rate 5000] [--no-kafka]
+    python -m bench.replicated_latency [--rounds 5] [--warm-up 3] [--seconds 6] [--rate 5000] [--no-kafka]
                                        [--baseline DIR] [--override K=V ...]
 
 The workload of `python -m bench`'s "replicated: end-to-end latency" row (bench/suite.py: 100 B records
@@ -97,6 +97,9 @@ def main(argv=None) -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=6.0)
     parser.add_argument("--rate", type=int, default=5000)
+    parser.add_argument("--warm-up", type=int, default=3, metavar="ROUNDS",
+                        help="unmeasured rounds first (default 3: one was not enough for Kafka's "
+                             "three JVMs, whose p50 stayed at 1-3 s for the next rounds)")
     parser.add_argument("--no-kafka", action="store_true")
     parser.add_argument("--baseline", metavar="DIR", help="also an Odradek cluster running this checkout")
     parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE")
@@ -123,12 +126,13 @@ def main(argv=None) -> int:
         records = int(args.rate * args.seconds)
         print(f"logs in {log_dir}; {case.name}; load average {os.getloadavg()[0]:.1f}", flush=True)
         samples: dict[str, list[dict]] = {name: [] for name in names}
-        for round_ in range(args.rounds + 1):   # round 0 warms every cluster (a JVM compiles first)
+        warm_up = max(args.warm_up, 0)
+        for round_ in range(args.rounds + warm_up):   # warm-up rounds first (a JVM compiles first)
             order = names if round_ % 2 else list(reversed(names))
             for name in order:
                 target = suite.targets[name]
                 try:
-                    if args.py_spy and name == "odradek-rf3" and round_ == args.rounds:
+                    if args.py_spy and name == "odradek-rf3" and round_ == args.rounds + warm_up - 1:
                         with _py_spy(target, Path(args.py_spy)):
                             values = _run_round(case, target, records)
                     else:
@@ -136,9 +140,9 @@ def main(argv=None) -> int:
                 except Exception as error:  # noqa: BLE001 - one failed round (a loaded machine) is not the run
                     print(f"round {round_} {name:13} failed: {error}", flush=True)
                     continue
-                if round_:
+                if round_ >= warm_up:
                     samples[name].append(values)
-                print(f"round {round_}{' (warm-up)' if not round_ else ''} {name:13} p50 {values['p50 ms']:6.2f} "
+                print(f"round {round_}{' (warm-up)' if round_ < warm_up else ''} {name:13} p50 {values['p50 ms']:6.2f} "
                       f"p99 {values['p99 ms']:6.2f} p99.9 {values['p99.9 ms']:6.2f} ms; cluster CPU "
                       f"{values['cpu %']:.0f}% of a core ({values['cpu µs/record']:.0f} µs/record), waiting for a CPU "
                       f"{values['runqueue %']:.0f}%; "
