@@ -170,6 +170,15 @@ def _note_acks_codes(waiting, codes) -> None:
 def _replicated_now(ctx, appended) -> bool:
     """acks=all without waiting when the high watermark already covers every partition's
     batches (one replica in the ISR: the leader's append is enough); answers updated then."""
+    for partition, result, answer, _ in appended:
+        # The common case without a call: the appends were just made, on the loop, by the leader
+        # (nothing could move leadership since), the high watermark covers them and the ISR is
+        # large enough: every answer stays as it is.
+        if not answer.error_code and (partition.log.high_watermark <= result.last_offset
+                                      or len(partition.isr) < partition.min_insync_replicas):
+            break
+    else:
+        return True
     waiting = [(p, result, answer) for p, result, answer, _ in appended if not answer.error_code]
     if not waiting:
         return True
