@@ -241,7 +241,13 @@ def test_read_committed_is_bounded_by_the_last_stable_offset(client):
     ended = client.request(26, 3, M.EndTxnRequest(transactional_id="txn-1", producer_id=pid,
                                                   producer_epoch=epoch, committed=False))
     assert ended.error_code == 0
+    # As in Kafka, EndTxn answers once the decision is in the transaction log; the markers reach
+    # the partition right after (asynchronously), and with them the last stable offset moves.
+    deadline = time.monotonic() + 10
     aborted = _fetch_partition(client, "tx", 0, isolation_level=1)
+    while aborted.last_stable_offset != 5 and time.monotonic() < deadline:
+        time.sleep(0.01)
+        aborted = _fetch_partition(client, "tx", 0, isolation_level=1)
     assert aborted.last_stable_offset == aborted.high_watermark == 5
     assert [(t.producer_id, t.first_offset) for t in aborted.aborted_transactions] == [(pid, 1)]
 
