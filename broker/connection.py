@@ -51,6 +51,9 @@ FRAME_STEP = 1 << 20   # a large frame's buffer grows by at most this much ahead
 _ZEROS = memoryview(bytes(FRAME_STEP))
 _SIZE = struct.Struct(">i")
 API_VERSIONS_KEY = 18
+# A straight burst gives the loop back after this long: up to MAX_IN_FLIGHT pipelined requests
+# (one record to each of thousands of partitions) must not hold every other connection for their sum.
+BURST_SLICE_S = 0.002
 
 
 class RequestMemory:
@@ -408,17 +411,28 @@ class Connection(ResponseWrites):
             self._write_now_or_wake()
             if released:
                 return
+            if self._queue:   # the burst used up its slice: other tasks first, then the rest
+                await trio.lowlevel.checkpoint()
+                continue
             self._runner_idle = trio.Event()
             await self._runner_idle.wait()
 
     async def _run_burst(self) -> bool:
-        """The queued requests, in order; True when one released the order (its runner ends)."""
+        """The queued requests in order, for about one slice (BURST_SLICE_S) of the loop; True when
+        one released the order (its runner ends)."""
         queue = self._queue
+        slice_started = None
         while queue:
             frame, size, slot, received = queue.popleft()
             await self._handle(frame, size, slot, received)
             if slot.order_released:
                 return True
+            if queue:   # (never timed when requests come one at a time: no cost per request then)
+                now = time.monotonic()
+                if slice_started is None:
+                    slice_started = now
+                elif now - slice_started > BURST_SLICE_S:
+                    return False
         return False
 
     def _burst_suspended(self):

@@ -1,6 +1,7 @@
 """Large jobs hand the event loop back while they run: checked by counting the turns a concurrent
 ticker task gets, never by timing them. And the loop-hold watch reports a step that held the loop."""
 
+import collections
 import logging
 import time
 import uuid
@@ -11,6 +12,7 @@ import trio
 import protocol
 from protocol import messages
 
+from broker.connection import Connection
 from broker.handlers import metadata_encoding
 from broker.loop_holds import LoopHoldWatch
 
@@ -89,3 +91,29 @@ def test_the_loop_hold_watch_names_the_task_that_held_the_loop(caplog):
     assert watch.holds_by_task["the-hog"] == 1
     assert "the-hog" in watch.summary()
     assert any("test_loop_yields:hog" in stack for *_, stacks in watch.longest for stack in stacks)
+
+
+def test_a_pipelined_burst_gives_the_loop_back_after_each_slice():
+    # 20 requests queued on one connection, each holding the loop for at least 1 ms: run straight,
+    # they would keep every other connection waiting for their sum. In slices of BURST_SLICE_S
+    # (2 ms: at most 4 such requests each) the ticker gets a turn between slices.
+    handled = []
+
+    class Slot:
+        order_released = False
+
+    async def handle(frame, size, slot, received):
+        time.sleep(0.001)
+        handled.append(frame)
+        slot.order_released = frame == 19   # the last one ends the runner, so the job returns
+
+    conn = Connection.__new__(Connection)
+    conn._queue = collections.deque((i, 0, Slot(), 0.0) for i in range(20))
+    conn._handle = handle
+    conn._write_now_or_wake = lambda: None
+    conn._runner_idle = None
+
+    _, turns = trio.run(_with_ticker, conn._run_queue)
+    assert handled == list(range(20))
+    # at least 5 slices, 4 turns between them; the last turn may fall after the job returned
+    assert turns >= 3
