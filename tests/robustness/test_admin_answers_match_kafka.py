@@ -1,15 +1,17 @@
-"""Admin answers @platformatic/kafka showed differing from Kafka's, sent over the raw protocol to
+"""Answers @platformatic/kafka showed differing from Kafka's, sent over the raw protocol to
 Odradek and to the reference Apache Kafka 3.9 (the `kafka` parameter keeps the expected values
 honest; it skips, with the reason, where Java or the Kafka directory is missing)."""
 
 from __future__ import annotations
+
+import time
 
 import pytest
 
 from protocol import ErrorCode, messages
 
 from tests import apache_kafka as oracle
-from tests.broker.raw_client import RawClient
+from tests.broker.raw_client import RawClient, batch
 
 apache_kafka = oracle.apache_kafka   # the session fixture
 
@@ -52,3 +54,17 @@ def test_describe_topic_partitions_names_operations_on_unknown_topics_too(port):
     assert [(t.name, t.error_code, t.topic_authorized_operations) for t in answer.topics] == [
         ("ops-known", 0, ALL_TOPIC_OPERATIONS),
         ("ops-unknown", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ALL_TOPIC_OPERATIONS)]
+
+
+def test_fetch_out_of_range_answers_unknown_offsets(port):
+    with RawClient("127.0.0.1", port, timeout=30) as client:
+        assert client.create_topic("fetch-range", 1).error_code in (0, ErrorCode.TOPIC_ALREADY_EXISTS)
+        deadline = time.monotonic() + 30
+        while client.produce("fetch-range", 0, batch([b"a", b"b"])).error_code != 0:
+            assert time.monotonic() < deadline, "the new topic never took a record"
+            time.sleep(0.2)   # Kafka: NOT_LEADER_OR_FOLLOWER until its broker learns the topic
+        beyond = client.fetch("fetch-range", 0, 1000).responses[0].partitions[0]
+        inside = client.fetch("fetch-range", 0, 0).responses[0].partitions[0]
+    assert (beyond.error_code, beyond.high_watermark, beyond.last_stable_offset,
+            beyond.log_start_offset) == (ErrorCode.OFFSET_OUT_OF_RANGE, -1, -1, -1)
+    assert (inside.error_code, inside.log_start_offset) == (0, 0) and inside.high_watermark >= 2
