@@ -240,6 +240,11 @@ def _read_one(ctx, read, image, partitions, uses_ids, isolation, max_bytes, budg
                               max_offset=limit, min_one_batch=budget == max_bytes)
         except StorageError as exc:
             read.error = exc.error_code
+            if replica_id < 0:
+                # Kafka answers a consumer's failed read (OFFSET_OUT_OF_RANGE, ...) with unknown
+                # offsets; our followers keep them: they resynchronise from the leader's log start
+                # and high watermark in this answer (broker/replication/fetcher.py).
+                read.high_watermark = read.last_stable_offset = read.log_start_offset = -1
             return
     read.error = ErrorCode.NONE
     read.aborted = None
