@@ -14,9 +14,11 @@ ahead (a task per request was most of the per-request cost of unbatched produce)
 ``MAX_IN_FLIGHT`` requests are pending per connection; past that the reader stops reading, so a client
 that does not read its responses only slows itself down.
 
-A large frame's buffer grows as its bytes arrive (``FRAME_STEP`` at a time), so a declared size
-pins no memory by itself; ``RequestMemory`` bounds the bytes of requests read but not yet processed
-across the broker (Kafka's ``queued.max.request.bytes``, unbounded by default).
+A large frame is read into a buffer of its own: a warm one from the broker's pool
+(``broker.frame_buffers``) when one is free, else a new one that grows as its bytes arrive
+(``FRAME_STEP`` at a time), so a declared size pins no memory by itself. ``RequestMemory`` bounds
+the bytes of requests read but not yet processed across the broker (Kafka's
+``queued.max.request.bytes``, unbounded by default).
 
 A frame larger than ``socket.request.max.bytes``, a header that does not decode, an unknown API or a
 version we do not serve (other than ApiVersions, KIP-511) close the connection, as Kafka does.
@@ -36,6 +38,7 @@ import trio
 
 import protocol
 from broker.connection_writes import CLOSE, ResponseWrites
+from broker.frame_buffers import rounded
 from broker.security.authenticator import RequestRefused, SaslAuthenticator
 from broker.security.principal import ANONYMOUS
 
@@ -277,12 +280,13 @@ class Connection(ResponseWrites):
         self._start += 4
         return size
 
-    async def _read_frame(self, size: int) -> memoryview | bytearray | None:
+    async def _read_frame(self, size: int) -> memoryview | None:
         """The frame of `size` bytes whose prefix _read_size took, or None at end of stream.
 
         A small frame is a view of the read-ahead chunk it arrived in (no copy: Produce batches
-        reach storage as slices of the received bytes); a large one (a big Produce) gets its own
-        buffer, grown only as its bytes arrive: a declared size pins no memory by itself.
+        reach storage as slices of the received bytes); a large one (a big Produce) is read into a
+        buffer of its own: a free one from the broker's pool when there is one, else a new one grown
+        only as its bytes arrive. It goes back to the pool when its request is done (``_handle``).
         """
         if 4 + size <= READ_AHEAD:
             while self._end - self._start < size:
@@ -291,19 +295,26 @@ class Connection(ResponseWrites):
             start = self._start
             self._start += size
             return memoryview(self._chunk)[start:start + size]
-        frame = bytearray(memoryview(self._chunk)[self._start:self._end])
+        buffer = self.broker.frame_buffers.take(size)
+        have = self._end - self._start
+        if buffer is None:
+            buffer = bytearray(memoryview(self._chunk)[self._start:self._end])
+            capacity = rounded(size)
+        else:
+            buffer[:have] = memoryview(self._chunk)[self._start:self._end]
+            capacity = len(buffer)
         self._start = self._end
-        have = len(frame)
         while have < size:
-            if have == len(frame):   # room for one more step, never the whole declared size
-                frame += _ZEROS[:min(size - have, FRAME_STEP)]
-            with memoryview(frame) as whole, whole[have:] as free:
+            if have == len(buffer):   # room for one more step, never the whole declared size
+                buffer += _ZEROS[:min(capacity - have, FRAME_STEP)]
+            with memoryview(buffer) as whole, whole[have:size] as free:
                 received = await self._recv_into(free)
             if not received:
                 return None
             have += received
         self.last_activity = time.monotonic()
-        return frame
+        with memoryview(buffer) as whole:
+            return whole[:size]
 
     async def _receive_more(self, need: int) -> bool:
         """Receive into the read-ahead chunk, which must have room for `need` bytes from _start.
@@ -464,6 +475,8 @@ class Connection(ResponseWrites):
             log.exception("request from %s failed; closing the connection", self.peer)
             slot.parts = CLOSE
         finally:
+            if 4 + size > READ_AHEAD:   # a large frame's own buffer: warm for the next one
+                self.broker.frame_buffers.give_back(frame)
             memory = self.broker.request_memory
             if memory.limit > 0:   # (unbounded by default: no call per request then)
                 memory.release(size)

@@ -27,6 +27,7 @@ from broker.config.ip_overrides import limits_by_address
 from broker.log_dirs import watch_log_dirs
 from broker.connection import RequestMemory
 from broker.fetch_session import FetchSessionCache
+from broker.frame_buffers import FrameBuffers
 from broker.handlers import load_registry
 from broker.health import Health, serve_ops_http
 from broker.logs import RequestLogger
@@ -70,6 +71,7 @@ class Broker:
             self.metrics.registry.register(AuthorizerMetricsCollector(self.authorizer))
         self.request_log = RequestLogger()
         self.request_memory = RequestMemory(config["queued.max.request.bytes"])
+        self.frame_buffers = FrameBuffers()   # warm buffers for large request frames
         self.quotas = BrokerQuotas(config)
         self.metrics.registry.register(QuotaCollector(self.quotas))
         # authentication per listener (TLS contexts, SASL mechanisms); ConfigError stops start-up

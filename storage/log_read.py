@@ -7,6 +7,7 @@ the log start/end offsets and the epoch cache lives there).
 from __future__ import annotations
 
 import bisect
+import os
 from typing import NamedTuple
 
 from protocol.records import NO_TIMESTAMP, RecordBatch, iter_batches
@@ -146,3 +147,29 @@ class LogReads:
                     return TimestampOffset(record.offset, record.timestamp, batch.partition_leader_epoch)
             return TimestampOffset(batch.last_offset, batch.max_timestamp, batch.partition_leader_epoch)
 
+
+    def legacy_offsets_before(self, timestamp: int, max_count: int, now_ms: int) -> list[int]:
+        """ListOffsets v0's answer (Kafka's legacyFetchOffsetsBefore): up to `max_count` offsets,
+        largest first, from the segments' base offsets and the log end, each dated by its segment
+        file's last modification (the log end by `now_ms`); -1 (latest) starts from the log end,
+        -2 (earliest) from the first segment, a time from the newest entry dated at or before it."""
+        with self._lock:
+            dated = []
+            for segment in self._segments:
+                try:
+                    modified = int(os.path.getmtime(segment.log_path) * 1000)
+                except OSError:
+                    modified = now_ms
+                dated.append((max(segment.base_offset, self.log_start_offset), modified))
+            if self._segments[-1].size > 0:
+                dated.append((self.log_end_offset, now_ms))
+        if timestamp == -1:
+            start = len(dated) - 1
+        elif timestamp == -2:
+            start = 0
+        else:
+            start = len(dated) - 1
+            while start >= 0 and dated[start][1] > timestamp:
+                start -= 1
+        count = max(0, min(max_count, start + 1))
+        return sorted((dated[start - j][0] for j in range(count)), reverse=True)

@@ -93,7 +93,7 @@ def _check_records(batch: RecordBatch, config: LogConfig, now: int, where: str) 
         low = now - config.message_timestamp_before_max_ms
         high = now + config.message_timestamp_after_max_ms
     try:
-        found = recordscan.walk_batch(batch, flags, low, high)
+        found, max_timestamp = recordscan.walk_batch(batch, flags, low, high)
     except recordscan.ScanError as exc:
         raise InvalidBatchError(str(exc), ErrorCode.INVALID_RECORD) from exc
     except CompressionError as exc:
@@ -102,6 +102,10 @@ def _check_records(batch: RecordBatch, config: LogConfig, now: int, where: str) 
         raise InvalidBatchError(str(exc), ErrorCode.UNKNOWN_SERVER_ERROR) from exc
     if found:
         raise _record_errors(found, batch, low, high, where)
+    if max_timestamp != batch.max_timestamp and not config.log_append_time:
+        # Kafka stores the records' real max timestamp (sarama 1.x writes -1 there, which left
+        # ListOffsets by timestamp and time retention blind); the append rewrites the header
+        batch.max_timestamp = max_timestamp
 
 
 def _record_errors(found: list, batch: RecordBatch, low: int, high: int,

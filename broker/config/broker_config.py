@@ -322,15 +322,23 @@ class BrokerConfig:
         return effective
 
     # ---- DescribeConfigs
-    def _dynamic_synonyms(self, name: str) -> list[tuple[str, str | None, ConfigSource]]:
-        out = []
-        if name in self._dynamic_broker:
-            out.append((name, render(self._dynamic_broker[name]),
-                        ConfigSource.DYNAMIC_BROKER_CONFIG))
-        if name in self._dynamic_default:
-            out.append((name, render(self._dynamic_default[name]),
-                        ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG))
-        return out
+    def _synonym_chain(self, names: Iterable[str], primary: str) -> list[tuple[str, str | None, ConfigSource]]:
+        """Kafka's synonym list for `primary` among its broker synonyms `names`: by source first
+        (every name's per-broker dynamic value, then cluster default, static, default), then by
+        name; everything before the first entry named `primary` is dropped, as Kafka drops it
+        (so topic retention.ms lists no log.retention.hours unless log.retention.ms is set)."""
+        names = list(names)
+        chain = []
+        for values, source in ((self._dynamic_broker, ConfigSource.DYNAMIC_BROKER_CONFIG),
+                               (self._dynamic_default, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+                               (self._static, ConfigSource.STATIC_BROKER_CONFIG)):
+            chain += [(name, render(values[name]), source) for name in names if name in values]
+        chain += [(name, render(BROKER_CONFIGS[name].default), ConfigSource.DEFAULT_CONFIG)
+                  for name in names if BROKER_CONFIGS[name].default is not None]
+        for i, (name, _, _) in enumerate(chain):
+            if name == primary:
+                return chain[i:]
+        return []
 
     def describe_dynamic_defaults(self) -> list[DescribedConfig]:
         """The broker resource "" (cluster-wide dynamic defaults): only what is set."""
@@ -345,17 +353,12 @@ class BrokerConfig:
         entries = []
         for name in selected:
             definition = BROKER_CONFIGS[name]
-            synonyms = self._dynamic_synonyms(name)
-            if name in self._static:
-                synonyms.append((name, render(self._static[name]),
-                                 ConfigSource.STATIC_BROKER_CONFIG))
-            if definition.default is not None:
-                synonyms.append((name, render(definition.default), ConfigSource.DEFAULT_CONFIG))
+            synonyms = self._synonym_chain(_BROKER_SYNONYM_GROUPS.get(name, (name,)), name)
             value = render(self.get(name))
             entries.append(DescribedConfig(
                 name=name,
                 value=None if definition.sensitive else value,
-                source=self.source(name),
+                source=synonyms[0][2] if synonyms else ConfigSource.DEFAULT_CONFIG,
                 read_only=not definition.dynamic,
                 sensitive=definition.sensitive,
                 type=definition.type,
@@ -373,24 +376,31 @@ class BrokerConfig:
             synonyms: list[tuple[str, str | None, ConfigSource]] = []
             if name in overrides:
                 synonyms.append((name, overrides[name], ConfigSource.DYNAMIC_TOPIC_CONFIG))
-            for synonym in definition.synonyms:
-                synonyms += self._dynamic_synonyms(synonym.name)
-                if synonym.name in self._static:
-                    synonyms.append((synonym.name, render(self._static[synonym.name]),
-                                     ConfigSource.STATIC_BROKER_CONFIG))
-                default = BROKER_CONFIGS[synonym.name].default
-                if default is not None:
-                    synonyms.append((synonym.name, render(default), ConfigSource.DEFAULT_CONFIG))
+            if definition.synonyms:
+                synonyms += self._synonym_chain((s.name for s in definition.synonyms),
+                                                definition.synonyms[0].name)
+            # Kafka reports the first synonym's source, even when the value came from a synonym
+            # its list dropped (flush.ms resolved from a static log.flush.scheduler.interval.ms
+            # shows DEFAULT_CONFIG).
+            source = synonyms[0][2] if synonyms else ConfigSource.DEFAULT_CONFIG
             if name in overrides:
-                value, source = overrides[name], ConfigSource.DYNAMIC_TOPIC_CONFIG
+                value = overrides[name]
             elif definition.synonyms:
-                resolved, _, source = self.resolve_synonyms(definition.synonyms)
-                value = render(resolved)
+                value = render(self.resolve_synonyms(definition.synonyms)[0])
             else:
-                value, source = render(definition.default), ConfigSource.DEFAULT_CONFIG
+                value = render(definition.default)
             entries.append(DescribedConfig(name, value, source, False, False, definition.type,
                                            synonyms))
         return entries
+
+
+# A broker key's synonyms, as Kafka groups them (log.retention.ms/minutes/hours, log.roll.*,
+# log.roll.jitter.*, log.flush.interval.ms/log.flush.scheduler.interval.ms): the topic catalog's
+# multi-key fallbacks.
+_BROKER_SYNONYM_GROUPS: dict[str, tuple[str, ...]] = {
+    synonym.name: tuple(s.name for s in definition.synonyms)
+    for definition in TOPIC_CONFIGS.values() if len(definition.synonyms) > 1
+    for synonym in definition.synonyms}
 
 
 def _refuse(names: list[str], message: str) -> None:

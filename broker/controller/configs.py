@@ -32,7 +32,7 @@ def current_configs(image: MetadataImage, resource_type: int, name: str) -> dict
 def check_resource(image: MetadataImage, resource_type: int, name: str) -> None:
     if resource_type == TOPIC_RESOURCE:
         if name not in image.topics:
-            raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist.")
+            raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
     elif resource_type == BROKER_RESOURCE:
         if name != "" and not (name.isdigit() and int(name) >= 0):
             raise ApiError(ErrorCode.INVALID_REQUEST, f"Illegal non-integral BROKER resource type name {name}")

@@ -185,7 +185,7 @@ class TopicOps:
         """The records adding partitions to one topic; `used` records are already planned."""
         topic = self._image.topics.get(spec.name)
         if topic is None:
-            raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {spec.name} does not exist.")
+            raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)   # no message, as Kafka
         current = len(topic.partitions)
         if spec.count < current:
             raise ApiError(ErrorCode.INVALID_PARTITIONS, f"The topic {spec.name} currently has {current} "

@@ -70,10 +70,12 @@ async def handle_describe_topic_partitions(ctx, header, body):
     for name in names:
         topic = image.topics.get(name)
         if topic is None:
-            topics.append(Response.DescribeTopicPartitionsResponseTopic(
+            topics.append(Response.DescribeTopicPartitionsResponseTopic(   # operations: as Kafka
                 error_code=(ErrorCode.INVALID_TOPIC_EXCEPTION if common.topic_name_error(name)
                             else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
-                name=name, is_internal=False, partitions=[]))
+                name=name, is_internal=False, partitions=[],
+                topic_authorized_operations=access.authorized_operations(ctx, ResourceType.TOPIC,
+                                                                         name)))
             continue
         start = cursor.partition_index if cursor is not None and name == cursor.topic_name else 0
         indexes = [i for i in sorted(topic.partitions) if i >= start]

@@ -1,4 +1,4 @@
-"""Configs: DescribeConfigs (32) v1–v4, AlterConfigs (33) v0–v2, IncrementalAlterConfigs (44) v0–v1.
+"""Configs: DescribeConfigs (32) v0–v4 (v0: sarama 1.x), AlterConfigs (33) v0–v2, IncrementalAlterConfigs (44) v0–v1.
 
 Descriptions come from ``broker.config`` (values, sources, synonyms); changes go through the controller,
 which stores them in the metadata log and validates them with the broker's validator.
@@ -17,6 +17,10 @@ from broker.security import access
 from broker.security.acls import AclOperation, ResourceType
 
 TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP = 2, 4, 8, 16, 32
+# Kafka's default text for INVALID_REQUEST, which it answers when the request carries no message
+_INVALID_REQUEST_MESSAGE = ("This most likely occurs because of a request being malformed by the "
+                            "client library or the message was sent to an incompatible broker. "
+                            "See the broker logs for more details.")
 
 # Which ACL resource guards a config resource, and the error a denial answers.
 _GUARDED_BY = {TOPIC: ResourceType.TOPIC, GROUP: ResourceType.GROUP, BROKER: ResourceType.CLUSTER,
@@ -42,8 +46,9 @@ def _described_entries(ctx, resource_type: int, name: str, keys, include_synonym
             return ErrorCode.INVALID_TOPIC_EXCEPTION, error, []
         image = ctx.image
         if name not in image.topics:
-            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, \
-                f"Topic '{name}' does not exist.", []
+            # Kafka answers the code with an empty message; sarama (which reads only the message)
+            # then reports no configs rather than an error
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "", []
         described = config.describe_topic(dict(image.topic_configs.get(name, {})), keys)
     elif resource_type == BROKER:
         if name == "":
@@ -98,6 +103,12 @@ def _logger_entries(keys):
 
 async def handle_describe_configs(ctx, header, body):
     Response = messages.DescribeConfigsResponse
+    if any(r.resource_type not in _GUARDED_BY for r in body.resources):
+        # as Kafka: one resource of an unknown type fails the whole request
+        return Response(throttle_time_ms=0, results=[Response.DescribeConfigsResult(
+            error_code=ErrorCode.INVALID_REQUEST, error_message=_INVALID_REQUEST_MESSAGE,
+            resource_type=r.resource_type, resource_name=r.resource_name, configs=[])
+            for r in body.resources])
     results = []
     for resource in body.resources:
         # null or empty: every config (as Kafka; an empty answer breaks clients)
@@ -128,7 +139,7 @@ def _check_alterable(ctx, resource_type: int, name: str) -> tuple[int, str] | No
     if resource_type == BROKER_LOGGER:
         return ErrorCode.INVALID_REQUEST, \
             "Broker logger levels can only be changed with IncrementalAlterConfigs"
-    return ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type}"
+    return ErrorCode.INVALID_REQUEST, f"Unknown resource type {resource_type}"
 
 
 async def _alter(ctx, resources, validate_only, call, response_class):
@@ -225,7 +236,7 @@ async def handle_incremental_alter_configs(ctx, header, body):
 
 
 HANDLERS = {
-    32: (1, 4, handle_describe_configs),
+    32: (0, 4, handle_describe_configs),
     33: (0, 2, handle_alter_configs),
     44: (0, 1, handle_incremental_alter_configs),
 }

@@ -63,15 +63,15 @@ async def consumer_group_describe(ctx, header, body):
     service = await CoordinatorService.of(ctx.broker)
     out = []
     for group_id in body.group_ids:
+        # Only a described group carries the operations (Kafka sets them where the error is NONE).
         ops = access.authorized_operations(ctx, RT.GROUP, group_id) \
             if body.include_authorized_operations else OPERATIONS_NOT_REQUESTED
         if not access.allowed(ctx, Op.DESCRIBE, RT.GROUP, group_id or ""):
-            out.append(Response.DescribedGroup(group_id=group_id, error_code=E.GROUP_AUTHORIZATION_FAILED,
-                                               authorized_operations=ops))
+            out.append(Response.DescribedGroup(group_id=group_id, error_code=E.GROUP_AUTHORIZATION_FAILED))
             continue
         code = await service.group_coordinator_error(group_id)
         if code is not E.NONE:
-            out.append(Response.DescribedGroup(group_id=group_id, error_code=code, authorized_operations=ops))
+            out.append(Response.DescribedGroup(group_id=group_id, error_code=code))
             continue
         out.append(describe_one(ctx, service, group_id, header.api_version, ops))
     return Response(groups=out)
@@ -83,7 +83,7 @@ def describe_one(ctx, service, group_id, version, ops):
     group = core.describe(group_id)
     if group is None:
         # an unknown id, or one a classic group holds: Kafka 3.9 answers just the error code
-        return Response.DescribedGroup(group_id=group_id, error_code=E.GROUP_ID_NOT_FOUND, authorized_operations=ops)
+        return Response.DescribedGroup(group_id=group_id, error_code=E.GROUP_ID_NOT_FOUND)
     names = {t.topic_id: name for name, t in ctx.broker.image.topics.items()}
 
     def assignment(partitions):
@@ -94,7 +94,8 @@ def describe_one(ctx, service, group_id, version, ops):
     members = [Response.Member(
         member_id=m.member_id, instance_id=m.instance_id, rack_id=m.rack_id, member_epoch=m.member_epoch,
         client_id=m.client_id, client_host=m.client_host, subscribed_topic_names=list(m.subscribed_topic_names),
-        subscribed_topic_regex=m.subscribed_topic_regex, assignment=assignment(m.assigned),
+        subscribed_topic_regex=m.subscribed_topic_regex or "",   # Kafka: "" when subscribed by name
+        assignment=assignment(m.assigned),
         target_assignment=assignment(group.target.get(m.member_id, {})),
         member_type=-1 if version < 1 else 0 if m.classic is not None else 1)   # 0: a classic-protocol member
         for m in group.members.values()]

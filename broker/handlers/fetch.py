@@ -1,4 +1,4 @@
-"""Fetch (key 1), v4–v17: consumers read record batches straight from segment files.
+"""Fetch (key 1), v0–v17: consumers read record batches straight from segment files.
 
 - Incremental fetch sessions (KIP-227) via ``broker.fetch_session``.
 - Long polling: when fewer than ``min_bytes`` are available the request sleeps until an append to one
@@ -10,7 +10,8 @@
 - A follower's fetch (replica id / ReplicaState) reads up to the log end, records the follower's
   position with the replica manager (which may move the high watermark) and, when the follower's last
   fetched epoch ends earlier here, answers DivergingEpoch instead of records.
-- Records are storage file slices, sent with ``os.sendfile`` by the connection.
+- Records are storage file slices, sent with ``os.sendfile`` by the connection; v0–v3 fetchers (sarama
+  set below 0.11, kafka-go 0.2) get them converted to message format v0/v1 instead, as Kafka 3.9 does.
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ from typing import NamedTuple
 import trio
 
 import protocol
-from protocol import ErrorCode, messages
+from protocol import ErrorCode, legacy_records, messages
+from protocol.compression import CompressionError
+from protocol.records import RecordBatchError, iter_batches
 
 from broker.connection_writes import SlicedRecords
 from broker.fetch_session import PartitionFetch
@@ -240,6 +243,11 @@ def _read_one(ctx, read, image, partitions, uses_ids, isolation, max_bytes, budg
                               max_offset=limit, min_one_batch=budget == max_bytes)
         except StorageError as exc:
             read.error = exc.error_code
+            if replica_id < 0:
+                # Kafka answers a consumer's failed read (OFFSET_OUT_OF_RANGE, ...) with unknown
+                # offsets; our followers keep them: they resynchronise from the leader's log start
+                # and high watermark in this answer (broker/replication/fetcher.py).
+                read.high_watermark = read.last_stable_offset = read.log_start_offset = -1
             return
     read.error = ErrorCode.NONE
     read.aborted = None
@@ -308,6 +316,9 @@ async def handle_fetch(ctx, header, body):
             continue
         if read.size:
             with_records.append(read.key)
+        records = SlicedRecords(read.slices) if read.slices else b""
+        if version < 4 and read.slices:
+            records = _down_converted(read, magic=0 if version < 2 else 1)
         data = Response.PartitionData(
             partition_index=read.fetch.partition, error_code=read.error,
             high_watermark=read.high_watermark, last_stable_offset=read.last_stable_offset,
@@ -317,7 +328,7 @@ async def handle_fetch(ctx, header, body):
                                              first_offset=txn.first_offset)
                  for txn in read.aborted] if read.aborted is not None else None),
             preferred_read_replica=read.preferred,
-            records=SlicedRecords(read.slices) if read.slices else b"")
+            records=records)
         if read.diverging is not None:
             data.diverging_epoch = Response.EpochEndOffset(epoch=read.diverging[0],
                                                            end_offset=read.diverging[1])
@@ -350,6 +361,22 @@ async def handle_fetch(ctx, header, body):
     return response
 
 
+def _down_converted(read, magic: int) -> bytes:
+    """The read's records as a magic 0/1 message set (Kafka's down-conversion for Fetch v0-v3): whole
+    batches only, records before the fetch offset left out. ZStandard data cannot be expressed:
+    UNSUPPORTED_COMPRESSION_TYPE, as Kafka answers fetchers older than v10."""
+    data = b"".join(piece.read() if hasattr(piece, "read") else bytes(piece) for piece in read.slices)
+    try:
+        return legacy_records.from_batches(iter_batches(data, allow_partial=True), magic,
+                                           read.fetch.fetch_offset)
+    except RecordBatchError as exc:
+        read.error = exc.error_code
+        return b""
+    except CompressionError:
+        read.error = ErrorCode.CORRUPT_MESSAGE
+        return b""
+
+
 def _from_follower(body, version) -> bool:
     """A replica's fetch: exempt from client quotas (replication has quotas of its own)."""
     if version >= 15:
@@ -376,4 +403,4 @@ def _throttled(ctx, header, response) -> bool:
     return ctx.throttle_ms > 0
 
 
-HANDLERS = {API_KEY: (4, 17, handle_fetch)}
+HANDLERS = {API_KEY: (0, 17, handle_fetch)}

@@ -223,6 +223,12 @@ async def leave_group(ctx, header, body):
 async def offset_commit(ctx, header, body):
     Response = messages.OffsetCommitResponse
     version = header.api_version
+    if version == 0:
+        # v0 commits went to ZooKeeper: Kafka 3.9 (KRaft) refuses every partition of one
+        return Response(topics=[Response.OffsetCommitResponseTopic(name=topic.name, partitions=[
+            Response.OffsetCommitResponsePartition(partition_index=p.partition_index,
+                                                   error_code=E.UNSUPPORTED_VERSION)
+            for p in topic.partitions]) for topic in body.topics])
     service = await CoordinatorService.of(ctx.broker)
     if _group_allowed(ctx, Op.READ, body.group_id):
         code = await service.group_coordinator_error(body.group_id)
@@ -302,7 +308,11 @@ async def offset_fetch(ctx, header, body):
         return Response(groups=groups)
     topics = body.topics if (version >= 2 or body.topics is not None) else []
     wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
-    code, rows = await _fetch_group(ctx, service, body.group_id, wanted, require_stable)
+    if version == 0:
+        # v0 read ZooKeeper's offsets: Kafka 3.9 (KRaft) refuses every partition asked for
+        code, rows = E.NONE, [_row(t, p, E.UNSUPPORTED_VERSION) for t, p in wanted]
+    else:
+        code, rows = await _fetch_group(ctx, service, body.group_id, wanted, require_stable)
     if code is not E.NONE and version < 2 and wanted:
         # no top-level error field before v2: every partition carries it
         rows = [_row(t, p, code) for t, p in wanted]
@@ -463,8 +473,8 @@ async def delete_groups(ctx, header, body):
 
 
 HANDLERS = {
-    8: (2, 9, offset_commit),
-    9: (1, 9, offset_fetch),
+    8: (0, 9, offset_commit),
+    9: (0, 9, offset_fetch),
     10: (0, 6, find_coordinator),
     11: (0, 9, join_group),
     12: (0, 4, heartbeat),

@@ -82,6 +82,19 @@ def _creatable(ctx, names) -> set[str]:
     return access.allowed_names(ctx, AclOperation.CREATE, ResourceType.TOPIC, names)
 
 
+# Topics the principal may DESCRIBE that are answered with an error still carry its operations
+# on that name (Kafka sets them on everything its metadata cache answered, unknown topics too;
+# not on refused names or unknown topic ids).
+NAMED_TOPIC_ERRORS = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.INVALID_TOPIC_EXCEPTION)
+
+
+def with_operations(ctx, entry):
+    if entry.name is not None and entry.error_code in NAMED_TOPIC_ERRORS:
+        entry.topic_authorized_operations = access.authorized_operations(ctx, ResourceType.TOPIC,
+                                                                         entry.name)
+    return entry
+
+
 def error_topic(name, error, topic_id=ZERO_UUID):
     return Response.MetadataResponseTopic(error_code=error, name=name, topic_id=topic_id,
                                           is_internal=False, partitions=[])
@@ -185,7 +198,7 @@ async def handle_metadata(ctx, header, body):
             else common.OPERATIONS_NOT_REQUESTED)
     live = live_brokers(image)
     if include_operations:   # per principal: answered struct by struct, nothing cached
-        response.topics = [item if type(item) is Response.MetadataResponseTopic
+        response.topics = [with_operations(ctx, item) if type(item) is Response.MetadataResponseTopic
                            else topic_entry(ctx, image, item, True, live) for item in answers]
         return response
     # Each topic's bytes cached per change, the answer spliced and built in slices: at 10,000

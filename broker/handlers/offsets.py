@@ -1,14 +1,16 @@
-"""ListOffsets (key 2) v1–v10 and OffsetForLeaderEpoch (key 23) v2–v4.
+"""ListOffsets (key 2) v0–v10 and OffsetForLeaderEpoch (key 23) v2–v4.
 
 ListOffsets: EARLIEST (-2) is the log start offset; LATEST (-1) the high watermark (read_uncommitted)
 or last stable offset (read_committed); MAX_TIMESTAMP (-3) the record with the largest timestamp;
 EARLIEST_LOCAL (-4) the log start (no tiered storage); LATEST_TIERED (-5) nothing tiered: -1; a
 timestamp the first record at or after it, or -1 when there is none below the fetchable limit.
-An empty partition answers offset 0 (earliest/latest), never an error.
+An empty partition answers offset 0 (earliest/latest), never an error. v0 answers Kafka's
+old-style list of segment offsets instead (see `_legacy_offsets`).
 """
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 
 from protocol import ErrorCode, messages
@@ -21,6 +23,7 @@ from storage.errors import StorageError
 
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
 READ_COMMITTED = 1
+CONSUMER_REPLICA_ID = -1
 
 
 def _lookup(partition, timestamp: int, isolation: int) -> tuple[int, int, int]:
@@ -41,6 +44,19 @@ def _lookup(partition, timestamp: int, isolation: int) -> tuple[int, int, int]:
     if found is None or found.offset >= fetchable:
         return -1, -1, -1
     return found.timestamp, found.offset, found.leader_epoch
+
+
+def _legacy_offsets(partition, timestamp: int, max_count: int, replica_id: int) -> list[int]:
+    """ListOffsets v0 (sarama set below 0.10.1): Kafka's offsets by segment; a consumer's never
+    pass the high watermark (one above it is replaced by the high watermark)."""
+    log = partition.log
+    offsets = log.legacy_offsets_before(timestamp, max_count, int(time.time() * 1000))
+    if replica_id != CONSUMER_REPLICA_ID:
+        return offsets
+    high_watermark = log.high_watermark
+    if any(offset > high_watermark for offset in offsets):
+        return [high_watermark] + [offset for offset in offsets if offset <= high_watermark]
+    return offsets
 
 
 async def handle_list_offsets(ctx, header, body):
@@ -74,6 +90,11 @@ async def handle_list_offsets(ctx, header, body):
                 continue
             try:
                 partition = ctx.partitions.leader(topic.name, index, request.current_leader_epoch)
+                if version == 0:
+                    answer.old_style_offsets = await ctx.run_blocking(
+                        _legacy_offsets, partition, request.timestamp, request.max_num_offsets,
+                        body.replica_id)
+                    continue
                 timestamp, offset, epoch = await ctx.run_blocking(
                     _lookup, partition, request.timestamp, isolation)
             except PartitionError as exc:
@@ -128,6 +149,6 @@ async def handle_offset_for_leader_epoch(ctx, header, body):
 
 
 HANDLERS = {
-    2: (1, 10, handle_list_offsets),
+    2: (0, 10, handle_list_offsets),
     23: (2, 4, handle_offset_for_leader_epoch),
 }

@@ -9,9 +9,8 @@ high watermark covers the batches: NOT_ENOUGH_REPLICAS before appending when the
 ``min.insync.replicas``, NOT_ENOUGH_REPLICAS_AFTER_APPEND if it shrank meanwhile, REQUEST_TIMED_OUT.
 acks=0 gets no response at all.
 
-Produce v0–v2 carry message format v0/v1, which Kafka 4 no longer stores: the versions stay
-advertised (min 0, as Kafka 4 does, because some librdkafka releases turn compression off otherwise)
-and storage rejects the old-format batches with Kafka's error.
+Produce v0–v2 carry message format v0/v1 (sarama set below 0.11, kafka-go 0.2): as Kafka 3.9, such a
+message set is converted to one v2 batch before it is checked and appended (protocol.legacy_records).
 
 Transactional batches are first checked with the transaction coordinator (KIP-890 part 1,
 ``transaction.partition.verification.enable``): one for a partition outside the producer's ongoing
@@ -22,7 +21,7 @@ from __future__ import annotations
 
 import trio
 
-from protocol import ErrorCode, messages
+from protocol import ErrorCode, legacy_records, messages
 from protocol.records import RecordBatchError, validate_produce_records
 
 from broker.connection import CloseConnection
@@ -306,6 +305,9 @@ def _check(partitions, acks: int, topic: str, data, api_version: int):
             ErrorCode.NOT_ENOUGH_REPLICAS,
             f"The size of the current ISR {len(partition.isr)} is insufficient to satisfy the "
             f"min.isr requirement of {partition.min_insync_replicas}")
+    if api_version < 3 and legacy_records.is_legacy(data.records):
+        # an old producer's magic 0/1 message set: stored as one v2 batch, as Kafka 3.9 does
+        data.records = legacy_records.to_batch(data.records)
     return partition, validate_produce_records(data.records, api_version)
 
 

@@ -263,8 +263,8 @@ async def handle_delete_records(ctx, header, body):
 
 
 HANDLERS = {
-    19: (2, 7, handle_create_topics),
-    20: (1, 6, handle_delete_topics),
+    19: (0, 7, handle_create_topics),
+    20: (0, 6, handle_delete_topics),
     37: (0, 3, handle_create_partitions),
     21: (0, 2, handle_delete_records),
 }

@@ -153,6 +153,7 @@ class ReplicaFetcher:
                     await trio.sleep(config["replica.fetch.backoff.ms"] / 1000)
                     continue
                 request, sent = self._request(ready)
+                response = None   # (its frame's buffer goes back to the pool at the next call)
                 try:
                     response = await channel.call(1, FETCH_VERSION, request)
                 except ChannelError as exc:
@@ -186,7 +187,8 @@ class ReplicaFetcher:
         if self._channel is None or self._channel.address != address:
             self._channel = BrokerChannel(
                 address, f"broker-{self.broker.node_id}-fetcher-{self.key[1]}",
-                security=getattr(self.broker, "inter_broker_security", None))
+                security=getattr(self.broker, "inter_broker_security", None),
+                buffers=getattr(self.broker, "frame_buffers", None))
         return self._channel
 
     def _request(self, ready):

@@ -64,18 +64,38 @@ def test_topic_defaults_follow_broker_synonyms_in_precedence_order():
 
 
 def test_describe_topic_reports_sources_and_synonyms():
-    config = BrokerConfig.load(overrides=["log.retention.hours=2"])
+    # What Apache Kafka 3.9 answers with log.retention.hours=2 and log.roll.ms set in
+    # server.properties: a topic config lists its broker synonyms only from its primary broker
+    # key (log.retention.ms, log.roll.ms) on, and reports the first listed synonym's source.
+    config = BrokerConfig.load(overrides=["log.retention.hours=2", "log.roll.ms=86400000",
+                                          "log.flush.scheduler.interval.ms=60000"])
     [entry] = config.describe_topic({"retention.ms": "1000"}, ["retention.ms"])
     assert (entry.value, entry.source) == ("1000", ConfigSource.DYNAMIC_TOPIC_CONFIG)
-    assert entry.synonyms == [
-        ("retention.ms", "1000", ConfigSource.DYNAMIC_TOPIC_CONFIG),
-        ("log.retention.hours", "2", ConfigSource.STATIC_BROKER_CONFIG),
-        ("log.retention.hours", "168", ConfigSource.DEFAULT_CONFIG),
-    ]
+    assert entry.synonyms == [("retention.ms", "1000", ConfigSource.DYNAMIC_TOPIC_CONFIG)]
     [entry] = config.describe_topic({}, ["retention.ms"])
-    assert (entry.value, entry.source) == ("7200000", ConfigSource.STATIC_BROKER_CONFIG)
+    assert (entry.value, entry.source, entry.synonyms) == ("7200000", ConfigSource.DEFAULT_CONFIG, [])
+    [entry] = config.describe_topic({}, ["segment.ms"])
+    assert (entry.value, entry.source) == ("86400000", ConfigSource.STATIC_BROKER_CONFIG)
+    assert entry.synonyms == [("log.roll.ms", "86400000", ConfigSource.STATIC_BROKER_CONFIG),
+                              ("log.roll.hours", "168", ConfigSource.DEFAULT_CONFIG)]
+    [entry] = config.describe_topic({}, ["flush.ms"])
+    assert (entry.value, entry.source, entry.synonyms) == ("60000", ConfigSource.DEFAULT_CONFIG, [])
     [entry] = BrokerConfig().describe_topic({}, ["cleanup.policy"])
     assert (entry.value, entry.source) == ("delete", ConfigSource.DEFAULT_CONFIG)
+    assert entry.synonyms == [("log.cleanup.policy", "delete", ConfigSource.DEFAULT_CONFIG)]
+
+
+def test_describe_broker_lists_synonyms_from_the_key_itself_on():
+    config = BrokerConfig.load(overrides=["log.retention.hours=2", "log.roll.ms=86400000"])
+    entries = {e.name: e for e in config.describe()}
+    assert entries["log.roll.ms"].synonyms == [
+        ("log.roll.ms", "86400000", ConfigSource.STATIC_BROKER_CONFIG),
+        ("log.roll.hours", "168", ConfigSource.DEFAULT_CONFIG)]
+    assert entries["log.retention.ms"].synonyms == []
+    assert entries["log.retention.ms"].source == ConfigSource.DEFAULT_CONFIG
+    assert entries["log.retention.hours"].synonyms == [
+        ("log.retention.hours", "2", ConfigSource.STATIC_BROKER_CONFIG),
+        ("log.retention.hours", "168", ConfigSource.DEFAULT_CONFIG)]
 
 
 def test_describe_broker_marks_static_and_default_sources():

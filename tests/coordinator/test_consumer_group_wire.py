@@ -97,14 +97,18 @@ def test_consumer_group_answers_as_kafka(coordinator):
         [("pg", "consumer", "Stable", "consumer")]
     _, r = conn.request(16, m.ListGroupsRequest(types_filter=["classic"]), max_version=5)
     assert r.groups == []
-    _, r = conn.request(69, m.ConsumerGroupDescribeRequest(group_ids=["pg", "nogroup"]), max_version=0)
+    _, r = conn.request(69, m.ConsumerGroupDescribeRequest(group_ids=["pg", "nogroup"],
+                                                           include_authorized_operations=True), max_version=0)
     pg, nogroup = r.groups
     assert (E(pg.error_code), pg.group_state, pg.group_epoch, pg.assignment_epoch, pg.assignor_name) == \
         (E.NONE, "Stable", 1, 1, "uniform")
     (member,) = pg.members
     assert (member.member_id, member.member_epoch, member.subscribed_topic_names) == (member_id, 1, ["pt"])
+    assert member.subscribed_topic_regex == ""     # subscribed by name: Kafka answers "", not null
     assert [(t.topic_name, t.partitions) for t in member.assignment.topic_partitions] == [("pt", [0, 1])]
     assert (E(nogroup.error_code), nogroup.error_message, nogroup.group_state) == (E.GROUP_ID_NOT_FOUND, None, "")
+    # only the described group carries the operations (every group operation with no authorizer)
+    assert (pg.authorized_operations, nogroup.authorized_operations) == (328, -(2 ** 31))
     # OffsetDelete keeps what the members subscribe to
     D = m.OffsetDeleteRequest
     _, r = conn.request(47, D(group_id="pg", topics=[D.OffsetDeleteRequestTopic(

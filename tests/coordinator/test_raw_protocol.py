@@ -49,7 +49,7 @@ def test_api_versions_advertise_what_java_4_needs(client):
     versions = {k.api_key: (k.min_version, k.max_version)
                 for k in client.request(18, 3, m.ApiVersionsRequest(client_software_name="t",
                                                                      client_software_version="1")).api_keys}
-    assert versions[8] == (2, 9) and versions[9] == (1, 9) and versions[10] == (0, 6)
+    assert versions[8] == (0, 9) and versions[9] == (0, 9) and versions[10] == (0, 6)   # as Kafka 3.9
     assert versions[11] == (0, 9) and versions[42] == (0, 2) and versions[22] == (0, 5)
     assert versions[26] == (0, 4)  # EndTxn v5 belongs to transaction version 2, not advertised
 
@@ -93,6 +93,39 @@ def test_join_sync_heartbeat_commit_fetch_leave(client):
                                                           L.MemberIdentity(member_id="ghost")]))
     assert [(x.member_id, x.error_code) for x in leave.members] == [(r.member_id, 0), ("ghost", E.UNKNOWN_MEMBER_ID)]
     assert client.request(13, 0, L(group_id="g", member_id="ghost")).error_code == E.UNKNOWN_MEMBER_ID
+
+
+def test_offset_commit_v1_and_the_refused_v0(client):
+    """sarama 1.x commits with OffsetCommit v1 whatever Kafka version it is set to. v0 (and OffsetFetch
+    v0) read and wrote ZooKeeper's offsets: Kafka 3.9 answers UNSUPPORTED_VERSION per partition."""
+    C = m.OffsetCommitRequest
+    F = m.OffsetFetchRequest
+
+    def commit_at(version, offset):
+        body = C(group_id="old", generation_id_or_member_epoch=-1, member_id="", topics=[
+            C.OffsetCommitRequestTopic(name="t", partitions=[C.OffsetCommitRequestPartition(
+                partition_index=0, committed_offset=offset, committed_metadata=f"v{version}",
+                commit_timestamp=-1)])])
+        return [(p.partition_index, p.error_code)
+                for t in client.request(8, version, body).topics for p in t.partitions]
+
+    def fetch_at(version):
+        r = client.request(9, version, F(group_id="old", topics=[
+            F.OffsetFetchRequestTopic(name="t", partition_indexes=[0, 1])]))
+        return sorted((p.partition_index, p.committed_offset, p.metadata, p.error_code)
+                      for t in r.topics for p in t.partitions)
+
+    assert commit_at(0, 3) == [(0, E.UNSUPPORTED_VERSION)]
+    assert fetch_at(1) == [(0, -1, "", 0), (1, -1, "", 0)]
+    assert commit_at(1, 4) == [(0, 0)]
+    assert fetch_at(1) == [(0, 4, "v1", 0), (1, -1, "", 0)]
+    assert fetch_at(0) == [(0, -1, "", E.UNSUPPORTED_VERSION), (1, -1, "", E.UNSUPPORTED_VERSION)]
+    # a v1 commit is checked against the group's generation as any later version's
+    member = join(client, join(client, group="old").member_id, group="old")
+    body = C(group_id="old", generation_id_or_member_epoch=member.generation_id + 5,
+             member_id=member.member_id, topics=[C.OffsetCommitRequestTopic(name="t", partitions=[
+                 C.OffsetCommitRequestPartition(partition_index=1, committed_offset=9)])])
+    assert client.request(8, 1, body).topics[0].partitions[0].error_code == E.ILLEGAL_GENERATION
 
 
 def test_offset_fetch_v8_many_groups(client):

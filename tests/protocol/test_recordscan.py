@@ -27,8 +27,8 @@ def _walks():
 @pytest.mark.parametrize("walk", list(_walks()))
 def test_a_well_formed_batch_walks_to_its_end(walk):
     body = RecordBatch(build_batch(_records(50)), 0).body()
-    pos, index, errors = walk(body, 0, 0, 50, 1000, 1000, 1020, ALL_CHECKS)
-    assert (pos, index) == (len(body), 50)
+    pos, index, errors, max_timestamp = walk(body, 0, 0, 50, 1000, 1000, 1020, ALL_CHECKS)
+    assert (pos, index, max_timestamp) == (len(body), 50, 1049)
     no_key = [i for i, kind, _, _ in errors if kind == recordscan.NO_KEY]
     late = [(i, ts) for i, kind, ts, _ in errors if kind == recordscan.BAD_TIMESTAMP]
     assert no_key == list(range(0, 50, 2))
@@ -38,8 +38,8 @@ def test_a_well_formed_batch_walks_to_its_end(walk):
 @pytest.mark.parametrize("walk", list(_walks()))
 def test_a_walk_stops_before_a_record_that_is_not_whole(walk):
     body = bytes(RecordBatch(build_batch(_records(5)), 0).body())
-    whole, index, _ = walk(body, 0, 0, 5, 1000, 0, 1 << 62, 0)
-    pos, index, _ = walk(body[:-1], 0, 0, 5, 1000, 0, 1 << 62, 0)
+    whole, index, _, _ = walk(body, 0, 0, 5, 1000, 0, 1 << 62, 0)
+    pos, index, _, _ = walk(body[:-1], 0, 0, 5, 1000, 0, 1 << 62, 0)
     assert index == 4 and pos < whole
     assert walk(body, pos, 4, 5, 1000, 0, 1 << 62, 0)[:2] == (whole, 5)
 
@@ -69,7 +69,8 @@ def test_inner_offsets_must_count_from_zero_when_asked():
 def test_walk_batch_reads_every_codec_and_catches_counts(codec):
     records = _records(40)
     batch = RecordBatch(build_batch(records, compression_type=codec), 0)
-    assert len(recordscan.walk_batch(batch, recordscan.CHECK_KEYS)) == 20
+    errors, max_timestamp = recordscan.walk_batch(batch, recordscan.CHECK_KEYS)
+    assert (len(errors), max_timestamp) == (20, 1039)
     for count, problem in ((41, "premature EOF"), (39, "remaining")):
         batch.record_count = count
         with pytest.raises(recordscan.ScanError, match=problem):
@@ -83,7 +84,16 @@ def test_walk_batch_streams_records_that_span_chunks(monkeypatch):
     records = [SimpleRecord(value=bytes([i]) * 3000, key=b"k", timestamp=5) for i in range(7)]
     for codec in (Compression.GZIP, Compression.LZ4, Compression.ZSTD):
         batch = RecordBatch(build_batch(records, compression_type=codec), 0)
-        assert recordscan.walk_batch(batch, ALL_CHECKS, 0, 10) == []
+        assert recordscan.walk_batch(batch, ALL_CHECKS, 0, 10) == ([], 5)
+
+
+@pytest.mark.parametrize("walk", list(_walks()))
+def test_the_walk_finds_the_largest_timestamp_wherever_it_is(walk):
+    records = [SimpleRecord(value=b"v", timestamp=t, offset_delta=i)
+               for i, t in enumerate((500, 900, 700))]
+    body = RecordBatch(build_batch(records), 0).body()
+    assert walk(body, 0, 0, 3, 500, 0, 1 << 62, 0)[3] == 900
+    assert walk(body, 0, 0, 0, 500, 0, 1 << 62, 0)[3] == -1   # no record walked: NO_TIMESTAMP
 
 
 def test_an_undecodable_payload_is_a_compression_error():

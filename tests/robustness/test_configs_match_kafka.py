@@ -159,3 +159,43 @@ def test_every_topic_config_kafka_4_names_is_known(tmp_path):
                             check=True, timeout=120, capture_output=True, text=True).stdout.split()
     assert len(listed) > 25
     assert set(listed) - {"message.downconversion.enable"} == set(TOPIC_CONFIGS) - NOT_IN_TOPIC_CONFIG
+
+
+# Topic configs that fall back to several broker keys (log.retention.ms/minutes/hours, ...): Kafka
+# lists broker synonyms only from the primary key on, so with none of them set retention.ms shows
+# no log.retention.hours, and the source is the first listed synonym's. Found with
+# @platformatic/kafka's describeConfigs(includeSynonyms).
+SYNONYM_GROUP_TOPIC_CONFIGS = ["retention.ms", "segment.ms", "segment.jitter.ms", "flush.ms",
+                               "retention.bytes", "cleanup.policy", "max.message.bytes"]
+SYNONYM_GROUP_BROKER_CONFIGS = ["log.retention.ms", "log.retention.minutes", "log.retention.hours",
+                                "log.roll.ms", "log.roll.hours", "log.roll.jitter.ms",
+                                "log.roll.jitter.hours", "log.flush.interval.ms",
+                                "log.flush.scheduler.interval.ms"]
+
+
+def _described_synonyms(port, resource_type, name, keys):
+    with RawClient("127.0.0.1", port, timeout=30) as client:
+        answer = client.request(32, 4, D(resources=[D.DescribeConfigsResource(
+            resource_type=resource_type, resource_name=name, configuration_keys=keys)],
+            include_synonyms=True, include_documentation=False))
+    result = answer.results[0]
+    assert result.error_code == 0
+    return {c.name: (c.value, c.config_source, [(s.name, s.value, s.source) for s in c.synonyms])
+            for c in result.configs}
+
+
+def test_config_synonyms_and_sources_match_kafka(apache_kafka, shared_broker):
+    overrides = {"retention.ms": "5000000", "segment.ms": "7000000"}
+    for port in (apache_kafka.port, shared_broker.port):
+        with RawClient("127.0.0.1", port) as client:
+            for topic, configs in (("synonyms-default", {}), ("synonyms-set", overrides)):
+                assert client.create_topic(topic, 1, configs).error_code in (
+                    0, ErrorCode.TOPIC_ALREADY_EXISTS)
+    for topic in ("synonyms-default", "synonyms-set"):
+        theirs = _described_synonyms(apache_kafka.port, TOPIC, topic, SYNONYM_GROUP_TOPIC_CONFIGS)
+        ours = _described_synonyms(shared_broker.port, TOPIC, topic, SYNONYM_GROUP_TOPIC_CONFIGS)
+        assert ours == theirs
+    theirs = _described_synonyms(apache_kafka.port, BROKER, "1", SYNONYM_GROUP_BROKER_CONFIGS)
+    ours = _described_synonyms(shared_broker.port, BROKER, str(shared_broker.broker.node_id),
+                               SYNONYM_GROUP_BROKER_CONFIGS)
+    assert ours == theirs
