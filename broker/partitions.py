@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import logging
 import os
-import time
 from dataclasses import dataclass, field
 
 import trio
@@ -32,6 +31,7 @@ from protocol import ErrorCode
 from storage.errors import StorageError
 from storage.validation import AppendOrigin
 
+from broker.log_maintenance import run_log_maintenance
 from broker.security.dynamic import reload_listener_security
 
 log = logging.getLogger("odradek.partitions")
@@ -116,7 +116,6 @@ def _appends_inline(items) -> bool:
 INLINE_OPENS = 64    # new local partitions per image change whose logs are opened on the loop
 OPEN_CHUNK = 64      # logs opened per worker trip, then installed on the loop, past INLINE_OPENS
 INSTALL_SLICE = 16   # opened logs installed on the loop between two checkpoints
-MAINTENANCE_SLICE = 250   # logs per worker trip of the periodic housekeeping
 
 
 class PartitionManager:
@@ -539,41 +538,8 @@ class PartitionManager:
     def start_background(self, nursery: trio.Nursery) -> None:
         self.broker.replication_nursery = nursery
         self.replication.start(nursery)
-        nursery.start_soon(self._maintenance_loop)
+        nursery.start_soon(run_log_maintenance, self)
         nursery.start_soon(self._open_queued)
-
-    async def _maintenance_loop(self) -> None:
-        """Storage housekeeping (flush.ms, retention, delayed deletes) and checkpoints, off the loop.
-
-        Each pass walks the logs in slices of MAINTENANCE_SLICE, one worker trip each, spread over
-        half the tick: at 10,000 partitions one trip for all held the GIL (and so the loop) for
-        100 ms and more every few seconds."""
-        config = self.broker.config
-        tick_every = min(config["log.retention.check.interval.ms"] / 1000, 5.0)
-        checkpoint_every = config["log.flush.offset.checkpoint.interval.ms"] / 1000
-        next_checkpoint = time.monotonic() + checkpoint_every
-        while True:
-            await trio.sleep(tick_every)
-            try:
-                await self._maintenance_pass(tick_every / 2)
-                if time.monotonic() >= next_checkpoint:
-                    next_checkpoint = time.monotonic() + checkpoint_every
-                    await self.broker.run_blocking(self.logs.checkpoint)
-            except Exception:
-                log.exception("log maintenance failed")
-
-    async def _maintenance_pass(self, spread_s: float) -> None:
-        logs, partitions = list(self.logs.logs().values()), self.all()
-        slices = range(0, max(len(logs), len(partitions)), MAINTENANCE_SLICE)
-        pause = spread_s / len(slices) if len(slices) > 1 else 0.0
-        now_ms = self.logs.clock()
-        for first in slices:
-            await self.broker.run_blocking(self.logs.tick_logs, logs[first:first + MAINTENANCE_SLICE], now_ms)
-            for partition in partitions[first:first + MAINTENANCE_SLICE]:
-                if partition.log.log_start_offset > partition.high_watermark:
-                    partition.wake()   # retention passed the high watermark: long polls answer
-            await trio.sleep(pause)
-        await self.broker.run_blocking(self.logs.tick_files, now_ms)
 
     def log_dir_sizes(self) -> dict[str, dict[tuple[str, int], int]]:
         sizes: dict[str, dict[tuple[str, int], int]] = {}

@@ -260,15 +260,17 @@ class LogManager:
         self.tick_logs(list(self.logs().values()), now)
         self.tick_files(now)
 
-    def tick_logs(self, logs, now_ms: int) -> None:
-        """Each log's housekeeping: flush.ms, rolled segments, retention, due files, producers."""
+    def tick_logs(self, logs, now_ms: int, retention: bool = True) -> None:
+        """Each log's housekeeping: flush.ms, rolled segments, retention (when `retention`: the
+        broker checks it every log.retention.check.interval.ms), due files, producers."""
         for log in logs:
             if log.offline is not None:
                 continue
             try:
                 log.maybe_flush_by_time(now_ms)
                 log.flush_rolled_segments()
-                log.apply_retention(now_ms)
+                if retention:
+                    log.apply_retention(now_ms)
                 log.delete_due_files(now_ms)
                 log.expire_producers(now_ms)
             except Exception:  # one bad log must not stop housekeeping for the others
