@@ -34,14 +34,18 @@ CHANGED_IN_4 = {"group.share.max.size", "remote.log.manager.copier.thread.pool.s
                 "remote.log.manager.expiration.thread.pool.size", "remote.log.reader.threads"}
 
 
-def _describe(port, resource_type, name):
+def _described_configs(port, resource_type, name, keys=None, synonyms=False) -> list:
     with RawClient("127.0.0.1", port, timeout=30) as client:
         answer = client.request(32, 4, D(resources=[D.DescribeConfigsResource(
-            resource_type=resource_type, resource_name=name, configuration_keys=None)],
-            include_synonyms=False, include_documentation=False))
+            resource_type=resource_type, resource_name=name, configuration_keys=keys)],
+            include_synonyms=synonyms, include_documentation=False))
     result = answer.results[0]
     assert result.error_code == 0
-    return {c.name: c for c in result.configs}
+    return result.configs
+
+
+def _describe(port, resource_type, name):
+    return {c.name: c for c in _described_configs(port, resource_type, name)}
 
 
 def _known(name: str) -> bool:
@@ -174,14 +178,8 @@ SYNONYM_GROUP_BROKER_CONFIGS = ["log.retention.ms", "log.retention.minutes", "lo
 
 
 def _described_synonyms(port, resource_type, name, keys):
-    with RawClient("127.0.0.1", port, timeout=30) as client:
-        answer = client.request(32, 4, D(resources=[D.DescribeConfigsResource(
-            resource_type=resource_type, resource_name=name, configuration_keys=keys)],
-            include_synonyms=True, include_documentation=False))
-    result = answer.results[0]
-    assert result.error_code == 0
     return {c.name: (c.value, c.config_source, [(s.name, s.value, s.source) for s in c.synonyms])
-            for c in result.configs}
+            for c in _described_configs(port, resource_type, name, keys, synonyms=True)}
 
 
 def test_config_synonyms_and_sources_match_kafka(apache_kafka, shared_broker):
