@@ -147,7 +147,6 @@ class LogReads:
                     return TimestampOffset(record.offset, record.timestamp, batch.partition_leader_epoch)
             return TimestampOffset(batch.last_offset, batch.max_timestamp, batch.partition_leader_epoch)
 
-
     def legacy_offsets_before(self, timestamp: int, max_count: int, now_ms: int) -> list[int]:
         """ListOffsets v0's answer (Kafka's legacyFetchOffsetsBefore): up to `max_count` offsets,
         largest first, from the segments' base offsets and the log end, each dated by its segment
