@@ -97,6 +97,7 @@ class PodNetwork:
         self.prefix = f"odr{tag}"
         self.pods: dict[str, Pod] = {}
         self._netns: list[str] = []
+        self._veths: list[str] = []
         self._made_dirs: list[Path] = []
 
     # ---- set-up and tear-down
@@ -115,6 +116,10 @@ class PodNetwork:
             if pod.running:
                 pod.process.kill()
                 pod.process.wait()
+        for veth in self._veths:
+            # (deleting a namespace frees its veth pair only later: the next test of this process
+            # reuses the name, and `ip link add` then found it still there)
+            subprocess.run(["ip", "link", "delete", veth], capture_output=True, timeout=30)
         for netns in self._netns:
             subprocess.run(["ip", "netns", "delete", netns], capture_output=True, timeout=30)
             shutil.rmtree(f"/etc/netns/{netns}", ignore_errors=True)
@@ -133,6 +138,7 @@ class PodNetwork:
             _run("ip", "netns", "add", netns)
             self._netns.append(netns)
             _run("ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", netns)
+            self._veths.append(veth)
             _run("ip", "link", "set", veth, "master", self.bridge, "up")
             address = f"{self.subnet}.{index}"
             _run("ip", "-n", netns, "addr", "add", f"{address}/24", "dev", "eth0")
