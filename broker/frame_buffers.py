@@ -1,5 +1,6 @@
-"""Buffers for large frames (a batched Produce request), lent for one frame and taken back when nothing
-views them any more. Each broker has its pool (``Broker.frame_buffers``), used on its trio thread only.
+"""Buffers for large frames (a batched Produce request, a follower's Fetch answer), lent for one frame
+and taken back when nothing views them any more. Each broker has its pool (``Broker.frame_buffers``),
+used on its trio thread only.
 
 A fresh buffer per large frame costs an mmap, a page fault per 4 KiB on first use (in a VM that
 gives freed memory back to its host, a fault on the host too) and an munmap: for 1 MiB Produce
