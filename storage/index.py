@@ -11,6 +11,11 @@ reads them.  The active segment's index lives in a bytearray (bounded by
 `segment.index.bytes`) and is appended to the file as it grows; a sealed segment's
 index is memory-mapped on first use and can be released when idle, so memory does
 not grow with the amount of data.
+
+An active segment's index file is created by its first entry, not with the segment:
+a partition holding less than `index.interval.bytes` has no entry to write, and at
+tens of thousands of partitions the two empty files per log were a third of the cost
+of opening one.  A segment gets both files when it is sealed (`create_if_missing`).
 """
 
 from __future__ import annotations
@@ -43,10 +48,15 @@ class _Index:
 
     # -- lifecycle --------------------------------------------------------------
     def make_writable(self) -> None:
-        """Load entries into memory and open the file for appends (active segment)."""
+        """Load entries into memory and open the file for appends (active segment);
+        a missing file is an empty index, created by the first append."""
         if self._mem is not None:
             return
         self._map = None
+        if not os.path.exists(self.path):
+            self._mem = bytearray()
+            self._count = 0
+            return
         f = self._open()
         size = os.fstat(f.fd).st_size
         whole = size - size % self.ENTRY.size
@@ -60,6 +70,11 @@ class _Index:
         if f is None:
             f = self._file = SharedFile(self.path)
         return f
+
+    def create_if_missing(self) -> None:
+        """Give an index that never had an entry its (empty) file."""
+        if not os.path.exists(self.path):
+            self._open()
 
     def seal(self) -> None:
         """Stop appending; later lookups go through a read-only mapping."""

@@ -131,13 +131,18 @@ class Log(LogAppends, LogReads, LogRetention, LogTruncation):
             # anyway, and offsets must not go back below the log start.
             self.truncate_fully_and_start_at(self.log_start_offset)
 
-    @staticmethod
-    def _index_sane(segment: LogSegment) -> bool:
+    def _index_sane(self, segment: LogSegment) -> bool:
         if segment.size == 0:
             return True
         idx = segment.offset_index
         for path, entry in ((idx.path, 8), (segment.time_index.path, 12)):
-            if not os.path.exists(path) or os.path.getsize(path) % entry:
+            if not os.path.exists(path):
+                # An active segment's index files come with their first entry, and the first
+                # entry needs more than index.interval.bytes before it: up to there, no file
+                # is an empty index.  Past it, the file was lost: rebuild.
+                if segment.size > self.config.index_interval_bytes:
+                    return False
+            elif os.path.getsize(path) % entry:
                 return False
         if idx.entries:
             offset, position = idx.last_entry()

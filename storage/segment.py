@@ -182,8 +182,9 @@ class LogSegment:
         """Stop being the active segment (on roll): record the final largest timestamp."""
         if self.max_timestamp != NO_TIMESTAMP:
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
-        self.offset_index.seal()
-        self.time_index.seal()
+        for index in (self.offset_index, self.time_index):
+            index.create_if_missing()   # a sealed segment has both files, as Kafka's do
+            index.seal()
         self.active = False
 
     def flush(self) -> None:

@@ -203,6 +203,52 @@ def test_reopen_after_clean_close(make_log, tmp_path):
     assert again.append(batch(1)).first_offset == 40
 
 
+def index_files(directory):
+    return sorted(n for n in os.listdir(directory) if n.endswith((".index", ".timeindex")))
+
+
+def test_index_files_come_with_the_first_entry_and_with_sealing(make_log, tmp_path):
+    log = make_log({"segment.bytes": 1500, "index.interval.bytes": 300}, name="t-9")
+    log.append(batch(1))
+    assert index_files(tmp_path / "t-9") == []   # nothing to index yet: no files
+    while not log.active_segment.offset_index.entries:
+        log.append(batch(2, value_size=100))
+    assert index_files(tmp_path / "t-9") == ["00000000000000000000.index", "00000000000000000000.timeindex"]
+    log.roll()
+    log.roll()   # an empty sealed segment still gets both files, as Kafka's do
+    sealed = [s for s in log.segments if not s.active]
+    assert all(os.path.exists(p) for s in sealed for p in (s.offset_index.path, s.time_index.path))
+
+
+def test_a_small_log_without_index_files_reopens_without_recovery(make_log, monkeypatch):
+    log = make_log({"index.interval.bytes": 4096}, name="t-10")
+    log.append(batch(3, ts=NOW + 5))
+    log.close()   # writes the time index's entry; the offset index never had one
+    assert not os.path.exists(log.active_segment.offset_index.path)
+    from storage.segment import LogSegment
+
+    def no_recovery(*args, **kwargs):
+        raise AssertionError("a segment below index.interval.bytes was recovered")
+    monkeypatch.setattr(LogSegment, "recover", no_recovery)
+    again = make_log({"index.interval.bytes": 4096}, name="t-10")
+    assert again.log_end_offset == 3
+    assert again.offset_for_timestamp(NOW + 6).offset == 1
+    assert again.append(batch(1)).first_offset == 3
+
+
+def test_a_lost_index_of_a_large_segment_is_rebuilt(make_log):
+    log = make_log({"index.interval.bytes": 200}, name="t-11")
+    for _ in range(10):
+        log.append(batch(2, value_size=100))
+    entries = log.active_segment.offset_index.entries
+    assert entries > 2
+    log.close()
+    os.remove(log.active_segment.offset_index.path)
+    again = make_log({"index.interval.bytes": 200}, name="t-11")
+    assert again.active_segment.offset_index.entries == entries
+    assert offsets_of(again.read_batches(13, max_bytes=1)) == [(12, 13)]
+
+
 def test_unclean_reopen_truncates_a_torn_tail(make_log, tmp_path):
     log = make_log(name="t-2")
     for _ in range(5):
