@@ -366,7 +366,9 @@ class LogSegment:
         return [self.log_path, self.offset_index.path, self.time_index.path, self.txn_index.path]
 
     def close(self) -> None:
-        if self.active and self.max_timestamp != NO_TIMESTAMP:
+        # The largest timestamp goes into the time index, as Kafka's close does, unless the index
+        # has no file yet: then the segment has no entry to find, and the next start reads it whole.
+        if self.active and self.max_timestamp != NO_TIMESTAMP and self.time_index.entries:
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
         self.offset_index.close()
         self.time_index.close()
