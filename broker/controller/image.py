@@ -339,7 +339,10 @@ class _Builder:
         self.next_producer_id = rec.next_producer_id
 
     def _FeatureLevelRecord(self, rec) -> None:
-        self.features[rec.name] = rec.feature_level
+        if rec.feature_level:
+            self.features[rec.name] = rec.feature_level
+        else:                      # level 0: the feature is no longer finalized
+            self.features.pop(rec.name, None)
 
     # -- SCRAM credentials -----------------------------------------------------------------------
 
