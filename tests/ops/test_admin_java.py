@@ -1,0 +1,84 @@
+"""The Java Admin client (kafka-clients 4.x) against Odradek, answer by answer as against Kafka 3.9
+(tests/ops/clients/AdminCheck.java prints the facts). The expected facts are Kafka 3.9's answers to
+the same calls; the slow tests check them against the reference Kafka itself."""
+
+import os
+import subprocess
+
+import pytest
+
+from broker.testing import running_broker
+from tests import apache_kafka as oracle
+from tests.coordinator.test_clients_java import JARS, java_available
+
+apache_kafka = oracle.apache_kafka   # the session fixture
+HERE = os.path.dirname(os.path.abspath(__file__))
+JAVA = ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"]
+
+DOWN_AS_UP = ("InvalidUpdateVersionException: Invalid update version 20 for feature metadata.version. "
+              "Can't downgrade the version of this feature without setting the upgrade type to either "
+              "safe or unsafe downgrade.")
+FEATURE_FACTS = {
+    "before.finalized": "metadata.version:21-21", "before.epoch": "set",
+    "update.same": "ok",
+    "update.down_as_upgrade": DOWN_AS_UP,
+    "update.safe_validate": "ok",
+    "update.safe_too_far": "InvalidUpdateVersionException: Invalid metadata.version 16. Refusing to "
+                           "perform the requested downgrade because it might delete metadata information.",
+    "update.unsafe_too_far": "InvalidUpdateVersionException: Invalid metadata.version 16. Unsafe metadata "
+                             "downgrade is not supported in this version.",
+    "update.unknown": "InvalidUpdateVersionException: Invalid update version 1 for feature "
+                      "no.such.feature. Local controller 1 does not support this feature.",
+    "update.unknown_zero": "ok",
+    "update.newer_as_down": "ok",
+    "validated.finalized": "metadata.version:21-21",
+    "update.safe": "ok",
+    "after.finalized": "metadata.version:20-20", "after.epoch": "set",
+}
+# What each supports: Kafka 3.9 metadata.version 1-21 and kraft.version; Odradek 3.3-IV3 (7, the
+# oldest Kafka 4 accepts) to 4.0-IV0 (22), and share groups.
+KAFKA_SUPPORTED = "kraft.version:0-1 metadata.version:1-21"
+ODRADEK_SUPPORTED = "metadata.version:7-22 share.version:0-1"
+
+
+@pytest.fixture(scope="module")
+def classpath(tmp_path_factory):
+    if not java_available():
+        pytest.skip("needs a JDK and compat-tests/.cache/java4 (compat-tests/setup.sh)")
+    classes = tmp_path_factory.mktemp("classes")
+    path = os.pathsep.join([str(classes), os.path.join(JARS, "*")])
+    subprocess.run(["javac", "-nowarn", "-d", str(classes), "-cp", path,
+                    os.path.join(HERE, "clients", "AdminCheck.java")], check=True, capture_output=True,
+                   timeout=120)
+    return path
+
+
+def admin_check(classpath, bootstrap, mode) -> dict:
+    run = subprocess.run(JAVA + ["-cp", classpath, "AdminCheck", bootstrap, mode],
+                         capture_output=True, text=True, timeout=120)
+    facts = dict(line.split("=", 1) for line in run.stdout.splitlines() if "=" in line)
+    assert facts.get("done") == "true", run.stdout + run.stderr[-3000:]
+    return facts
+
+
+def check_features(facts, supported):
+    assert {k: facts[k] for k in FEATURE_FACTS} == FEATURE_FACTS
+    assert facts["before.supported"] == facts["after.supported"] == supported
+
+
+@pytest.mark.timeout(120)
+def test_features_described_and_updated_as_kafka_and_kept_across_a_restart(classpath, tmp_path):
+    with running_broker(tmp_path / "data") as broker:
+        check_features(admin_check(classpath, broker.bootstrap, "features"), ODRADEK_SUPPORTED)
+    with running_broker(tmp_path / "data") as broker:
+        facts = admin_check(classpath, broker.bootstrap, "describe_features")
+    assert facts["described.finalized"] == "metadata.version:20-20"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_kafka_answers_the_features_facts(classpath, apache_kafka):
+    try:
+        check_features(admin_check(classpath, apache_kafka.bootstrap, "features"), KAFKA_SUPPORTED)
+    finally:   # the session's Kafka goes back to a fresh cluster's level for the tests after this
+        admin_check(classpath, apache_kafka.bootstrap, "restore_features")
