@@ -42,6 +42,7 @@ MODULES = (
     "scram_credentials",
     "reassignments",   # AlterPartitionReassignments, ListPartitionReassignments (the controller's)
     "features",        # UpdateFeatures (the controller's)
+    "client_metrics",  # ListClientMetricsResources
 )
 
 
