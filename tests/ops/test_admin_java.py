@@ -41,6 +41,74 @@ KAFKA_SUPPORTED = "kraft.version:0-1 metadata.version:1-21"
 ODRADEK_SUPPORTED = "metadata.version:7-22 share.version:0-1"
 
 
+# Admin calls on one topic (5 records with timestamps on p0, a transaction on p1), a group, the
+# cluster and the quorum, as kafka-clients 4.3 reports Kafka 3.9's answers (AdminCheck's sweep).
+SWEEP_FACTS = {
+    "offsets.empty.max": "-1@-1/none",
+    "offsets.empty.ts": "-1@-1/none",
+    "offsets.earliest": "0@-1/epoch",
+    "offsets.latest": "5@-1/epoch",
+    "offsets.max": "1@5000/epoch",
+    "offsets.ts2500": "1@5000/epoch",
+    "offsets.ts9999": "-1@-1/none",
+    "offsets.earliest_local": "0@-1/epoch",
+    "offsets.latest_tiered": "-1@-1/none",
+    "producers.p0": "[epoch=0 seq=4 ts=set coordEpoch=none txnStart=OptionalLong.empty]",
+    "txn.ongoing": "Ongoing coordinator=1 timeout=60000 start=set parts=[sweep-t-1] epoch=0",
+    "producers.p1.ongoing": "[epoch=0 seq=0 ts=set coordEpoch=none txnStart=OptionalLong[0]]",
+    "txn.list": "[sweep-txn:Ongoing]",
+    "txn.list.ongoing": "1",
+    "txn.list.empty": "0",
+    "txn.committed": "CompleteCommit coordinator=1 timeout=60000 start=set parts=[] epoch=0",
+    "producers.p1.committed": "[epoch=0 seq=0 ts=set coordEpoch=set txnStart=OptionalLong.empty]",
+    "offsets.p1.latest": "2@-1/epoch",
+    "fence": "pid",
+    "fence.epoch": "2",
+    "txn.fenced": "Empty coordinator=1 timeout=20000 start=set parts=[] epoch=2",
+    "txn.unknown": "TransactionalIdNotFoundException",
+    "delete.2": "2",
+    "delete.100": "OffsetOutOfRangeException",
+    "delete.hw": "5",
+    "offsets.after_delete.earliest": "5@-1/epoch",
+    "offsets.after_delete.earliest_local": "5@-1/epoch",
+    "offsets.after_delete.max": "1@5000/epoch",
+    "groups.all": "[sweep-g:Classic:true:Empty]",
+    "groups.empty": "[sweep-g:Classic:true:Empty]",
+    "groups.stable": "[]",
+    "groups.classic": "[sweep-g:Classic:true:Empty]",
+    "groups.consumer_type": "[]",
+    "listgroups.all": "[sweep-g:Classic::Empty]",
+    "listgroups.consumer": "[sweep-g:Classic::Empty]",
+    "listgroups.share": "[]",
+    "listgroups.classic": "[sweep-g:Classic::Empty]",
+    "listgroups.protocol": "[]",
+    "listgroups.empty_state": "[sweep-g:Classic::Empty]",
+    "logdirs.error": "none",
+    "logdirs.p0": "true lag=0 future=false",
+    "logdirs.p1": "true lag=0 future=false",
+    "logdirs.bytes": "totalusable",
+    "replicalogdirs": "true future=null lag=0/-1",
+    "replicalogdirs.missing": "null -1",
+    "elect.preferred": "ElectionNotNeededException",
+    "elect.unclean": "ElectionNotNeededException",
+    "elect.unknown": "UnknownTopicOrPartitionException",
+    "elect.all": "[]",
+    "reassignments": "0",
+    "reassignments.unknown": "0",
+    "cluster.controller": "1",
+    "cluster.nodes": "1",
+    "cluster.ops": "[CREATE, ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE]",
+    "cluster.ops.plain": "null",
+    "scram.all": "0",
+    "scram.users": "[]",
+    "scram.unknown": "ResourceNotFoundException",
+    "client_metrics": "0",
+    "config_resources": "UnsupportedVersionException",
+    "quorum": "leader=1 epochPositive=true hwPositive=true voter=1 dir=true leoAtHw=true fetch=true "
+              "caughtUp=true observers=0",
+}
+
+
 @pytest.fixture(scope="module")
 def classpath(tmp_path_factory):
     if not java_available():
@@ -82,3 +150,28 @@ def test_kafka_answers_the_features_facts(classpath, apache_kafka):
         check_features(admin_check(classpath, apache_kafka.bootstrap, "features"), KAFKA_SUPPORTED)
     finally:   # the session's Kafka goes back to a fresh cluster's level for the tests after this
         admin_check(classpath, apache_kafka.bootstrap, "restore_features")
+
+
+def check_sweep(facts):
+    assert {k: facts.get(k) for k in SWEEP_FACTS} == SWEEP_FACTS
+
+
+@pytest.mark.timeout(180)
+def test_admin_calls_answer_as_kafka(classpath, tmp_path):
+    with running_broker(tmp_path / "data") as broker:
+        facts = admin_check(classpath, broker.bootstrap, "sweep")
+    check_sweep(facts)
+    # DescribeQuorum v2's Nodes are the voters' controller listeners; one `odradek serve` process
+    # has none (its quorum is in-process), where Kafka's single node lists its CONTROLLER listener.
+    assert facts["quorum.nodes"] == "[]"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_kafka_answers_the_sweep_facts(classpath, apache_kafka):
+    try:
+        facts = admin_check(classpath, apache_kafka.bootstrap, "sweep")
+    finally:   # no sweep topic or group left for the session's later tests
+        admin_check(classpath, apache_kafka.bootstrap, "sweep_cleanup")
+    check_sweep(facts)
+    assert facts["quorum.nodes"] == "[1]"
