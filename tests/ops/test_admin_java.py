@@ -106,6 +106,30 @@ SWEEP_FACTS = {
     "config_resources": "UnsupportedVersionException",
     "quorum": "leader=1 epochPositive=true hwPositive=true voter=1 dir=true leoAtHw=true fetch=true "
               "caughtUp=true observers=0",
+    # edge cases: an empty partition, unknown ids, transaction filters, SCRAM credentials
+    "edge.producers.empty": "[]",
+    "edge.delete.empty.0": "0",
+    "edge.offsets.empty.earliest_local": "0@-1/epoch",
+    "edge.offsets.empty.latest_tiered": "-1@-1/none",
+    "edge.fence.unknown": "0",
+    "edge.txn.after_fence_unknown": "Empty coordinator=1 timeout=20000 start=none parts=[] epoch=0",
+    "edge.txnlist.by_pid": "[edge-a:Ongoing]",
+    "edge.txnlist.by_other_pid": "[]",
+    "edge.txnlist.duration_short": "[edge-a:Ongoing, edge-fresh:Empty]",
+    "edge.txnlist.duration_long": "[edge-fresh:Empty]",
+    "edge.txnlist.pattern": "UnsupportedVersionException",
+    "edge.producers.ongoing_state": "ok",
+    "edge.txn.aborted": "CompleteAbort coordinator=1 timeout=60000 start=set parts=[] epoch=0",
+    "edge.txnlist.aborted": "[edge-a:CompleteAbort]",
+    "edge.scram.upsert": "ok",
+    "edge.scram.upsert_bad": "UnacceptableCredentialException",
+    "edge.scram.describe": "[ScramCredentialInfo{mechanism=SCRAM_SHA_256, iterations=8192}]",
+    "edge.scram.users": "[edge-user]",
+    "edge.scram.delete_missing": "ResourceNotFoundException",
+    "edge.scram.delete": "ok",
+    "edge.scram.after_delete": "[]",
+    "edge.logdirs.all_brokers": "[1]",
+    "edge.replicalogdirs.wrong_broker": "ok",
 }
 
 

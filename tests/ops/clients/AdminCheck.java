@@ -268,6 +268,65 @@ public class AdminCheck {
             return out.toString(); }));
     }
 
+    static String txnIds(Admin admin, ListTransactionsOptions options) {
+        return tryGet(admin.listTransactions(options).all(), o -> {
+            List<String> out = new ArrayList<>();
+            for (TransactionListing l : (Collection<TransactionListing>) o)
+                if (l.transactionalId().startsWith("edge-")) out.add(l.transactionalId() + ":" + l.state());
+            Collections.sort(out);
+            return out.toString(); });
+    }
+
+    /** Edge cases: empty partitions, unknown ids, transaction filters, SCRAM credentials. */
+    static void edges(Admin admin) throws Exception {
+        String topic = "edge-t";
+        admin.createTopics(List.of(new NewTopic(topic, 1, (short) 1))).all().get();
+        TopicPartition p0 = new TopicPartition(topic, 0);
+        print("edge.producers.empty", producers(admin, p0));
+        print("edge.delete.empty.0", tryGet(admin.deleteRecords(Map.of(p0, RecordsToDelete.beforeOffset(0))).lowWatermarks().get(p0),
+                                       o -> String.valueOf(((DeletedRecords) o).lowWatermark())));
+        print("edge.offsets.empty.earliest_local", offsets(admin, p0, OffsetSpec.earliestLocal()));
+        print("edge.offsets.empty.latest_tiered", offsets(admin, p0, OffsetSpec.latestTiered()));
+
+        print("edge.fence.unknown", tryGet(admin.fenceProducers(List.of("edge-fresh")).epochId("edge-fresh"), o -> String.valueOf(o)));
+        print("edge.txn.after_fence_unknown", txn(admin, "edge-fresh"));
+        KafkaProducer<String, String> tx = producer("edge-a");
+        tx.initTransactions();
+        tx.beginTransaction();
+        tx.send(new ProducerRecord<>(topic, 0, "k", "v")).get();
+        Thread.sleep(1500);
+        long pid = -1;
+        for (TransactionListing l : admin.listTransactions().all().get())
+            if (l.transactionalId().equals("edge-a")) pid = l.producerId();
+        print("edge.txnlist.by_pid", txnIds(admin, new ListTransactionsOptions().filterProducerIds(List.of(pid))));
+        print("edge.txnlist.by_other_pid", txnIds(admin, new ListTransactionsOptions().filterProducerIds(List.of(pid + 12345))));
+        print("edge.txnlist.duration_short", txnIds(admin, new ListTransactionsOptions().filterOnDuration(500)));
+        print("edge.txnlist.duration_long", txnIds(admin, new ListTransactionsOptions().filterOnDuration(600_000)));
+        print("edge.txnlist.pattern", txnIds(admin, new ListTransactionsOptions().filterOnTransactionalIdPattern("edge-.*")));
+        print("edge.producers.ongoing_state", tryGet(admin.describeTransactions(List.of("edge-a")).all(), o -> "ok"));
+        tx.abortTransaction();
+        for (int i = 0; i < 100 && !txn(admin, "edge-a").startsWith("CompleteAbort"); i++) Thread.sleep(100);
+        print("edge.txn.aborted", txn(admin, "edge-a"));
+        print("edge.txnlist.aborted", txnIds(admin, new ListTransactionsOptions().filterStates(List.of(TransactionState.COMPLETE_ABORT))));
+        tx.close(Duration.ofSeconds(5));
+
+        ScramCredentialInfo info = new ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 8192);
+        print("edge.scram.upsert", tryGet(admin.alterUserScramCredentials(List.of(
+            new UserScramCredentialUpsertion("edge-user", info, "secret"))).all(), o -> "ok"));
+        print("edge.scram.upsert_bad", tryGet(admin.alterUserScramCredentials(List.of(
+            new UserScramCredentialUpsertion("edge-user2", new ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 100), "secret"))).all(), o -> "ok"));
+        print("edge.scram.describe", tryGet(admin.describeUserScramCredentials(List.of("edge-user")).description("edge-user"),
+                                       o -> ((UserScramCredentialsDescription) o).credentialInfos().toString()));
+        print("edge.scram.users", tryGet(admin.describeUserScramCredentials().users(), o -> o.toString()));
+        print("edge.scram.delete_missing", tryGet(admin.alterUserScramCredentials(List.of(
+            new UserScramCredentialDeletion("edge-user", ScramMechanism.SCRAM_SHA_512))).all(), o -> "ok"));
+        print("edge.scram.delete", tryGet(admin.alterUserScramCredentials(List.of(
+            new UserScramCredentialDeletion("edge-user", ScramMechanism.SCRAM_SHA_256))).all(), o -> "ok"));
+        print("edge.scram.after_delete", tryGet(admin.describeUserScramCredentials().users(), o -> o.toString()));
+        print("edge.logdirs.all_brokers", tryGet(admin.describeLogDirs(List.of(1)).allDescriptions(), o -> ((Map<?, ?>) o).keySet().toString()));
+        print("edge.replicalogdirs.wrong_broker", tryGet(admin.describeReplicaLogDirs(List.of(new TopicPartitionReplica(topic, 0, 1))).all(), o -> "ok"));
+    }
+
     public static void main(String[] args) throws Exception {
         bootstrap = args[0];
         Properties props = new Properties();
@@ -278,10 +337,10 @@ public class AdminCheck {
             switch (args[1]) {
                 case "features": features(admin); break;
                 case "describe_features": describeFeatures(admin, "described"); break;
-                case "sweep": sweep(admin); break;
+                case "sweep": sweep(admin); edges(admin); break;
                 case "sweep_cleanup":
                     admin.deleteConsumerGroups(List.of("sweep-g")).all().get();
-                    admin.deleteTopics(List.of("sweep-t")).all().get();
+                    admin.deleteTopics(List.of("sweep-t", "edge-t")).all().get();
                     break;
                 case "restore_features":
                     print("restored", update(admin, "metadata.version", 21, FeatureUpdate.UpgradeType.UPGRADE, false));
