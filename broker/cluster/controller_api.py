@@ -7,8 +7,8 @@ clients bootstrapped with controllers, and the admin mutations they
 forward (CreateTopics 19, DeleteTopics 20, CreatePartitions 37, AlterConfigs 33,
 IncrementalAlterConfigs 44, ElectLeaders 43, CreateAcls 30, DeleteAcls 31,
 AlterUserScramCredentials 51, UpdateFeatures 57). A controller that is not active answers
-NOT_CONTROLLER, which makes the sender retry on the new one. ``ControllerApi(controller, config).handle(header, body)`` is the
-transport's ``admin_handler``.
+NOT_CONTROLLER, which makes the sender retry on the new one.
+``ControllerApi(controller, config).handle(header, body)`` is the transport's ``admin_handler``.
 """
 
 from __future__ import annotations

@@ -2,8 +2,9 @@
 
 Split by job: `topic_ops` (CreateTopics, DeleteTopics, CreatePartitions), `broker_ops` (registration,
 heartbeats, fencing, controlled shutdown), `leadership_ops` (ElectLeaders, AlterPartition, automatic
-leader rebalance), `feature_ops` (metadata.version on a fresh log, UpdateFeatures); the pure decisions they commit live in `placement`, `election`, `brokers` and
-`alter_partition`. This module holds the core (quorum, image, listeners), configs and producer ids.
+leader rebalance), `feature_ops` (metadata.version on a fresh log, UpdateFeatures); the pure decisions
+they commit live in `placement`, `election`, `brokers`, `alter_partition` and `features`. This module
+holds the core (quorum, image, listeners), configs and producer ids.
 """
 
 from __future__ import annotations

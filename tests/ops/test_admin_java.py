@@ -97,7 +97,8 @@ SWEEP_FACTS = {
     "reassignments.unknown": "0",
     "cluster.controller": "1",
     "cluster.nodes": "1",
-    "cluster.ops": "[CREATE, ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE]",
+    "cluster.ops": "[CREATE, ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, "
+                   "IDEMPOTENT_WRITE]",
     "cluster.ops.plain": "null",
     "scram.all": "0",
     "scram.users": "[]",
