@@ -127,6 +127,13 @@ def test_share_groups_off_by_default(tmp_path):
             assert "share.version" in {f.name for f in versions.supported_features}
             off = heartbeat(conn, "m", 0, ["t"])
             assert E(off.error_code) is E.UNSUPPORTED_VERSION
+            # finalizing share.version 1 turns them on, as `kafka-features upgrade` does in Kafka 4.1+
+            U = m.UpdateFeaturesRequest
+            _, updated = conn.request(57, U(feature_updates=[U.FeatureUpdateKey(
+                feature="share.version", max_version_level=1, upgrade_type=1)]), min_version=1, max_version=1)
+            assert [(r.feature, r.error_code) for r in updated.results] == [("share.version", 0)]
+            on = heartbeat(conn, "m", 0, ["t"])
+            assert E(on.error_code) is E.NONE and on.member_epoch == 1
         finally:
             client.close()
 
