@@ -46,6 +46,23 @@ def bootstrap_records(image: MetadataImage) -> list:
     return [r.FeatureLevelRecord(name=METADATA_VERSION, feature_level=BOOTSTRAP_METADATA_VERSION)]
 
 
+def registration_problem(finalized, supported) -> str | None:
+    """Why a broker supporting `supported` ({name: (min, max)}) may not join a cluster that has
+    `finalized` ({name: level}), or None, as Kafka's controller checks a BrokerRegistration: every
+    level (0 for a feature not finalized) within the broker's range. A feature the broker does not
+    name counts as 0..0; metadata.version as 1..1, what Kafka assumes of a broker that omits it."""
+    for name in sorted(set(finalized) | set(supported)):
+        if name == METADATA_VERSION and name not in finalized:
+            continue    # a broker of a fresh cluster may register before the level is finalized
+        level = finalized.get(name, 0)
+        low, high = supported.get(name, (1, 1) if name == METADATA_VERSION else (0, 0))
+        if not low <= level <= high:
+            return (f"Unable to register because the broker does not support finalized version "
+                    f"{level} of {name}. The broker wants a version between {low} and {high}, "
+                    f"inclusive.")
+    return None
+
+
 def update_records(image: MetadataImage, updates, node_id: int):
     """(records, {feature: (error code, message or None)}) for UpdateFeatures' `updates`
     (FeatureUpdate); a feature named twice is judged by its last update, as Kafka's map keeps it."""

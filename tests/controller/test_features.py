@@ -2,13 +2,15 @@
 across restarts and snapshots), and UpdateFeatures judged as Kafka 3.9's controller judges it (the
 messages below are Kafka's answers to the same requests)."""
 
+import uuid
+
 import pytest
 
 from broker.controller import Controller, ErrorCode
 from broker.controller import records as r
 from broker.controller.features import (
     BOOTSTRAP_METADATA_VERSION, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE, UPGRADE, FeatureUpdate,
-    update_records,
+    registration_problem, update_records,
 )
 from broker.controller.image import MetadataImage
 
@@ -107,3 +109,42 @@ async def test_a_fresh_metadata_log_finalizes_metadata_version_and_keeps_changes
     async with Controller.open(str(tmp_path), snapshot_every=3) as controller:
         assert await _finalized(controller, "share.version") == 1
         assert dict(controller.image.features) == {MV: 20, "share.version": 1}   # not bootstrapped again
+
+
+@pytest.mark.parametrize("supported, refusal", [
+    ({MV: (7, 22)}, None),
+    ({MV: (1, 21), "share.version": (0, 1)}, None),
+    ({MV: (1, 20)}, "Unable to register because the broker does not support finalized version 21 of "
+                    "metadata.version. The broker wants a version between 1 and 20, inclusive."),
+    ({}, "Unable to register because the broker does not support finalized version 21 of "
+         "metadata.version. The broker wants a version between 1 and 1, inclusive."),
+    ({MV: (7, 22), "foo": (1, 2)}, "Unable to register because the broker does not support "
+                                   "finalized version 0 of foo. The broker wants a version between 1 "
+                                   "and 2, inclusive."),
+])
+def test_a_registering_broker_must_support_every_finalized_level(supported, refusal):
+    assert registration_problem(AT_21.features, supported) == refusal     # Kafka 3.9's words
+
+
+def test_a_broker_may_register_before_metadata_version_is_finalized():
+    assert registration_problem({}, {MV: (7, 22)}) is None
+
+
+async def test_broker_registration_refused_for_an_unsupported_level(tmp_path):
+    from protocol import messages as m
+
+    from broker.controller import admin
+
+    R = m.BrokerRegistrationRequest
+
+    def registration(broker_id, low, high):
+        return R(broker_id=broker_id, cluster_id="cid", incarnation_id=uuid.uuid4(), features=[
+            R.Feature(name=MV, min_supported_version=low, max_supported_version=high)])
+
+    async with Controller.open(str(tmp_path), cluster_id="cid") as controller:
+        await _finalized(controller)
+        refused = await admin.broker_registration(controller, registration(2, 7, 20))
+        assert (refused.error_code, refused.broker_epoch) == (ErrorCode.UNSUPPORTED_VERSION, -1)
+        assert 2 not in controller.image.brokers
+        accepted = await admin.broker_registration(controller, registration(3, 7, 22))
+        assert accepted.error_code == 0 and 3 in controller.image.brokers
