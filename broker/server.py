@@ -22,6 +22,7 @@ import trio
 
 import protocol
 from broker.config import INT_MAX, BrokerConfig, Listener, validate_topic_configs
+from broker.config.client_metrics import validate_client_metrics
 from broker.config.group_configs import validate_group_configs
 from broker.config.ip_overrides import limits_by_address
 from broker.log_dirs import watch_log_dirs
@@ -46,7 +47,7 @@ log = logging.getLogger("odradek.server")
 SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 SHUTDOWN_GRACE_SECONDS = 10.0
 CONTROLLED_SHUTDOWN_SECONDS = 10.0    # at most this long waiting for the controller's release
-TOPIC_RESOURCE, BROKER_RESOURCE, GROUP_RESOURCE = 2, 4, 32
+TOPIC_RESOURCE, BROKER_RESOURCE, CLIENT_METRICS_RESOURCE, GROUP_RESOURCE = 2, 4, 16, 32
 # accept(2) errors that mean "overloaded, try again shortly" rather than a broken listener
 _ACCEPT_CAPACITY_ERRNOS = {errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS}
 
@@ -191,6 +192,8 @@ class Broker:
             validate_topic_configs(configs)
         elif resource_type == GROUP_RESOURCE:
             validate_group_configs(configs)
+        elif resource_type == CLIENT_METRICS_RESOURCE:
+            validate_client_metrics(configs)
         elif resource_type == BROKER_RESOURCE:
             self.config.validate_dynamic(configs, name)
             if name in ("", str(self.node_id)):   # TLS stores / SASL settings must load, as Kafka

@@ -6,9 +6,9 @@ the other controllers, ApiVersions (18) and DescribeCluster (60, controllers: KI
 clients bootstrapped with controllers, and the admin mutations they
 forward (CreateTopics 19, DeleteTopics 20, CreatePartitions 37, AlterConfigs 33,
 IncrementalAlterConfigs 44, ElectLeaders 43, CreateAcls 30, DeleteAcls 31,
-AlterUserScramCredentials 51). A controller that is not active answers NOT_CONTROLLER, which makes the
-sender retry on the new one. ``ControllerApi(controller, config).handle(header, body)`` is the
-transport's ``admin_handler``.
+AlterUserScramCredentials 51, UpdateFeatures 57). A controller that is not active answers
+NOT_CONTROLLER, which makes the sender retry on the new one.
+``ControllerApi(controller, config).handle(header, body)`` is the transport's ``admin_handler``.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from broker.controller.acls import AclCreateResult, AclDeleteResult
 from broker.controller.errors import ApiError
 from broker.handlers.api_versions import handle_api_versions
 from broker.handlers.cluster import handle_elect_leaders
+from broker.handlers.features import handle_update_features
 from broker.handlers.reassignments import (
     handle_alter_partition_reassignments, handle_list_partition_reassignments,
 )
@@ -91,6 +92,7 @@ class ControllerApi:
             30: self._create_acls,
             31: self._delete_acls,
             51: self._alter_user_scram_credentials,
+            57: self._topics(handle_update_features),
         }
         self._versions = self._version_ranges()
 

@@ -81,7 +81,7 @@ class BrokerLifecycle:
                      for l in broker.advertised_listeners()]
         rack = broker.config["broker.rack"]
         if self.multi_node:
-            from broker.handlers.api_versions import SUPPORTED_FEATURES
+            from broker.controller.features import SUPPORTED_FEATURES
 
             features = [(name, low, high) for name, (low, high) in sorted(SUPPORTED_FEATURES.items())]
             epoch = await self.controller.register_broker(self.node_id, self.incarnation_id,

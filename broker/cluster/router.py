@@ -201,6 +201,22 @@ class ClusterController:
         await self._catch_up()
         return security_wire.alter_scram_results(response)
 
+    # -- finalized features ------------------------------------------------------------------------
+    async def update_features(self, updates, validate_only: bool = False) -> dict:
+        done = await self._local_or_none("update_features", updates, validate_only=validate_only)
+        if done is not None:
+            return done
+        R = m.UpdateFeaturesRequest
+        response = await self.client.call(57, 1, R(
+            timeout_ms=FORWARD_TIMEOUT_MS, validate_only=validate_only, feature_updates=[
+                R.FeatureUpdateKey(feature=u.name, max_version_level=u.level,
+                                   upgrade_type=u.upgrade_type) for u in updates]))
+        if response.error_code:
+            raise ApiError(response.error_code, response.error_message)
+        if not validate_only:
+            await self._catch_up()
+        return {r.feature: (r.error_code, r.error_message) for r in response.results}
+
     # -- configs -----------------------------------------------------------------------------------
     async def alter_configs(self, resources, validate_only: bool = False) -> list[ConfigResult]:
         done = await self._local_or_none("alter_configs", resources, validate_only=validate_only)

@@ -31,8 +31,10 @@ async def broker_registration(controller, body):
         return m.BrokerRegistrationResponse(error_code=int(ErrorCode.INCONSISTENT_CLUSTER_ID))
     endpoints = [(l.name, l.host, l.port, l.security_protocol) for l in body.listeners]
     try:
-        epoch = await controller.register_broker(body.broker_id, body.incarnation_id, endpoints,
-                                                 rack=body.rack)
+        epoch = await controller.register_broker(
+            body.broker_id, body.incarnation_id, endpoints, rack=body.rack,
+            features={f.name: (f.min_supported_version, f.max_supported_version)
+                      for f in body.features})
     except ApiError as exc:
         return m.BrokerRegistrationResponse(error_code=int(exc.code))
     return m.BrokerRegistrationResponse(broker_epoch=epoch)

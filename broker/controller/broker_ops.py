@@ -14,6 +14,7 @@ import trio
 
 from . import brokers
 from .errors import ApiError, ErrorCode
+from .features import registration_problem
 
 log = logging.getLogger(__name__)
 
@@ -28,14 +29,21 @@ class BrokerOps:
 
     async def register_broker(self, broker_id: int, incarnation_id: uuid.UUID,
                               endpoints: Sequence[tuple[str, str, int, int]],
-                              rack: str | None = None) -> int:
+                              rack: str | None = None, features=None) -> int:
         """Register (or re-register) a broker, fenced until its first heartbeat; returns its epoch.
 
         `endpoints` are (listener name, host, port, security protocol id). A new incarnation of a
-        registered broker first loses its leaderships, exactly as when it is fenced.
+        registered broker first loses its leaderships, exactly as when it is fenced. `features`
+        ({name: (min, max)}, from a BrokerRegistration) must cover every finalized feature level
+        (UNSUPPORTED_VERSION otherwise); None: this process's own broker, which runs this software.
         """
         await self._require_leader()
         async with self._lock:
+            if features is not None:
+                problem = registration_problem(self._image.features, features)
+                if problem is not None:
+                    log.warning("broker %d refused: %s", broker_id, problem)
+                    raise ApiError(ErrorCode.UNSUPPORTED_VERSION, problem)
             epoch = self._quorum.end_offset    # Kafka uses the registration record's offset
             now = trio.current_time()
             batch = brokers.registration_records(self._image, self._sessions, broker_id, incarnation_id,

@@ -6,7 +6,8 @@ from typing import Callable, Mapping
 
 from . import records as r
 from .errors import ApiError, ErrorCode
-from .image import BROKER_RESOURCE, GROUP_RESOURCE, TOPIC_RESOURCE, MetadataImage
+from .image import (BROKER_RESOURCE, CLIENT_METRICS_RESOURCE, GROUP_RESOURCE, TOPIC_RESOURCE,
+                    MetadataImage)
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
@@ -24,8 +25,9 @@ ConfigValidator = Callable[[int, str, Mapping[str, str]], None]
 
 
 def current_configs(image: MetadataImage, resource_type: int, name: str) -> dict[str, str]:
-    table = image.topic_configs if resource_type == TOPIC_RESOURCE else \
-        image.group_configs if resource_type == GROUP_RESOURCE else image.broker_configs
+    table = {TOPIC_RESOURCE: image.topic_configs, GROUP_RESOURCE: image.group_configs,
+             CLIENT_METRICS_RESOURCE: image.client_metrics_configs}.get(resource_type,
+                                                                        image.broker_configs)
     return dict(table.get(name, {}))
 
 
@@ -39,6 +41,9 @@ def check_resource(image: MetadataImage, resource_type: int, name: str) -> None:
     elif resource_type == GROUP_RESOURCE:
         if not name:
             raise ApiError(ErrorCode.INVALID_REQUEST, "Group name must not be empty")
+    elif resource_type == CLIENT_METRICS_RESOURCE:
+        if not name:
+            raise ApiError(ErrorCode.INVALID_REQUEST, "Subscription name can't be empty")
     else:
         raise ApiError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type}")
 
@@ -54,7 +59,7 @@ def run_validator(validator: ConfigValidator | None, resource_type: int, name: s
         raise
     except ValueError as exc:
         code = getattr(exc, "error_code", None) or ErrorCode.INVALID_CONFIG
-        raise ApiError(code, str(exc)) from None
+        raise ApiError(code, str(exc) or None) from None
 
 
 def diff_records(resource_type: int, name: str, before: Mapping[str, str],
@@ -90,6 +95,10 @@ def apply_incremental(resource_type: int, current: Mapping[str, str], ops) -> di
         elif op == DELETE:
             result.pop(key, None)
         elif op in (APPEND, SUBTRACT):
+            if resource_type == CLIENT_METRICS_RESOURCE:   # Kafka's controller says it so
+                verb = "APPEND" if op == APPEND else "SUBTRACT"
+                raise ApiError(ErrorCode.INVALID_CONFIG,
+                               f"Can't {verb} to key {key} because its type is not LIST.")
             if key not in LIST_CONFIGS.get(resource_type, ()):
                 verb = "append" if op == APPEND else "subtract"
                 raise ApiError(ErrorCode.INVALID_CONFIG,

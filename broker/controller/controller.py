@@ -2,8 +2,9 @@
 
 Split by job: `topic_ops` (CreateTopics, DeleteTopics, CreatePartitions), `broker_ops` (registration,
 heartbeats, fencing, controlled shutdown), `leadership_ops` (ElectLeaders, AlterPartition, automatic
-leader rebalance); the pure decisions they commit live in `placement`, `election`, `brokers` and
-`alter_partition`. This module holds the core (quorum, image, listeners), configs and producer ids.
+leader rebalance), `feature_ops` (metadata.version on a fresh log, UpdateFeatures); the pure decisions
+they commit live in `placement`, `election`, `brokers`, `alter_partition` and `features`. This module
+holds the core (quorum, image, listeners), configs and producer ids.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from .broker_ops import BrokerOps
 from .brokers import BrokerSessions, HeartbeatResult, check_broker_epoch
 from .disklog import Entry, Snapshot
 from .errors import ApiError, ErrorCode
+from .feature_ops import FeatureOps
 from .image import ImageChange, MetadataImage
 from .leadership_ops import LeadershipOps
 from .reassignment_ops import ReassignmentOps
@@ -54,7 +56,7 @@ __all__ = [
 ]
 
 
-class Controller(TopicOps, BrokerOps, ReassignmentOps, LeadershipOps):
+class Controller(TopicOps, BrokerOps, ReassignmentOps, LeadershipOps, FeatureOps):
     """See the package docstring for the contract; build one with `Controller.open`."""
 
     def __init__(self, quorum, cluster_id: str, settings: ControllerSettings,
@@ -93,6 +95,7 @@ class Controller(TopicOps, BrokerOps, ReassignmentOps, LeadershipOps):
                 nursery.start_soon(quorum.run)
                 nursery.start_soon(controller._fence_expired_brokers)
                 nursery.start_soon(controller._balance_leaders)
+                nursery.start_soon(controller._finalize_bootstrap_features)
                 try:
                     yield controller
                 finally:

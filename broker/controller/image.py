@@ -20,6 +20,7 @@ from . import records as r
 # ConfigRecord.resource_type values (Kafka's ConfigResource.Type).
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
+CLIENT_METRICS_RESOURCE = 16   # KIP-714 client metrics subscriptions
 GROUP_RESOURCE = 32        # KIP-848 / KIP-932 group configs (share.auto.offset.reset, ...)
 
 
@@ -90,6 +91,7 @@ class MetadataImage:
     topic_configs: Mapping[str, Mapping[str, str]] = field(default_factory=_empty)
     broker_configs: Mapping[str, Mapping[str, str]] = field(default_factory=_empty)   # key "" = cluster-wide default
     group_configs: Mapping[str, Mapping[str, str]] = field(default_factory=_empty)
+    client_metrics_configs: Mapping[str, Mapping[str, str]] = field(default_factory=_empty)
     next_producer_id: int = 0
     features: Mapping[str, int] = field(default_factory=_empty)
     # client quotas: entity (sorted (type, name-or-None) pairs) -> {quota key: value}
@@ -140,6 +142,9 @@ class MetadataImage:
         for name, configs in sorted(self.group_configs.items()):
             out += [r.ConfigRecord(resource_type=GROUP_RESOURCE, resource_name=name, name=k, value=v)
                     for k, v in sorted(configs.items())]
+        for name, configs in sorted(self.client_metrics_configs.items()):
+            out += [r.ConfigRecord(resource_type=CLIENT_METRICS_RESOURCE, resource_name=name, name=k,
+                                   value=v) for k, v in sorted(configs.items())]
         for t in (t for _, t in sorted(self.topics.items())):
             out.append(r.TopicRecord(name=t.name, topic_id=t.topic_id))
             for p in (p for _, p in sorted(t.partitions.items())):
@@ -176,6 +181,7 @@ class _Builder:
         self.topic_configs = dict(base.topic_configs)
         self.broker_configs = dict(base.broker_configs)
         self.group_configs = dict(base.group_configs)
+        self.client_metrics_configs = dict(base.client_metrics_configs)
         self.features = dict(base.features)
         self.next_producer_id = base.next_producer_id
         self.client_quotas = dict(base.client_quotas)
@@ -190,6 +196,7 @@ class _Builder:
             cluster_id=self.base.cluster_id, offset=offset, brokers=ro(self.brokers), topics=ro(self.topics),
             topics_by_id=ro(self.topics_by_id), topic_configs=ro(self.topic_configs),
             broker_configs=ro(self.broker_configs), group_configs=ro(self.group_configs),
+            client_metrics_configs=ro(self.client_metrics_configs),
             next_producer_id=self.next_producer_id,
             features=ro(self.features), client_quotas=ro(self.client_quotas),
             scram_credentials=ro(self.scram_credentials),
@@ -309,8 +316,10 @@ class _Builder:
             table = self.broker_configs
         elif rec.resource_type == GROUP_RESOURCE:
             table = self.group_configs
+        elif rec.resource_type == CLIENT_METRICS_RESOURCE:
+            table = self.client_metrics_configs
         else:
-            return  # other resource types (client metrics) are not part of this image yet
+            return  # a type this image does not keep
         configs = dict(table.get(rec.resource_name, {}))
         if rec.value is None:
             configs.pop(rec.name, None)
@@ -339,7 +348,10 @@ class _Builder:
         self.next_producer_id = rec.next_producer_id
 
     def _FeatureLevelRecord(self, rec) -> None:
-        self.features[rec.name] = rec.feature_level
+        if rec.feature_level:
+            self.features[rec.name] = rec.feature_level
+        else:                      # level 0: the feature is no longer finalized
+            self.features.pop(rec.name, None)
 
     # -- SCRAM credentials -----------------------------------------------------------------------
 

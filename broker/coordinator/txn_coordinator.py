@@ -129,8 +129,9 @@ class TransactionCoordinator:
         if txn.state not in (T.EMPTY, T.COMPLETE_ABORT, T.COMPLETE_COMMIT):
             return InitProducerIdResult(E.CONCURRENT_TRANSACTIONS)
         now = self.clock.now_ms()
-        new = replace(txn, partitions=set(), start_timestamp=-1, last_update_timestamp=now,
-                      timeout_ms=timeout_ms, state=T.EMPTY)
+        # the last transaction's start time stays (DescribeTransactions shows it, as Kafka's)
+        new = replace(txn, partitions=set(), last_update_timestamp=now, timeout_ms=timeout_ms,
+                      state=T.EMPTY)
         if txn.epoch_exhausted() and (expected is None or expected_epoch == txn.producer_epoch):
             try:
                 new_id = self.producer_ids.next_id()

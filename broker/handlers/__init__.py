@@ -41,6 +41,8 @@ MODULES = (
     "sasl",            # SaslHandshake, SaslAuthenticate (broker.security)
     "scram_credentials",
     "reassignments",   # AlterPartitionReassignments, ListPartitionReassignments (the controller's)
+    "features",        # UpdateFeatures (the controller's)
+    "client_metrics",  # ListClientMetricsResources
 )
 
 

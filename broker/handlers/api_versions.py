@@ -10,13 +10,9 @@ import re
 
 from protocol import ErrorCode, messages
 
-API_KEY = 18
+from broker.controller.features import SUPPORTED_FEATURES
 
-# Features this broker supports (name -> (min, max)). metadata.version 7 is 3.3-IV3, the oldest KRaft
-# level Kafka 4 accepts. transaction.version / group.version stay unadvertised: clients then use the
-# classic transaction and group protocols, which are what the coordinators implement.
-# share.version (KIP-932): 1 enables share groups, as in Kafka 4.1+.
-SUPPORTED_FEATURES = {"metadata.version": (7, 22), "share.version": (0, 1)}
+API_KEY = 18
 
 
 def _api_keys(registry) -> list:
@@ -57,13 +53,16 @@ async def handle_api_versions(ctx, header, body):
     response = messages.ApiVersionsResponse(error_code=0, api_keys=_api_keys(_advertised(ctx)),
                                             throttle_time_ms=0)
     if header.api_version >= 3:
+        # Before v4, clients took a minimum of 0 for a bad range, so Kafka leaves such features out.
         response.supported_features = [
             messages.ApiVersionsResponse.SupportedFeatureKey(name=name, min_version=low,
                                                              max_version=high)
             for name, (low, high) in SUPPORTED_FEATURES.items()
+            if low > 0 or header.api_version >= 4
         ]
         finalized = ctx.finalized_features()
         if finalized:
+            # Kafka's epoch is the offset of the metadata image the answer comes from.
             response.finalized_features_epoch = ctx.metadata_epoch()
             response.finalized_features = [
                 messages.ApiVersionsResponse.FinalizedFeatureKey(

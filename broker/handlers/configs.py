@@ -11,6 +11,7 @@ import logging
 from protocol import ErrorCode, messages
 
 from broker.config.group_configs import describe_group_configs
+from broker.config.values import ConfigSource
 from broker.controller.errors import ApiError
 from broker.handlers import common
 from broker.security import access
@@ -68,6 +69,8 @@ def _described_entries(ctx, resource_type: int, name: str, keys, include_synonym
         if not name:
             return ErrorCode.INVALID_REQUEST, "Group name must not be empty", []
         described = describe_group_configs(dict(ctx.image.group_configs.get(name, {})), keys)
+    elif resource_type == CLIENT_METRICS:
+        return ErrorCode.NONE, "", _client_metrics_entries(ctx.image, name, version)
     else:
         return ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type}", []
 
@@ -84,6 +87,21 @@ def _described_entries(ctx, resource_type: int, name: str, keys, include_synonym
             entry.documentation = None
         entries.append(entry)
     return ErrorCode.NONE, None, entries
+
+
+def _client_metrics_entries(image, name: str, version: int):
+    """A subscription's configs as Kafka 3.9 describes them: only those set (none for an unknown
+    name), whatever keys were asked for, without synonyms or a type."""
+    Entry = messages.DescribeConfigsResponse.DescribeConfigsResourceResult
+    entries = []
+    for key, value in sorted(image.client_metrics_configs.get(name, {}).items()):
+        entry = Entry(name=key, value=value, read_only=False,
+                      config_source=int(ConfigSource.CLIENT_METRICS_CONFIG), is_sensitive=False,
+                      synonyms=[])
+        if version >= 3:
+            entry.config_type, entry.documentation = 0, None
+        entries.append(entry)
+    return entries
 
 
 def _logger_entries(keys):
@@ -134,8 +152,8 @@ def _check_alterable(ctx, resource_type: int, name: str) -> tuple[int, str] | No
         if name in ("", str(ctx.node_id)):
             return None
         return ErrorCode.INVALID_REQUEST, f"Unexpected broker id {name}"
-    if resource_type == GROUP:
-        return None   # the controller checks the names and values (broker.config.group_configs)
+    if resource_type in (GROUP, CLIENT_METRICS):
+        return None   # the controller checks the names and values (broker.config)
     if resource_type == BROKER_LOGGER:
         return ErrorCode.INVALID_REQUEST, \
             "Broker logger levels can only be changed with IncrementalAlterConfigs"

@@ -305,8 +305,10 @@ async def test_admin_handlers_on_a_single_node(tmp_path):
         refused = await admin.describe_quorum(controller, bad)   # as Kafka 3.9: on the partition
         assert refused.error_code == 0
         assert refused.topics[0].partitions[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        reg = await admin.broker_registration(controller, m.BrokerRegistrationRequest(
-            broker_id=1, cluster_id="cid", incarnation_id=INCARNATION))
+        R = m.BrokerRegistrationRequest
+        reg = await admin.broker_registration(controller, R(
+            broker_id=1, cluster_id="cid", incarnation_id=INCARNATION, features=[R.Feature(
+                name="metadata.version", min_supported_version=7, max_supported_version=22)]))
         beat = await admin.broker_heartbeat(controller, m.BrokerHeartbeatRequest(
             broker_id=1, broker_epoch=reg.broker_epoch, current_metadata_offset=reg.broker_epoch))
         assert beat.error_code == 0 and not beat.is_fenced

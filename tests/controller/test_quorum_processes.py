@@ -153,8 +153,10 @@ def test_three_processes_survive_leader_loss_and_catch_up(tmp_path):
         # A broker registers with the quorum over Kafka's broker-to-controller RPCs.
         port = q.ports[new_leader]
         listener = m.BrokerRegistrationRequest.Listener(name="PLAINTEXT", host="h", port=9092, security_protocol=0)
-        reg = _request(port, 62, 0, m.BrokerRegistrationRequest(
-            broker_id=7, cluster_id="odradek-quorum", incarnation_id=uuid.uuid4(), listeners=[listener]))
+        R = m.BrokerRegistrationRequest
+        reg = _request(port, 62, 0, R(
+            broker_id=7, cluster_id="odradek-quorum", incarnation_id=uuid.uuid4(), listeners=[listener],
+            features=[R.Feature(name="metadata.version", min_supported_version=7, max_supported_version=22)]))
         assert reg.error_code == 0 and reg.broker_epoch > 0
         beat = _request(port, 63, 0, m.BrokerHeartbeatRequest(broker_id=7, broker_epoch=reg.broker_epoch,
                                                               current_metadata_offset=reg.broker_epoch))

@@ -102,6 +102,21 @@ def test_commit_flow(t):
     assert t.coord.describe("tx").start_timestamp > start
 
 
+def test_a_new_epoch_keeps_the_last_transactions_start_time(t):
+    # Kafka 3.9: InitProducerId (a restarted producer, Admin.fenceProducers) bumps the epoch of a
+    # completed transaction and DescribeTransactions still shows when that transaction began.
+    pid, epoch = init(t)
+    assert t.coord.describe("tx").start_timestamp == -1
+    t.coord.add_partitions("tx", pid, epoch, [("a", 0)])
+    start = t.coord.describe("tx").start_timestamp
+    t.advance(5)
+    assert t.coord.end_txn("tx", pid, epoch, commit=True) == E.NONE
+    t.advance(5)
+    assert init(t) == (pid, epoch + 1)
+    d = t.coord.describe("tx")
+    assert (d.state, d.start_timestamp) == ("Empty", start)
+
+
 def test_abort_flow(t):
     pid, epoch = init(t)
     t.coord.add_partitions("tx", pid, epoch, [("a", 0)])

@@ -120,12 +120,20 @@ def test_share_groups_off_by_default(tmp_path):
         client = KafkaClient(broker.bootstrap)
         try:
             conn = client.coordinator("off")
+            # share.version's minimum is 0: advertised from ApiVersions v4 on (v3 leaves it out, as Kafka)
             _, versions = conn.request(18, m.ApiVersionsRequest(client_software_name="t", client_software_version="1"),
-                                       min_version=3, max_version=3)
+                                       min_version=4, max_version=4)
             assert {76, 77, 78, 79, 83, 84, 85, 86} <= {k.api_key for k in versions.api_keys}
             assert "share.version" in {f.name for f in versions.supported_features}
             off = heartbeat(conn, "m", 0, ["t"])
             assert E(off.error_code) is E.UNSUPPORTED_VERSION
+            # finalizing share.version 1 turns them on, as `kafka-features upgrade` does in Kafka 4.1+
+            U = m.UpdateFeaturesRequest
+            _, updated = conn.request(57, U(feature_updates=[U.FeatureUpdateKey(
+                feature="share.version", max_version_level=1, upgrade_type=1)]), min_version=1, max_version=1)
+            assert [(r.feature, r.error_code) for r in updated.results] == [("share.version", 0)]
+            on = heartbeat(conn, "m", 0, ["t"])
+            assert E(on.error_code) is E.NONE and on.member_epoch == 1
         finally:
             client.close()
 
