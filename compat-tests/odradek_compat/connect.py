@@ -86,7 +86,8 @@ class ConnectWorker:
                    f"-Dlog4j2.configurationFile={self.log4j}", "-cp", os.path.join(JARS, "*"),
                    "org.apache.kafka.connect.cli.ConnectDistributed", self.properties]
         with open(os.path.join(self.dir, "stdout.log"), "ab") as out:
-            self.proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+            self.proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT,
+                                         start_new_session=True)
         deadline = time.monotonic() + timeout
         while True:
             if self.proc.poll() is not None:
