@@ -83,11 +83,16 @@ for part in $connect_debian_jetty; do
     ls "$cache/connect/jetty9-$part"-9.4.*.jar >/dev/null 2>&1 || cp /usr/share/java/jetty9-"$part"-9.4.*.jar "$cache/connect/"
 done
 
-# KafkaJS and @platformatic/kafka, pinned by the committed package-lock.json (a changed lock reinstalls).
-if [ ! -f "$here/node_modules/.package-lock.json" ] \
-    || [ "$here/package-lock.json" -nt "$here/node_modules/.package-lock.json" ]; then
+# KafkaJS and @platformatic/kafka, pinned by the committed package-lock.json: a lock of other content
+# reinstalls (content, not mtime: a fresh checkout's lock is newer). A node_modules that is a link to
+# another checkout's is left alone: npm ci through it would empty that checkout's.
+lock_sum="$(sha256sum "$here/package-lock.json" | cut -d' ' -f1)"
+if [ -L "$here/node_modules" ]; then
+    log "node_modules links to $(readlink "$here/node_modules"): not reinstalled here"
+elif [ "$(cat "$here/node_modules/.package-lock.sha256" 2>/dev/null)" != "$lock_sum" ]; then
     log "npm ci (KafkaJS, @platformatic/kafka)"
     (cd "$here" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+    echo "$lock_sum" > "$here/node_modules/.package-lock.sha256"
 fi
 
 log "ready: kcat $(command -v kcat), javac $(command -v javac), jars in $cache/java4, $cache/java3 and $cache/connect"
