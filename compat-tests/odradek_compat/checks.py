@@ -47,10 +47,13 @@ def _short(value, limit: int = 600) -> str:
     return text if len(text) <= limit else text[:limit] + f"... ({len(text)} chars)"
 
 
-def wait_until(what: str, attempt: Callable[[], T], done: Callable[[T], bool], timeout: float) -> T:
-    """Calls `attempt` until `done(result)`; returns the last result (the caller's check reports it)."""
+def wait_until(what: str, attempt: Callable[[], T], done: Callable[[T], bool], timeout: float,
+               pause: float = 0) -> T:
+    """Calls `attempt` until `done(result)`, `pause` seconds apart; returns the last result (the caller's
+    check reports it)."""
     deadline = time.monotonic() + timeout
     while True:
         result = attempt()
         if done(result) or time.monotonic() > deadline:
             return result
+        time.sleep(pause)
