@@ -257,7 +257,9 @@ class GroupCoordinator(OffsetsMixin, AdminMixin, PersistenceMixin, MigrationMixi
         elif group.state is S.COMPLETING_REBALANCE:
             # the leader may already be assigning to the old member id: start over
             self._prepare_rebalance(group)
-        # PreparingRebalance: the new id simply waits for the join phase to finish
+        else:
+            # PreparingRebalance: the new id may be the last join the phase was waiting for
+            self._maybe_complete_join(group)
 
     # ==== rebalance ===================================================================================
     def _maybe_prepare_rebalance(self, group: Group) -> None:

@@ -89,6 +89,17 @@ def test_static_rejoin_during_preparing_rebalance_fences_old_request(h):
     assert new.result.error == E.NONE and new.result.generation_id == gen + 1
 
 
+def test_static_rejoin_that_completes_the_join_phase_answers_at_once(h):
+    """The replacing join may be the last one the rebalance waits for (Kafka completes the phase then)."""
+    ids, gen, _ = form_static(h, ["i1", "i2"])
+    lead = h.join(member_id=ids["i1"], instance_id="i1", protocols=[("range", b"x")])
+    assert h.state() == "PreparingRebalance"
+    new = h.join(instance_id="i2")      # i2 restarted: no member id, nothing else pending
+    assert new.done and new.result.error == E.NONE and new.result.generation_id == gen + 1
+    assert lead.result.generation_id == gen + 1 and len(lead.result.members) == 2
+    assert h.state() == "CompletingRebalance"
+
+
 def test_leave_group_by_instance_id(h):
     ids, gen, _ = form_static(h, ["i1", "i2", "i3"])
     top, results = h.coord.leave_group("g", [("", "i1"), ("wrong-id", "i2"), (ids["i3"], "i3"), ("", "nope")])
