@@ -257,7 +257,9 @@ class GroupCoordinator(OffsetsMixin, AdminMixin, PersistenceMixin, MigrationMixi
         elif group.state is S.COMPLETING_REBALANCE:
             # the leader may already be assigning to the old member id: start over
             self._prepare_rebalance(group)
-        # PreparingRebalance: the new id simply waits for the join phase to finish
+        else:
+            # PreparingRebalance: the new id may be the last join the phase was waiting for
+            self._maybe_complete_join(group)
 
     # ==== rebalance ===================================================================================
     def _maybe_prepare_rebalance(self, group: Group) -> None:
@@ -301,10 +303,14 @@ class GroupCoordinator(OffsetsMixin, AdminMixin, PersistenceMixin, MigrationMixi
         self.timers.cancel(("join", group.group_id))
         if group.state is not S.PREPARING_REBALANCE:
             return
-        if group.leader_id is not None and group.members[group.leader_id].awaiting_join is None:
-            group.leader_id = next((m.member_id for m in group.members.values() if m.awaiting_join), None)
-        for member in [m for m in group.members.values() if m.awaiting_join is None]:
+        # a static member that has not rejoined keeps its place (KIP-345): only dynamic ones are dropped
+        for member in [m for m in group.members.values() if m.awaiting_join is None and m.group_instance_id is None]:
             self._remove_member(group, member.member_id)
+        if group.members and not self._elect_joined_leader(group):
+            # nobody rejoined, only absent static members are left: wait another rebalance timeout
+            self.timers.schedule(("join", group.group_id), self.clock.now_ms() + group.rebalance_timeout_ms(),
+                                 lambda: self._complete_join(group))
+            return
         now = self.clock.now_ms()
         group.generation_id += 1
         if group.members:
@@ -324,10 +330,22 @@ class GroupCoordinator(OffsetsMixin, AdminMixin, PersistenceMixin, MigrationMixi
             waiting, member.awaiting_join = member.awaiting_join, None
             member.is_new = False
             self._schedule_heartbeat(group, member.member_id, member.session_timeout_ms)
-            waiting.complete(self._join_answer(group, member.member_id))
+            if waiting is not None:   # an absent static member learns of the generation by rejoining
+                waiting.complete(self._join_answer(group, member.member_id))
         generation = group.generation_id
         self.timers.schedule(("sync", group.group_id), now + group.rebalance_timeout_ms(),
                              lambda: self._expire_pending_sync(group, generation))
+
+    @staticmethod
+    def _elect_joined_leader(group: Group) -> bool:
+        """Keep a leader that rejoined, else hand the lead to any member that did; False if none did."""
+        leader = group.members.get(group.leader_id or "")
+        if leader is None or leader.awaiting_join is None:
+            joined = next((m.member_id for m in group.members.values() if m.awaiting_join is not None), None)
+            if joined is None:
+                return False
+            group.leader_id = joined
+        return True
 
     def _expire_pending_sync(self, group: Group, generation: int) -> None:
         if generation != group.generation_id or not group.is_in(S.COMPLETING_REBALANCE, S.STABLE):

@@ -89,6 +89,17 @@ def test_static_rejoin_during_preparing_rebalance_fences_old_request(h):
     assert new.result.error == E.NONE and new.result.generation_id == gen + 1
 
 
+def test_static_rejoin_that_completes_the_join_phase_answers_at_once(h):
+    """The replacing join may be the last one the rebalance waits for (Kafka completes the phase then)."""
+    ids, gen, _ = form_static(h, ["i1", "i2"])
+    lead = h.join(member_id=ids["i1"], instance_id="i1", protocols=[("range", b"x")])
+    assert h.state() == "PreparingRebalance"
+    new = h.join(instance_id="i2")      # i2 restarted: no member id, nothing else pending
+    assert new.done and new.result.error == E.NONE and new.result.generation_id == gen + 1
+    assert lead.result.generation_id == gen + 1 and len(lead.result.members) == 2
+    assert h.state() == "CompletingRebalance"
+
+
 def test_leave_group_by_instance_id(h):
     ids, gen, _ = form_static(h, ["i1", "i2", "i3"])
     top, results = h.coord.leave_group("g", [("", "i1"), ("wrong-id", "i2"), (ids["i3"], "i3"), ("", "nope")])
@@ -97,9 +108,37 @@ def test_leave_group_by_instance_id(h):
     assert list(h.coord.groups["g"].static_members) == ["i2"]
 
 
-def test_static_member_not_rejoining_is_removed_after_rebalance_timeout(h):
+def test_static_member_missing_the_join_keeps_its_place(h):
+    """KIP-345: at the rebalance timeout only dynamic members that did not rejoin are dropped."""
     ids, gen, _ = form_static(h, ["i1", "i2"], rebalance=20_000, session=60_000)
     p = h.join(member_id=ids["i1"], instance_id="i1", protocols=[("range", b"x")], rebalance=20_000, session=60_000)
     h.advance(20_000)
-    assert p.result.error == E.NONE and len(p.result.members) == 1
-    assert "i2" not in h.coord.groups["g"].static_members
+    assert p.result.error == E.NONE and p.result.generation_id == gen + 1
+    assert sorted(m for m, _, _ in p.result.members) == sorted(ids.values())
+    assert h.coord.heartbeat("g", ids["i2"], "i2", gen) == E.ILLEGAL_GENERATION
+    late = h.join(member_id=ids["i2"], instance_id="i2", rebalance=20_000, session=60_000)
+    assert late.result.error == E.NONE and late.result.generation_id == gen + 1 and late.result.members == []
+    assert h.sync("g", ids["i2"], gen + 1, instance_id="i2").done is False   # waits for the leader
+
+
+def test_absent_static_member_that_never_syncs_is_removed(h):
+    ids, gen, _ = form_static(h, ["i1", "i2"], rebalance=20_000, session=60_000)
+    h.join(member_id=ids["i1"], instance_id="i1", protocols=[("range", b"x")], rebalance=20_000, session=60_000)
+    h.advance(20_000)
+    assert h.sync("g", ids["i1"], gen + 1, [(ids["i1"], b"1"), (ids["i2"], b"2")], instance_id="i1").result.error \
+        == E.NONE
+    h.advance(20_000)    # the pending-sync timeout of generation gen + 1
+    assert list(h.coord.groups["g"].static_members) == ["i1"] and h.state() == "PreparingRebalance"
+
+
+def test_join_phase_nobody_rejoined_waits_for_another_timeout(h):
+    ids, gen, _ = form_static(h, ["i1", "i2"], rebalance=20_000, session=60_000)
+    member_id, _ = h.join_new(rebalance=20_000, session=60_000)
+    assert h.state() == "PreparingRebalance"
+    h.coord.leave_group("g", [(member_id, None)])         # the only member that joined leaves
+    h.advance(20_000)
+    assert h.state() == "PreparingRebalance" and h.coord.groups["g"].generation_id == gen
+    p = h.join(member_id=ids["i2"], instance_id="i2", rebalance=20_000, session=60_000)
+    h.advance(20_000)
+    assert p.result.error == E.NONE and p.result.generation_id == gen + 1
+    assert p.result.leader == ids["i2"] and len(p.result.members) == 2
