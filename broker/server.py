@@ -463,6 +463,9 @@ class Broker:
         for scope in self._listener_scopes:
             scope.cancel()
         self.partitions.wake_all_fetchers()
+        groups = self.coordinators.get("group")
+        if groups is not None:      # a parked JoinGroup/SyncGroup would hold the drain for a whole rebalance
+            groups.answer_waiting_members()
         for connection in list(self._connections):
             connection.stop_reading()
         with trio.move_on_after(SHUTDOWN_GRACE_SECONDS):

@@ -549,6 +549,12 @@ class GroupCoordinator(OffsetsMixin, AdminMixin, PersistenceMixin, MigrationMixi
             self._stop_members(group, E.NOT_COORDINATOR)
             group.state = S.DEAD
 
+    def answer_waiting_members(self) -> None:
+        """The broker is shutting down: answer every waiting join and sync with NOT_COORDINATOR, as
+        `unload` does, so draining does not wait out a rebalance (the members look again elsewhere)."""
+        for group in self.groups.values():
+            self._stop_members(group, E.NOT_COORDINATOR)
+
     def _stop_members(self, group: Group, error: E) -> None:
         """Stop the group's timers and answer every waiting join and sync with `error`."""
         for key in (("join", group.group_id), ("sync", group.group_id)):
