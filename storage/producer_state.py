@@ -81,7 +81,9 @@ class ProducerEntry:
         return self.batches[-1].last_offset if self.batches else -1
 
     def find_duplicate(self, batch: RecordBatch) -> BatchMetadata | None:
-        if batch.producer_epoch != self.epoch:
+        # a batch without a sequence (a coordinator's transactional offset commit) is never a retry:
+        # matching it against an earlier one would drop the second commit of a producer epoch
+        if batch.producer_epoch != self.epoch or batch.base_sequence == NO_SEQUENCE:
             return None
         for meta in self.batches:
             if meta.first_seq == batch.base_sequence and meta.last_seq == batch.last_sequence:

@@ -131,3 +131,25 @@ def test_fenced_producer_and_restart_keeps_transaction_state(tmp_path):
         again = ck.Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "fz"})
         again.init_transactions(20)
         assert broker.broker.coordinators["transaction"].txns["fz"].producer_epoch == epoch + 1
+
+
+@pytest.mark.timeout(60)
+def test_offsets_of_every_transaction_survive_a_coordinator_reload(tmp_path):
+    # each transaction of one producer epoch writes its own offset commit to __consumer_offsets; a
+    # coordinator that loads the partition (here after a restart) must see the last one committed
+    data = tmp_path / "data"
+    with running_broker(data) as broker:
+        create_topics(broker.bootstrap, "in", partitions=1)
+        c = ck.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "reload", "enable.auto.commit": False})
+        p = ck.Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "reload-1"})
+        p.init_transactions(20)
+        for offset in (3, 6, 9):
+            p.begin_transaction()
+            p.send_offsets_to_transaction([ck.TopicPartition("in", 0, offset)], c.consumer_group_metadata(), 20)
+            p.commit_transaction(20)
+        assert c.committed([ck.TopicPartition("in", 0)], timeout=10)[0].offset == 9
+        c.close()
+    with running_broker(data) as broker:
+        c = ck.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "reload", "enable.auto.commit": False})
+        assert c.committed([ck.TopicPartition("in", 0)], timeout=10)[0].offset == 9
+        c.close()

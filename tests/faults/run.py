@@ -149,13 +149,18 @@ def run_trial(env: FaultEnv, nemesis: str, number: int, rng: random.Random, out_
     if result["ok"] and not result.get("resent"):    # a client's re-sends: evidence worth keeping
         shutil.rmtree(trial_dir, ignore_errors=True)
     else:
-        _keep_logs(env, trial_dir, (topic, read_topic))
+        _keep_logs(env, trial_dir, (topic, read_topic) + INTERNAL_TOPICS)
     return result
+
+
+# what the group and transaction coordinators wrote: committed offsets, markers, transaction states
+INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
 
 
 def _keep_logs(env: FaultEnv, trial_dir: str, topics=()) -> None:
     """A failed trial's evidence: node logs, client logs, and each node's copy of the trial's
-    partitions (segments, indexes, checkpoints) under node-N-data/."""
+    partitions and of the coordinators' internal ones (segments, indexes, checkpoints) under
+    node-N-data/."""
     os.makedirs(trial_dir, exist_ok=True)
     for node_id, node in env.cluster.nodes.items():
         if os.path.exists(node.log_path):

@@ -62,6 +62,18 @@ def test_fenced_epoch_and_new_epoch_rules(make_log):
     log.append(idem(0, epoch=4))
 
 
+def test_batches_without_a_sequence_are_never_duplicates(make_log):
+    # the group coordinator writes each TxnOffsetCommit as a transactional batch of the producer id
+    # and epoch with no sequence; a second transaction's commit must reach the log, or a coordinator
+    # that loads the partition later sees only the first transaction's offsets
+    log = make_log()
+    first = coord(log, idem(r.NO_SEQUENCE, txn=True))
+    coord(log, marker(r.ControlType.COMMIT))
+    second = coord(log, idem(r.NO_SEQUENCE, txn=True))
+    assert not second.duplicate and second.first_offset == first.first_offset + 2
+    assert log.log_end_offset == 3
+
+
 def test_older_than_five_batches_is_not_a_duplicate(make_log):
     log = make_log()
     for seq in range(7):
