@@ -1,32 +1,23 @@
 """The Java client (kafka-clients 4.x, from compat-tests/setup.sh) through groups, idempotence, transactions."""
 
-import glob
 import os
-import shutil
 import subprocess
 
 import pytest
 
 from broker.testing import running_broker
+from tests.java_clients import JAVA, MISSING, compile_check, java_available
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-JARS = os.path.join(os.path.dirname(os.path.dirname(HERE)), "compat-tests", ".cache", "java4")
-
-
-def java_available():
-    return shutil.which("javac") and shutil.which("java") and glob.glob(os.path.join(JARS, "kafka-clients-*.jar"))
 
 
 @pytest.mark.timeout(240)
-@pytest.mark.skipif(not java_available(), reason="needs a JDK and compat-tests/.cache/java4 (compat-tests/setup.sh)")
+@pytest.mark.skipif(not java_available(), reason=MISSING)
 def test_java_client(tmp_path):
-    classes = tmp_path / "classes"
-    classpath = os.pathsep.join([str(classes), os.path.join(JARS, "*")])
-    subprocess.run(["javac", "-nowarn", "-d", str(classes), "-cp", classpath,
-                    os.path.join(HERE, "clients", "CoordinatorCheck.java")], check=True, capture_output=True, timeout=120)
+    classpath = compile_check(os.path.join(HERE, "clients", "CoordinatorCheck.java"), tmp_path / "classes")
     with running_broker(tmp_path / "data") as broker:
-        run = subprocess.run(["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp", classpath,
-                              "CoordinatorCheck", broker.bootstrap], capture_output=True, text=True, timeout=200)
+        run = subprocess.run([*JAVA, "-cp", classpath, "CoordinatorCheck", broker.bootstrap],
+                             capture_output=True, text=True, timeout=200)
     facts = dict(line.split("=", 1) for line in run.stdout.splitlines() if "=" in line)
     assert facts.get("done") == "true", run.stdout + run.stderr[-3000:]
     for assignor in ("RangeAssignor", "RoundRobinAssignor", "StickyAssignor", "CooperativeStickyAssignor"):

@@ -9,11 +9,10 @@ import pytest
 
 from broker.testing import running_broker
 from tests import apache_kafka as oracle
-from tests.coordinator.test_clients_java import JARS, java_available
+from tests.java_clients import JAVA, MISSING, compile_check, java_available
 
 apache_kafka = oracle.apache_kafka   # the session fixture
 HERE = os.path.dirname(os.path.abspath(__file__))
-JAVA = ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"]
 
 DOWN_AS_UP = ("InvalidUpdateVersionException: Invalid update version 20 for feature metadata.version. "
               "Can't downgrade the version of this feature without setting the upgrade type to either "
@@ -137,13 +136,8 @@ SWEEP_FACTS = {
 @pytest.fixture(scope="module")
 def classpath(tmp_path_factory):
     if not java_available():
-        pytest.skip("needs a JDK and compat-tests/.cache/java4 (compat-tests/setup.sh)")
-    classes = tmp_path_factory.mktemp("classes")
-    path = os.pathsep.join([str(classes), os.path.join(JARS, "*")])
-    subprocess.run(["javac", "-nowarn", "-d", str(classes), "-cp", path,
-                    os.path.join(HERE, "clients", "AdminCheck.java")], check=True, capture_output=True,
-                   timeout=120)
-    return path
+        pytest.skip(MISSING)
+    return compile_check(os.path.join(HERE, "clients", "AdminCheck.java"), tmp_path_factory.mktemp("classes"))
 
 
 def admin_check(classpath, bootstrap, mode) -> dict:

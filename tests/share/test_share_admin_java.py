@@ -11,7 +11,8 @@ import time
 import pytest
 
 from broker.testing import running_broker
-from tests.share.test_share_java import JARS, SHARE_BROKER, java_available
+from tests.java_clients import JAVA, MISSING, compile_check, java_available
+from tests.share.test_share_java import SHARE_BROKER
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 LOCK_MS = 40_000
@@ -23,18 +24,13 @@ BROKER = dict(SHARE_BROKER, **{
     "transaction.state.log.replication.factor": "1",
     "transaction.state.log.min.isr": "1",
 })
-JAVA = ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"]
 
 
 @pytest.fixture(scope="module")
 def classpath(tmp_path_factory):
     if not java_available():
-        pytest.skip("needs a JDK and compat-tests/.cache/java4 (compat-tests/setup.sh)")
-    classes = tmp_path_factory.mktemp("classes")
-    path = os.pathsep.join([str(classes), os.path.join(JARS, "*")])
-    subprocess.run(["javac", "-nowarn", "-d", str(classes), "-cp", path,
-                    os.path.join(HERE, "clients", "ShareAdminCheck.java")], check=True, capture_output=True, timeout=120)
-    return path
+        pytest.skip(MISSING)
+    return compile_check(os.path.join(HERE, "clients", "ShareAdminCheck.java"), tmp_path_factory.mktemp("classes"))
 
 
 def facts_of(output: str) -> dict:

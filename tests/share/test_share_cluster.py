@@ -5,7 +5,6 @@ Java 4.x's KafkaShareConsumer sees release and redelivery work as on one node.""
 
 import base64
 import os
-import subprocess
 
 import pytest
 from confluent_kafka import Producer
@@ -14,7 +13,8 @@ from broker.admin.client import BrokerConnection
 from broker.coordinator.serde import partition_for
 from broker.testing_cluster import call, running_cluster
 from protocol import messages as m
-from tests.share.test_share_java import JARS, SHARE_BROKER, java_available, run_check
+from tests.java_clients import MISSING, compile_check, java_available
+from tests.share.test_share_java import SHARE_BROKER, run_check
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 STATE_PARTITIONS = 6
@@ -25,12 +25,9 @@ def session_call(connection, api_key, body):
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.skipif(not java_available(), reason="needs a JDK and compat-tests/.cache/java4 (compat-tests/setup.sh)")
+@pytest.mark.skipif(not java_available(), reason=MISSING)
 def test_share_coordinator_on_another_broker(tmp_path):
-    classes = tmp_path / "classes"
-    classpath = os.pathsep.join([str(classes), os.path.join(JARS, "*")])
-    subprocess.run(["javac", "-nowarn", "-d", str(classes), "-cp", classpath,
-                    os.path.join(HERE, "clients", "ShareCheck.java")], check=True, capture_output=True, timeout=120)
+    classpath = compile_check(os.path.join(HERE, "clients", "ShareCheck.java"), tmp_path / "classes")
     settings = {**SHARE_BROKER, "share.coordinator.state.topic.num.partitions": str(STATE_PARTITIONS)}
     with running_cluster(tmp_path, nodes=3, overrides=settings) as cluster:
         node = cluster.brokers[0]

@@ -2,17 +2,15 @@
 release and redelivery, acquisition-lock expiry, the delivery count limit, and share state surviving a
 broker restart (tests/share/clients/ShareCheck.java prints the facts)."""
 
-import glob
 import os
-import shutil
 import subprocess
 
 import pytest
 
 from broker.testing import running_broker
+from tests.java_clients import JAVA, MISSING, compile_check, java_available
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-JARS = os.path.join(os.path.dirname(os.path.dirname(HERE)), "compat-tests", ".cache", "java4")
 
 SHARE_BROKER = {
     "group.share.enable": "true",
@@ -31,25 +29,18 @@ SHARE_BROKER = {
 }
 
 
-def java_available():
-    return shutil.which("javac") and shutil.which("java") and glob.glob(os.path.join(JARS, "kafka-clients-*.jar"))
-
-
 def run_check(classpath, bootstrap, *args):
-    run = subprocess.run(["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp", classpath,
-                          "ShareCheck", bootstrap, *args], capture_output=True, text=True, timeout=200)
+    run = subprocess.run([*JAVA, "-cp", classpath, "ShareCheck", bootstrap, *args],
+                         capture_output=True, text=True, timeout=200)
     facts = dict(line.split("=", 1) for line in run.stdout.splitlines() if "=" in line and " " not in line.split("=")[0])
     assert facts.get("done") == "true", run.stdout + run.stderr[-4000:]
     return facts
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.skipif(not java_available(), reason="needs a JDK and compat-tests/.cache/java4 (compat-tests/setup.sh)")
+@pytest.mark.skipif(not java_available(), reason=MISSING)
 def test_kafka_share_consumer(tmp_path):
-    classes = tmp_path / "classes"
-    classpath = os.pathsep.join([str(classes), os.path.join(JARS, "*")])
-    subprocess.run(["javac", "-nowarn", "-d", str(classes), "-cp", classpath,
-                    os.path.join(HERE, "clients", "ShareCheck.java")], check=True, capture_output=True, timeout=120)
+    classpath = compile_check(os.path.join(HERE, "clients", "ShareCheck.java"), tmp_path / "classes")
     data = tmp_path / "data"
     with running_broker(data, SHARE_BROKER) as broker:
         facts = run_check(classpath, broker.bootstrap, "main")
