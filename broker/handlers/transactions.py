@@ -122,9 +122,21 @@ async def _add_partitions(ctx, service, version, transactional_id, producer_id, 
                 for tp, err in per.items()}
     mark = service.write_mark()
     code = service.txns.add_partitions(transactional_id, producer_id, producer_epoch, requested)
-    unacknowledged = await service.settle(since=mark)
+    unacknowledged = await _settle_txn(service, transactional_id, mark)
     code = unacknowledged if code is E.NONE else code
     return {tp: _fenced(code, version, 2) for tp in requested}
+
+
+async def _settle_txn(service, transactional_id: str, mark: int) -> ErrorCode:
+    """The client's error for the transaction state writes since `mark`. When the call wrote nothing
+    (a retry finding its partitions already added, its commit already prepared), the state it answers
+    from may rest on an earlier write whose acknowledgement gave up: it stays in this leader's log,
+    uncommitted, and a coordinator elected without it never saw it. So the answer waits for the
+    partition to commit what it holds, as Kafka answers only from written state."""
+    code = await service.settle(since=mark)
+    if code is E.NONE and service.write_mark() == mark:
+        code = await service.caught_up(TRANSACTION_TOPIC, service.txn_partition(transactional_id))
+    return code
 
 
 def _topic_results(results):
@@ -151,7 +163,7 @@ async def add_offsets_to_txn(ctx, header, body):
             mark = service.write_mark()
             code = service.txns.add_offsets(body.transactional_id, body.producer_id, body.producer_epoch,
                                             body.group_id)
-            unacknowledged = await service.settle(since=mark)
+            unacknowledged = await _settle_txn(service, body.transactional_id, mark)
             code = unacknowledged if code is E.NONE else code
     return messages.AddOffsetsToTxnResponse(error_code=_fenced(code, header.api_version, 2))
 
@@ -254,7 +266,7 @@ async def end_txn(ctx, header, body):
     if code is E.NONE:
         mark = service.write_mark()
         code = service.txns.end_txn(body.transactional_id, body.producer_id, body.producer_epoch, body.committed)
-        unacknowledged = await service.settle(since=mark)
+        unacknowledged = await _settle_txn(service, body.transactional_id, mark)
         code = unacknowledged if code is E.NONE else code
     return messages.EndTxnResponse(error_code=_fenced(code, header.api_version, 2))
 
