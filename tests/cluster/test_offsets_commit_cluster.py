@@ -25,18 +25,19 @@ OVERRIDES = {"offsets.topic.num.partitions": "1", "offsets.topic.replication.fac
 GROUP = "watcher"
 
 
-def find_coordinator(cluster) -> int:
+def find_coordinator(cluster, key: str = GROUP, key_type: int = 0) -> int:
+    """The node coordinating `key` (a group; a transactional id with key_type 1), once one answers."""
     def found():
         for broker in cluster.brokers:
             try:
                 answer = call(cluster.nodes[broker].address, 10, 3,
-                              m.FindCoordinatorRequest(key=GROUP, key_type=0), timeout=10)
+                              m.FindCoordinatorRequest(key=key, key_type=key_type), timeout=10)
             except OSError:
                 continue
             if answer.error_code == E.NONE:
                 return answer.node_id
         return None
-    return cluster.wait_until(found, 60, "a coordinator for the group")
+    return cluster.wait_until(found, 60, f"a coordinator for {key}")
 
 
 def commit(cluster, node: int, offset: int, timeout: float = 15.0) -> int:

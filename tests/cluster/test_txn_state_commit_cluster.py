@@ -18,24 +18,11 @@ import pytest
 from broker.testing_cluster import call, running_cluster
 from protocol import ErrorCode as E
 from protocol import messages as m
+from tests.cluster.test_offsets_commit_cluster import find_coordinator
 
 OVERRIDES = {"transaction.state.log.num.partitions": "1", "transaction.state.log.replication.factor": "3",
              "transaction.state.log.min.isr": "2", "request.timeout.ms": "3000"}
 TXN = "paused-followers"
-
-
-def txn_coordinator(cluster) -> int:
-    def found():
-        for broker in cluster.brokers:
-            try:
-                answer = call(cluster.nodes[broker].address, 10, 3,
-                              m.FindCoordinatorRequest(key=TXN, key_type=1), timeout=10)
-            except OSError:
-                continue
-            if answer.error_code == E.NONE:
-                return answer.node_id
-        return None
-    return cluster.wait_until(found, 60, "a coordinator for the transactional id")
 
 
 def init_producer_id(cluster, node: int):
@@ -65,7 +52,7 @@ def create_topic(cluster) -> None:
 def test_a_retry_is_not_answered_from_an_uncommitted_write(tmp_path):
     with running_cluster(tmp_path, nodes=3, overrides=OVERRIDES) as cluster:
         create_topic(cluster)
-        coordinator = txn_coordinator(cluster)
+        coordinator = find_coordinator(cluster, TXN, key_type=1)
         producer = cluster.wait_until(lambda: init_producer_id(cluster, coordinator), 60, "a producer id")
 
         followers = [b for b in cluster.brokers if b != coordinator]
