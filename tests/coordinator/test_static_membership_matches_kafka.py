@@ -199,13 +199,18 @@ def preparing_rebalance(w: Wire) -> list:
     return seen
 
 
+def rebalanced(w: Wire, g: str):
+    """A formed group {i1, i2} rebalanced by its leader's changed subscription: (member ids, the first
+    generation, the new one, what was seen so far)."""
+    ids, gen = w.form(g)
+    lead, follow = w.join(g, "i1", ids["i1"], sub=OTHER_SUB), w.join(g, "i2", ids["i2"])
+    seen = [("rebalanced", w.joined(lead, "i1", gen), w.joined(follow, "i2", gen))]
+    return ids, gen, lead.answer().generation_id, seen
+
+
 def completing_rebalance_before_leader_sync(w: Wire) -> list:
     g = "completing"
-    ids, gen = w.form(g)
-    seen = []
-    lead, follow = w.join(g, "i1", ids["i1"], sub=OTHER_SUB), w.join(g, "i2", ids["i2"])
-    gen2 = lead.answer().generation_id
-    seen.append(("rebalanced", w.joined(lead, "i1", gen), w.joined(follow, "i2", gen)))
+    ids, gen, gen2, seen = rebalanced(w, g)
     waiting_sync = w.sync(g, "i2", ids["i2"], gen2)
     seen.append(("follower sync answered before the leader's", waiting_sync.done()))
     seen.append(("heartbeat while completing", w.heartbeat(g, "i2", ids["i2"], gen2)))
@@ -231,11 +236,7 @@ def completing_rebalance_before_leader_sync(w: Wire) -> list:
 
 def completing_rebalance_leader_replaced(w: Wire) -> list:
     g = "leader-replaced"
-    ids, gen = w.form(g)
-    seen = []
-    lead, follow = w.join(g, "i1", ids["i1"], sub=OTHER_SUB), w.join(g, "i2", ids["i2"])
-    gen2 = lead.answer().generation_id
-    seen.append(("rebalanced", w.joined(lead, "i1", gen), w.joined(follow, "i2", gen)))
+    ids, gen, gen2, seen = rebalanced(w, g)
     waiting_sync = w.sync(g, "i2", ids["i2"], gen2)
     i1 = w.join(g, "i1")                                          # the leader restarted before assigning
     seen.append(("follower's waiting sync", w.synced(waiting_sync)))
@@ -249,11 +250,7 @@ def completing_rebalance_leader_replaced(w: Wire) -> list:
 
 def stable_with_follower_not_synced(w: Wire) -> list:
     g = "stable-unsynced"
-    ids, gen = w.form(g)
-    seen = []
-    lead, follow = w.join(g, "i1", ids["i1"], sub=OTHER_SUB), w.join(g, "i2", ids["i2"])
-    gen2 = lead.answer().generation_id
-    seen.append(("rebalanced", w.joined(lead, "i1", gen), w.joined(follow, "i2", gen)))
+    ids, gen, gen2, seen = rebalanced(w, g)
     seen.append(("leader assigns", w.synced(w.sync(g, "i1", ids["i1"], gen2, [(ids["i1"], b"a"), (ids["i2"], b"b")]))))
     i2 = w.join(g, "i2")                         # i2 restarted before its SyncGroup: no rebalance
     seen.append(("new i2's join", w.joined(i2, "i2", gen)))
