@@ -27,6 +27,18 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def terminate(proc: subprocess.Popen, timeout: float) -> int:
+    """SIGTERM `proc` (a clean stop), SIGKILL it after `timeout` seconds; its exit code."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    return proc.returncode
+
+
 def _accepts(port: int) -> bool:
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=0.5):
@@ -87,14 +99,7 @@ class BrokerProcess:
         """SIGTERM (a clean shutdown), SIGKILL after `timeout`; returns the exit code."""
         if self.proc is None:
             return None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        code = self.proc.returncode
+        code = terminate(self.proc, timeout)
         self.proc = None
         return code
 

@@ -6,13 +6,12 @@ import glob
 import json
 import os
 import shutil
-import signal
 import subprocess
 import time
 import urllib.error
 import urllib.request
 
-from .brokers import free_port
+from .brokers import free_port, terminate
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 JARS = os.path.join(HERE, ".cache", "connect")
@@ -104,13 +103,7 @@ class ConnectWorker:
         """SIGTERM: the worker leaves its group and commits its tasks' offsets; SIGKILL after `timeout`."""
         if self.proc is None:
             return
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        terminate(self.proc, timeout)
         self.proc = None
 
     def rest(self, method: str, path: str, body: dict | None = None) -> tuple[int, object]:
