@@ -53,6 +53,7 @@ class LogManager:
         self._logs: dict[tuple[str, int], Log] = {}
         self._dir_of = _LogDirs()
         self._topic_overrides: dict[str, dict[str, Any]] = {}
+        self._configs: dict[str, tuple[LogConfig, dict[str, Any] | None, LogConfig]] = {}
         self._pending_dir_deletes: list[tuple[int, str]] = []
         self.had_clean_shutdown: dict[str, bool] = {}
         self.offline_dirs: dict[str, str] = {}  # log dir -> the I/O error that took it offline
@@ -148,7 +149,15 @@ class LogManager:
 
     # -- configuration ------------------------------------------------------------------
     def _config_for(self, topic: str) -> LogConfig:
-        return LogConfig.from_mapping(self._topic_overrides.get(topic), self.defaults)
+        # One (frozen) LogConfig per topic while its overrides and the defaults stay the same:
+        # a topic's thousands of partitions share it instead of building one each.
+        overrides = self._topic_overrides.get(topic)
+        cached = self._configs.get(topic)
+        if cached is not None and cached[0] is self.defaults and cached[1] == overrides:
+            return cached[2]
+        config = LogConfig.from_mapping(overrides, self.defaults)
+        self._configs[topic] = (self.defaults, overrides, config)
+        return config
 
     def set_topic_config(self, topic: str, overrides: Mapping[str, Any] | None) -> None:
         """Replace a topic's overrides (Kafka names); live logs pick them up at once."""

@@ -51,6 +51,17 @@ def test_topic_overrides_and_defaults(tmp_path, clock):
     assert mgr.get_or_create_log("d", 0).config.segment_bytes == 5000
 
 
+def test_a_topics_partitions_share_one_config_until_it_changes(tmp_path, clock):
+    mgr = LogManager(str(tmp_path), LogConfig(segment_bytes=5000), clock=clock)
+    first, second = (mgr.get_or_create_log("s", p, {"segment.bytes": "2000"}) for p in range(2))
+    assert first.config is second.config and first.config.segment_bytes == 2000
+    third = mgr.get_or_create_log("s", 2, {"segment.bytes": "3000"})   # new overrides: a new config
+    assert third.config.segment_bytes == 3000
+    mgr.set_defaults({"retention.ms": 5})
+    assert mgr.get_or_create_log("s", 3).config.retention_ms == 5
+    assert mgr.get_or_create_log("s", 3).config.segment_bytes == 3000
+
+
 def test_delete_log_renames_then_removes(tmp_path, clock):
     mgr = LogManager(str(tmp_path), {"file.delete.delay.ms": 1000}, clock=clock)
     log = mgr.get_or_create_log("gone", 0)
