@@ -11,10 +11,11 @@ LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 
 
 class LeaderEpochCache:
-    def __init__(self, path: str | None):
-        """`path` None keeps the cache in memory only (the replication simulation)."""
+    def __init__(self, path: str | None, *, read: bool = True):
+        """`path` None keeps the cache in memory only (the replication simulation); read=False
+        starts empty without looking for the file (a partition directory just created)."""
         self.path = path
-        self.entries: list[tuple[int, int]] = checkpoints.read_leader_epochs(path) if path else []
+        self.entries: list[tuple[int, int]] = checkpoints.read_leader_epochs(path) if path and read else []
         self.unwritten = False               # entries newer than the file (assign(write=False))
         self._file_lock = threading.Lock()   # one writer at a time; the last one writes the latest
 

@@ -30,14 +30,17 @@ from storage.files import SharedFile
 class _Index:
     ENTRY: struct.Struct
 
-    def __init__(self, path: str, base_offset: int, *, writable: bool):
+    def __init__(self, path: str, base_offset: int, *, writable: bool, new: bool = False):
+        """`new`: a segment just created, whose file cannot exist yet: writable and empty."""
         self.path = path
         self.base_offset = base_offset
         self._mem: bytearray | None = None
         self._map: mmap.mmap | None = None
         self._file: SharedFile | None = None
         self._count = 0
-        if writable:
+        if new:
+            self._mem = bytearray()
+        elif writable:
             self.make_writable()
         else:
             try:

@@ -50,6 +50,17 @@ def parse_partition_dir(name: str) -> tuple[str, int]:
     return topic, int(partition)
 
 
+def _make_directory(directory: str) -> bool:
+    """Create a partition directory (and missing parents); False if it already existed."""
+    try:
+        os.mkdir(directory)
+    except FileExistsError:
+        return False
+    except FileNotFoundError:
+        os.makedirs(directory)   # a parent was missing too: every level made here
+    return True
+
+
 class Log(LogAppends, LogReads, LogRetention, LogTruncation):
     def __init__(self, directory: str, config: LogConfig | None = None, *,
                  handles: OpenFiles | None = None, recovery_point: int = 0,
@@ -72,17 +83,31 @@ class Log(LogAppends, LogReads, LogRetention, LogTruncation):
         self._pending_deletes: list[tuple[int, list[str]]] = []  # (due ms, paths)
         self._unflushed_messages = 0
         self._last_flush_ms = clock()
-        os.makedirs(directory, exist_ok=True)
+        created = _make_directory(directory)
         self.producer_state = ProducerStateManager(directory)
         self.recovered_bytes_truncated = 0
         self.high_watermark = 0
         self.recovery_point = 0
-        self._load(recovery_point, log_start_offset, clean_shutdown)
+        if created:
+            self._start_empty(log_start_offset)
+        else:
+            self._load(recovery_point, log_start_offset, clean_shutdown)
         self.high_watermark = min(max(high_watermark, self.log_start_offset), self.log_end_offset)
         self.producer_state.on_high_watermark(self.high_watermark)
         self.cleaner_checkpoint = min(cleaner_checkpoint, self.log_end_offset)  # first dirty offset
 
     # ======================================================================= loading
+    def _start_empty(self, start_offset: int) -> None:
+        """A directory this log just created: one empty segment, nothing to read or recover
+        (a CreateTopics of thousands of partitions pays only a directory and a file each)."""
+        segment = LogSegment(self.directory, start_offset, self.handles, created_ms=self.clock(), new=True)
+        self._segments = [segment]
+        self._bases = [start_offset]
+        self.epochs = LeaderEpochCache(os.path.join(self.directory, LEADER_EPOCH_CHECKPOINT), read=False)
+        segment.activate()
+        self.recovery_point = self.log_start_offset = start_offset
+        self.producer_state.reset(start_offset)
+
     def _load(self, recovery_point: int, log_start_offset: int, clean_shutdown: bool) -> None:
         names = os.listdir(self.directory)
         bases = []

@@ -40,18 +40,21 @@ def filename_prefix(offset: int) -> str:
 
 class LogSegment:
     def __init__(self, directory: str, base_offset: int, handles: OpenFiles, *,
-                 created_ms: int = 0, suffix: str = ""):
+                 created_ms: int = 0, suffix: str = "", new: bool = False):
+        """`new`: the directory was just created, so the file cannot exist yet."""
         self.directory = directory
         self.base_offset = base_offset
         self.handles = handles
         self.suffix = suffix  # "" for a live segment, ".cleaned"/".swap" while compaction writes it
         prefix = os.path.join(directory, filename_prefix(base_offset))
         self.log_path = prefix + LOG_SUFFIX + suffix
-        self.offset_index = OffsetIndex(prefix + INDEX_SUFFIX + suffix, base_offset, writable=False)
-        self.time_index = TimeIndex(prefix + TIMEINDEX_SUFFIX + suffix, base_offset, writable=False)
+        self.offset_index = OffsetIndex(prefix + INDEX_SUFFIX + suffix, base_offset, writable=False, new=new)
+        self.time_index = TimeIndex(prefix + TIMEINDEX_SUFFIX + suffix, base_offset, writable=False, new=new)
         self.txn_index = TxnIndex(prefix + TXNINDEX_SUFFIX + suffix)
         self._file: SharedFile | None = None
         try:
+            if new:
+                raise FileNotFoundError(self.log_path)
             self.size = os.path.getsize(self.log_path)
         except FileNotFoundError:
             self.size = 0

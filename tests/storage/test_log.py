@@ -236,6 +236,26 @@ def test_a_small_log_without_index_files_reopens_without_recovery(make_log, monk
     assert again.append(batch(1)).first_offset == 3
 
 
+def test_a_new_partition_costs_a_directory_and_a_file(make_log, tmp_path, monkeypatch):
+    """Creating a log in a directory it makes lists, stats and reads nothing (10,000 partitions
+    from one CreateTopics); an existing directory is still loaded."""
+    looked = []
+    for name in ("listdir", "stat", "scandir"):
+        real = getattr(os, name)
+        monkeypatch.setattr(os, name, lambda *a, real=real, name=name, **k: looked.append(name) or real(*a, **k))
+    log = make_log(name="t-12", log_start_offset=7)
+    assert looked == []
+    monkeypatch.undo()
+    assert os.listdir(tmp_path / "t-12") == ["00000000000000000007.log"]
+    assert (log.log_start_offset, log.log_end_offset, log.recovery_point) == (7, 7, 7)
+    assert log.append(batch(3, ts=NOW + 1), leader_epoch=2).first_offset == 7
+    log.close()
+    again = make_log(name="t-12")
+    assert again.log_end_offset == 10
+    assert again.offset_for_timestamp(NOW + 1).offset == 7
+    assert offsets_of(again.read_batches(7)) == [(7, 9)]
+
+
 def test_a_lost_index_of_a_large_segment_is_rebuilt(make_log):
     log = make_log({"index.interval.bytes": 200}, name="t-11")
     for _ in range(10):
