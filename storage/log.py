@@ -188,7 +188,7 @@ class Log(LogAppends, LogReads, LogRetention, LogTruncation):
         self._rebuild_producer_state(self._segments[start].base_offset)
         for i in range(start, len(self._segments)):
             segment = self._segments[i]
-            truncated = segment.recover(self._replay_callback(segment),
+            truncated = segment.recover(self._recovery_callback(segment),
                                         index_interval=self.config.index_interval_bytes,
                                         rebuild_txn_index=True)
             self.recovered_bytes_truncated += truncated
@@ -209,12 +209,27 @@ class Log(LogAppends, LogReads, LogRetention, LogTruncation):
         for segment in self._segments[start:]:
             segment.flush()
         self.recovery_point = active.next_offset
+        self.epochs.truncate_from(active.next_offset)
+        self.epochs.write_unwritten()
         self.producer_state.map_end_offset = active.next_offset
         self.producer_state.delete_snapshots(above=active.next_offset)
         try:
             self.producer_state.take_snapshot()
         except OSError:
             pass  # only an optimisation: the next recovery replays a little more
+
+    def _recovery_callback(self, segment: LogSegment):
+        """Each recovered batch also restores its leader epoch, as Kafka's recovery does: a
+        crash can come before a new epoch's checkpoint was written (it is written after
+        becoming leader, off the event loop), never before its records reached the file."""
+        replay = self._replay_callback(segment)
+        epochs = self.epochs
+
+        def on_batch(position: int, batch: RecordBatch) -> None:
+            if batch.partition_leader_epoch > epochs.latest:
+                epochs.assign(batch.partition_leader_epoch, batch.base_offset, write=False)
+            replay(position, batch)
+        return on_batch
 
     # ======================================================================= producer state
     def _replay_callback(self, segment: LogSegment | None):

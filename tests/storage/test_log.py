@@ -256,6 +256,21 @@ def test_a_new_partition_costs_a_directory_and_a_file(make_log, tmp_path, monkey
     assert offsets_of(again.read_batches(7)) == [(7, 9)]
 
 
+def test_unclean_recovery_restores_a_leader_epoch_the_checkpoint_missed(make_log):
+    log = make_log(name="t-13")
+    log.append(batch(2), leader_epoch=0)
+    log.assign_epoch_start(3, write=False)   # became leader: the checkpoint is written later
+    log.append(batch(2), leader_epoch=3)
+    log.append(batch(1), leader_epoch=3)
+    # killed before that write: the records are in the file, the epoch is not
+    again = make_log(name="t-13", clean_shutdown=False)
+    assert again.epochs.entries == [(0, 0), (3, 2)]
+    assert again.end_offset_for_epoch(0) == (0, 2)
+    assert again.end_offset_for_epoch(3) == (3, 5)
+    again.close()
+    assert make_log(name="t-13").epochs.entries == [(0, 0), (3, 2)]   # and it is on disk now
+
+
 def test_a_lost_index_of_a_large_segment_is_rebuilt(make_log):
     log = make_log({"index.interval.bytes": 200}, name="t-11")
     for _ in range(10):
