@@ -140,6 +140,14 @@ class MarkerSender:
     async def _deliver(self, transactional_id, producer_id, producer_epoch, commit, pending, owned, done) -> None:
         service = self.service
         backoff = 0.02
+        # No marker before the decision (PrepareCommit / PrepareAbort) is committed in
+        # `__transaction_state`: a coordinator elected without that record would find the transaction
+        # still ongoing and could abort the partitions this one had already committed.
+        while await service.caught_up(owned.topic, owned.index) is not E.NONE:
+            if not service.still_owns(owned):
+                return
+            await trio.sleep(backoff)
+            backoff = min(backoff * 2, self.max_backoff_s)
         while pending:
             if not service.still_owns(owned):
                 return

@@ -1,15 +1,19 @@
-"""A transaction coordinator answers only from transaction state that has committed.
+"""A transaction coordinator answers only from transaction state that has committed, and writes markers
+only for a decision that has.
 
 Its followers are paused (SIGSTOP), so the `__transaction_state` write of an AddPartitionsToTxn cannot
 replicate: the call times out (`request.timeout.ms`) with COORDINATOR_NOT_AVAILABLE, but the write stays
 in the coordinator's log. The client's retry finds the partition already in the transaction and writes
 nothing; answering NONE then would rest on a write a coordinator elected later may never have seen (the
 fault suite's lost transactional offsets under a paused controller had that shape). Once the followers
-are back, the same retry is answered NONE.
+are back, the same retry is answered NONE. Likewise an EndTxn's COMMIT markers wait for its PrepareCommit
+record to replicate: a coordinator elected without that record would see the transaction ongoing and
+abort it, after some partitions had already committed it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import threading
 
@@ -32,20 +36,59 @@ def init_producer_id(cluster, node: int):
     return (answer.producer_id, answer.producer_epoch) if answer.error_code == E.NONE else None
 
 
-def add_partition(cluster, node: int, producer, timeout: float = 15.0) -> int:
+def add_partition(cluster, node: int, producer, timeout: float = 15.0, topic: str = "t") -> int:
     A = m.AddPartitionsToTxnRequest
     body = A(v3_and_below_transactional_id=TXN, v3_and_below_producer_id=producer[0],
              v3_and_below_producer_epoch=producer[1],
-             v3_and_below_topics=[A.AddPartitionsToTxnTopic(name="t", partitions=[0])])
+             v3_and_below_topics=[A.AddPartitionsToTxnTopic(name=topic, partitions=[0])])
     answer = call(cluster.nodes[node].address, 24, 3, body, timeout=timeout)
     return answer.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code
 
 
-def create_topic(cluster) -> None:
+def create_topic(cluster, name: str = "t", replicas: list[int] | None = None) -> None:
     C = m.CreateTopicsRequest
-    body = C(topics=[C.CreatableTopic(name="t", num_partitions=1, replication_factor=3)], timeout_ms=30_000)
-    answer = call(cluster.nodes[cluster.brokers[0]].address, 19, 5, body, timeout=35)
+    topic = C.CreatableTopic(name=name, num_partitions=1, replication_factor=3) if replicas is None else \
+        C.CreatableTopic(name=name, num_partitions=-1, replication_factor=-1,
+                         assignments=[C.CreatableReplicaAssignment(partition_index=0, broker_ids=replicas)])
+    answer = call(cluster.nodes[cluster.brokers[0]].address, 19, 5, C(topics=[topic], timeout_ms=30_000), timeout=35)
     assert answer.topics[0].error_code in (E.NONE, E.TOPIC_ALREADY_EXISTS)
+
+
+def end_txn(cluster, node: int, producer, timeout: float = 15.0) -> int:
+    body = m.EndTxnRequest(transactional_id=TXN, producer_id=producer[0], producer_epoch=producer[1], committed=True)
+    return call(cluster.nodes[node].address, 26, 3, body, timeout=timeout).error_code
+
+
+def log_end(cluster, node: int, topic: str):
+    """The partition's latest offset on `node` (None until it leads it)."""
+    R = m.ListOffsetsRequest
+    body = R(replica_id=-1, isolation_level=0, topics=[R.ListOffsetsTopic(
+        name=topic, partitions=[R.ListOffsetsPartition(partition_index=0, timestamp=-1)])])
+    try:
+        answer = call(cluster.nodes[node].address, 2, 7, body).topics[0].partitions[0]
+    except OSError:
+        return None
+    return answer.offset if answer.error_code == E.NONE else None
+
+
+@contextlib.contextmanager
+def paused(cluster, nodes):
+    for node in nodes:
+        cluster.nodes[node].signal(signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        for node in nodes:
+            cluster.nodes[node].signal(signal.SIGCONT)
+
+
+def in_thread(function, timeout: float = 20.0):
+    """`function()`'s result, run in a thread so that a call blocked by a paused node is bounded."""
+    outcome: dict = {}
+    calling = threading.Thread(target=lambda: outcome.setdefault("result", function()))
+    calling.start()
+    calling.join(timeout)
+    return outcome.get("result")
 
 
 @pytest.mark.timeout(240)
@@ -56,20 +99,11 @@ def test_a_retry_is_not_answered_from_an_uncommitted_write(tmp_path):
         producer = cluster.wait_until(lambda: init_producer_id(cluster, coordinator), 60, "a producer id")
 
         followers = [b for b in cluster.brokers if b != coordinator]
-        outcome: dict = {}
-        for node in followers:
-            cluster.nodes[node].signal(signal.SIGSTOP)
-        try:
-            adding = threading.Thread(target=lambda: outcome.setdefault("code", add_partition(cluster, coordinator,
-                                                                                           producer)))
-            adding.start()
-            adding.join(20)
-            assert outcome["code"] == E.COORDINATOR_NOT_AVAILABLE   # the write could not replicate
+        with paused(cluster, followers):
+            # the write cannot replicate
+            assert in_thread(lambda: add_partition(cluster, coordinator, producer)) == E.COORDINATOR_NOT_AVAILABLE
             # the retry writes nothing (the partition is in the state already) and must not say NONE
             assert add_partition(cluster, coordinator, producer) == E.COORDINATOR_NOT_AVAILABLE
-        finally:
-            for node in followers:
-                cluster.nodes[node].signal(signal.SIGCONT)
 
         def added():
             try:
@@ -77,3 +111,21 @@ def test_a_retry_is_not_answered_from_an_uncommitted_write(tmp_path):
             except OSError:
                 return False
         cluster.wait_until(added, 60, "the retry answered once the followers are back")
+
+
+@pytest.mark.timeout(240)
+def test_commit_markers_wait_for_the_decision_to_replicate(tmp_path):
+    with running_cluster(tmp_path, nodes=3, overrides=OVERRIDES) as cluster:
+        coordinator = find_coordinator(cluster, TXN, key_type=1)
+        create_topic(cluster, "local", replicas=[coordinator])   # its markers are written on the coordinator
+        cluster.wait_until(lambda: log_end(cluster, coordinator, "local") == 0, 60, "the partition led")
+        producer = cluster.wait_until(lambda: init_producer_id(cluster, coordinator), 60, "a producer id")
+        assert add_partition(cluster, coordinator, producer, topic="local") == E.NONE
+
+        followers = [b for b in cluster.brokers if b != coordinator]
+        with paused(cluster, followers):
+            # PrepareCommit cannot replicate: the client hears so, and no partition is committed yet
+            assert in_thread(lambda: end_txn(cluster, coordinator, producer)) == E.COORDINATOR_NOT_AVAILABLE
+            assert log_end(cluster, coordinator, "local") == 0
+        cluster.wait_until(lambda: log_end(cluster, coordinator, "local") == 1, 60,
+                           "the COMMIT marker once the decision replicated")
