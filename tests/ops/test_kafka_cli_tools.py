@@ -295,9 +295,11 @@ DUMP = "kafka.tools.DumpLogSegments"
 
 @pytest.fixture(scope="module")
 def dumped(target):
-    """A rolled first segment of `dumped` (keys, headers, lz4) and a group's committed offset."""
+    """A rolled first segment of `dumped` (keys, headers, lz4), a group's committed offset and a
+    committed transaction."""
     from confluent_kafka import Consumer, Producer, TopicPartition
     _create_topic(target, "dumped", **{"segment.bytes": "1048576"})
+    _create_topic(target, "dumped-txn")
     producer = Producer({"bootstrap.servers": target.bootstrap, "compression.type": "lz4",
                          "linger.ms": 5})
     for i in range(20):
@@ -310,6 +312,11 @@ def dumped(target):
     consumer = Consumer({"bootstrap.servers": target.bootstrap, "group.id": "dump-group"})
     consumer.commit(offsets=[TopicPartition("dumped", 0, 20)], asynchronous=False)
     consumer.close()
+    transactional = Producer({"bootstrap.servers": target.bootstrap, "transactional.id": "dump-txn"})
+    transactional.init_transactions(30)
+    transactional.begin_transaction()
+    transactional.produce("dumped-txn", key=b"k", value=b"v")
+    transactional.commit_transaction(30)
     return target.log_dir / "dumped-0" / ("0" * 20)
 
 
@@ -336,11 +343,25 @@ def test_dump_log_segments_reads_our_log_and_indexes(tool, dumped):
 
 
 def test_dump_log_segments_decodes_our_consumer_offsets(target, tool, dumped):
-    segments = sorted(target.log_dir.glob("__consumer_offsets-*/*.log"))
-    decoded = [tool(DUMP, "--files", str(s), "--offsets-decoder") for s in segments if s.stat().st_size]
-    assert [d.code for d in decoded] == [0] * len(decoded)
-    commits = [line for d in decoded for line in d.out.splitlines() if '"group":"dump-group"' in line]
+    lines = _decoded(tool, target.log_dir.glob("__consumer_offsets-*/*.log"), "--offsets-decoder")
+    commits = [line for line in lines if '"group":"dump-group"' in line]
     assert len(commits) == 1, commits
     assert re.search(r'key: \{"type":"1","data":\{"group":"dump-group","topic":"dumped","partition":0\}\} '
                      r'payload: \{"version":"\d","data":\{"offset":20,"leaderEpoch":-1,"metadata":"",'
                      r'"commitTimestamp":\d+(,"expireTimestamp":-?\d+)?\}\}$', commits[0]), commits[0]
+
+
+def _decoded(tool, segments, decoder: str) -> list[str]:
+    """Every record line kafka-dump-log prints for the non-empty `segments` with `decoder`."""
+    answers = [tool(DUMP, "--files", str(s), decoder) for s in sorted(segments) if s.stat().st_size]
+    assert [a.code for a in answers] == [0] * len(answers), [a.out for a in answers]
+    return [line for a in answers for line in a.out.splitlines() if line.startswith("| offset:")]
+
+
+def test_dump_log_segments_decodes_our_transaction_log(target, tool, dumped):
+    lines = _decoded(tool, target.log_dir.glob("__transaction_state-*/*.log"), "--transaction-log-decoder")
+    states = re.findall(r"key: transaction_metadata::transactionalId=dump-txn payload: producerId:\d+,"
+                        r"producerEpoch:0,state=(\w+),partitions=\[([\w,-]*)\],"
+                        r"txnLastUpdateTimestamp=\d+,txnTimeoutMs=60000$", "\n".join(lines), re.MULTILINE)
+    assert states == [("Empty", ""), ("Ongoing", "dumped-txn-0"), ("PrepareCommit", "dumped-txn-0"),
+                      ("CompleteCommit", "")], lines
