@@ -38,6 +38,15 @@ def _embedded_under(settings: Mapping[str, str]) -> dict[str, str]:
     return base
 
 
+def _fill_in_id_synonym(raw: dict[str, str]) -> None:
+    """node.id and broker.id name one setting: as Kafka does, the one left unset takes the other's
+    value, and is then described as a static setting like it."""
+    if "node.id" in raw and "broker.id" not in raw:
+        raw["broker.id"] = raw["node.id"]
+    elif "broker.id" in raw and "node.id" not in raw:
+        raw["node.id"] = raw["broker.id"]
+
+
 class BrokerConfig:
     """The broker's effective configuration: defaults < embedded < file/overrides < dynamic."""
 
@@ -45,6 +54,7 @@ class BrokerConfig:
         static = dict(static or {})
         raw = _embedded_under(static) if embedded else {}
         raw.update(static)
+        _fill_in_id_synonym(raw)
         self._static: dict[str, Any] = {}
         self._dynamic: dict[str, Any] = {}      # dynamic broker configs (controller), merged
         self._dynamic_default: dict[str, Any] = {}

@@ -185,6 +185,17 @@ def test_custom_dynamic_broker_configs_are_described_as_kafka_describes_them(tar
     assert _eventually_equal(both, ({}, {})) == ({}, {})
 
 
+def test_broker_id_is_described_as_the_node_id_it_stands_for(target):
+    """Only node.id is set: Kafka gives broker.id the same value, a static setting too."""
+    port, broker_id = target
+    described = {c.name: (c.value, c.config_source, [(s.name, s.value, s.source) for s in c.synonyms])
+                 for c in _described_configs(port, BROKER, broker_id, ["broker.id", "node.id"],
+                                             synonyms=True)}
+    static, default = 4, 5    # STATIC_BROKER_CONFIG, DEFAULT_CONFIG
+    assert described == {name: (broker_id, static, [(name, broker_id, static), (name, "-1", default)])
+                         for name in ("broker.id", "node.id")}
+
+
 # Topic configs Kafka 4.x knows that Kafka's client library does not name (its LogConfig defines them).
 NOT_IN_TOPIC_CONFIG = {"leader.replication.throttled.replicas", "follower.replication.throttled.replicas"}
 _LIST_NAMES = """
