@@ -196,6 +196,34 @@ def test_broker_id_is_described_as_the_node_id_it_stands_for(target):
                          for name in ("broker.id", "node.id")}
 
 
+def _find_coordinator(port, key_type: int) -> None:
+    """FindCoordinator until it answers (the first call creates the internal topic)."""
+    F = messages.FindCoordinatorRequest
+    deadline = time.monotonic() + 30
+    with RawClient("127.0.0.1", port, timeout=30) as client:
+        while True:
+            found = client.request(10, 4, F(key_type=key_type, coordinator_keys=["cfg"])).coordinators[0]
+            if found.error_code == 0 or time.monotonic() > deadline:
+                assert found.error_code == 0, found
+                return
+            time.sleep(0.2)
+
+
+def test_internal_topics_are_created_with_kafkas_topic_configs(target):
+    port, _ = target
+    for key_type in (0, 1):
+        _find_coordinator(port, key_type)
+    overrides = {topic: {c.name: c.value for c in _described_configs(port, TOPIC, topic)
+                         if c.config_source == 1}     # DYNAMIC_TOPIC_CONFIG
+                 for topic in ("__consumer_offsets", "__transaction_state")}
+    compacted = {"cleanup.policy": "compact", "segment.bytes": "104857600"}
+    assert overrides == {
+        "__consumer_offsets": {**compacted, "compression.type": "producer"},
+        # never an unclean leader for transaction state, whatever the broker default says
+        "__transaction_state": {**compacted, "compression.type": "uncompressed",
+                                "min.insync.replicas": "1", "unclean.leader.election.enable": "false"}}
+
+
 # Topic configs Kafka 4.x knows that Kafka's client library does not name (its LogConfig defines them).
 NOT_IN_TOPIC_CONFIG = {"leader.replication.throttled.replicas", "follower.replication.throttled.replicas"}
 _LIST_NAMES = """
