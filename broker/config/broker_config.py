@@ -13,7 +13,7 @@ from .listeners import Listener, parse_listeners, _parse_protocol_map
 from .properties import parse_properties
 from .quorum import BOOTSTRAP, VOTERS, check_quorum_settings, parse_bootstrap_servers, parse_voters
 from .topic_catalog import TOPIC_CONFIGS, Synonym
-from .values import ConfigError, ConfigSource, DescribedConfig, parse_checked, render
+from .values import ConfigError, ConfigSource, ConfigType, DescribedConfig, parse_checked, render
 
 # Our equivalent of Kafka's shipped config/server.properties: a one-node cluster that is its own
 # controller, with internal topics sized for one node. These count as static (file) settings.
@@ -38,6 +38,15 @@ def _embedded_under(settings: Mapping[str, str]) -> dict[str, str]:
     return base
 
 
+def _fill_in_id_synonym(raw: dict[str, str]) -> None:
+    """node.id and broker.id name one setting: as Kafka does, the one left unset takes the other's
+    value, and is then described as a static setting like it."""
+    if "node.id" in raw and "broker.id" not in raw:
+        raw["broker.id"] = raw["node.id"]
+    elif "broker.id" in raw and "node.id" not in raw:
+        raw["node.id"] = raw["broker.id"]
+
+
 class BrokerConfig:
     """The broker's effective configuration: defaults < embedded < file/overrides < dynamic."""
 
@@ -45,6 +54,7 @@ class BrokerConfig:
         static = dict(static or {})
         raw = _embedded_under(static) if embedded else {}
         raw.update(static)
+        _fill_in_id_synonym(raw)
         self._static: dict[str, Any] = {}
         self._dynamic: dict[str, Any] = {}      # dynamic broker configs (controller), merged
         self._dynamic_default: dict[str, Any] = {}
@@ -342,13 +352,39 @@ class BrokerConfig:
 
     def describe_dynamic_defaults(self) -> list[DescribedConfig]:
         """The broker resource "" (cluster-wide dynamic defaults): only what is set."""
-        return [DescribedConfig(name, render(value), ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG,
-                                False, BROKER_CONFIGS[name].sensitive, BROKER_CONFIGS[name].type,
-                                [(name, render(value), ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)])
-                for name, value in sorted(self._dynamic_default.items())]
+        known = [DescribedConfig(name, render(value), ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG,
+                                 False, BROKER_CONFIGS[name].sensitive, BROKER_CONFIGS[name].type,
+                                 [(name, render(value), ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)])
+                 for name, value in sorted(self._dynamic_default.items())]
+        return known + self._describe_custom(None, per_broker=False)
+
+    def _describe_custom(self, names: Iterable[str] | None, per_broker: bool) -> list[DescribedConfig]:
+        """Dynamic keys outside the catalog (a plugin's settings, say): Kafka keeps them and lists
+        them as it lists any key it cannot type, read-only and sensitive with the value hidden."""
+        cluster_wide, own = self._dynamic_texts
+        layers = [(cluster_wide, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)]
+        if per_broker:
+            layers.insert(0, (own, ConfigSource.DYNAMIC_BROKER_CONFIG))
+        custom = {name for texts, _ in layers for name, text in texts.items()
+                  if text is not None and name not in BROKER_CONFIGS
+                  and not name.startswith(BROKER_PREFIXES)}
+        if names is not None:
+            custom &= set(names)
+        entries = []
+        for name in sorted(custom):
+            synonyms = [(name, None, source) for texts, source in layers
+                        if texts.get(name) is not None]
+            entries.append(DescribedConfig(name, None, synonyms[0][2], True, True,
+                                           ConfigType.UNKNOWN, synonyms))
+        return entries
 
     def describe(self, names: Iterable[str] | None = None) -> list[DescribedConfig]:
-        """Broker resource entries (all keys when names is None; unknown names are skipped)."""
+        """Broker resource entries (all keys when names is None; names set nowhere are skipped)."""
+        if names is not None:
+            names = list(names)
+        return self._describe_known(names) + self._describe_custom(names, per_broker=True)
+
+    def _describe_known(self, names: list[str] | None) -> list[DescribedConfig]:
         selected = BROKER_CONFIGS if names is None else [n for n in names if n in BROKER_CONFIGS]
         entries = []
         for name in selected:

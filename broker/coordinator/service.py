@@ -201,9 +201,11 @@ class CoordinatorService(DurableWritesMixin):
             else:
                 partitions = self.txn_partitions
                 replication_factor = config["transaction.state.log.replication.factor"]
+                # as Kafka: never an unclean leader here, whatever the broker default
                 configs = {"cleanup.policy": "compact", "compression.type": "uncompressed",
                            "min.insync.replicas": str(config["transaction.state.log.min.isr"]),
-                           "segment.bytes": str(config["transaction.state.log.segment.bytes"])}
+                           "segment.bytes": str(config["transaction.state.log.segment.bytes"]),
+                           "unclean.leader.election.enable": "false"}
             # As Kafka: the full replication factor or nothing, COORDINATOR_NOT_AVAILABLE meanwhile.
             alive = len(self.broker.image.unfenced_brokers())
             if alive < replication_factor:

@@ -23,15 +23,16 @@ from broker.security import access
 from broker.security.acls import AclBinding, AclBindingFilter, AclOperation, InvalidAcl
 
 NO_AUTHORIZER = "No Authorizer is configured."
+NO_AUTHORIZER_TO_DESCRIBE = "No Authorizer is configured on the broker"   # Kafka's DescribeAcls words
 CLUSTER_DENIED = "Cluster authorization failed."
 
 
-def _refusal(ctx, operation: AclOperation) -> tuple[int, str] | None:
+def _refusal(ctx, operation: AclOperation, disabled: str = NO_AUTHORIZER) -> tuple[int, str] | None:
     """(error, message) when the request as a whole is refused, else None."""
     if not access.cluster_allowed(ctx, operation):
         return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, CLUSTER_DENIED
     if not access.enabled(ctx):
-        return ErrorCode.SECURITY_DISABLED, NO_AUTHORIZER
+        return ErrorCode.SECURITY_DISABLED, disabled
     return None
 
 
@@ -90,7 +91,7 @@ async def create_acls(ctx, header, body):
 async def describe_acls(ctx, header, body):
     Response = messages.DescribeAclsResponse
     acl_filter = _filter(body)
-    refused = _refusal(ctx, AclOperation.DESCRIBE)
+    refused = _refusal(ctx, AclOperation.DESCRIBE, NO_AUTHORIZER_TO_DESCRIBE)
     if refused is not None:
         code, message = refused
         return Response(throttle_time_ms=0, error_code=code, error_message=message, resources=[])

@@ -171,3 +171,12 @@ def test_kafkas_own_single_node_properties_load(tmp_path):
     assert [l.name for l in config.client_listeners] == ["PLAINTEXT"]
     assert [(l.host, l.port) for l in config.advertised_listeners()] == [("localhost", 9092)]
     assert config.log_dirs == ["/tmp/kraft-combined-logs"]
+
+
+@pytest.mark.parametrize("given,other", [("node.id", "broker.id"), ("broker.id", "node.id")])
+def test_node_id_and_broker_id_stand_for_each_other(given, other):
+    config = BrokerConfig.load(overrides=[f"{given}=3"])
+    entries = {e.name: e for e in config.describe([given, other])}
+    assert config.node_id == 3
+    assert entries[other].value == "3"
+    assert entries[other].source == ConfigSource.STATIC_BROKER_CONFIG

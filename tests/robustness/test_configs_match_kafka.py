@@ -5,6 +5,7 @@ accepted) with Kafka's codes and messages. The refusal cases run against both br
 from __future__ import annotations
 
 import os
+import time
 
 import pytest
 
@@ -130,6 +131,97 @@ def test_dynamic_broker_config_answers_match_kafka(target, resource, key, value,
         assert answer.error_code == code
         if message:
             assert answer.error_message.startswith(message)
+
+
+def _alter_broker(port, name, key, value):
+    """IncrementalAlterConfigs: SET `key` on broker resource `name`, or DELETE it when value is None."""
+    operation = 1 if value is None else 0
+    with RawClient("127.0.0.1", port, timeout=30) as client:
+        answer = client.request(44, 1, I(resources=[I.AlterConfigsResource(
+            resource_type=BROKER, resource_name=name,
+            configs=[I.AlterableConfig(name=key, config_operation=operation, value=value)])],
+            validate_only=False)).responses[0]
+    assert answer.error_code == 0, answer.error_message
+
+
+def _eventually_equal(read, expected, timeout=10.0):
+    """read() once it equals expected, or its last answer (Kafka applies alterations a moment later)."""
+    deadline = time.monotonic() + timeout
+    while (answer := read()) != expected and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return answer
+
+
+def test_custom_dynamic_broker_configs_are_described_as_kafka_describes_them(target):
+    """A key Kafka does not know (a plugin's, say) is kept and described, hidden as sensitive:
+    kafka-configs --describe lists it, and its legacy --alter insists it be given again."""
+    port, broker_id = target
+    keys = ["custom.plugin.everywhere", "custom.plugin.default.only"]
+
+    def described(name, wanted=None):
+        return {c.name: (c.value, c.read_only, c.config_source, c.is_sensitive, c.config_type,
+                         [(s.name, s.value, s.source) for s in c.synonyms])
+                for c in _described_configs(port, BROKER, name, wanted, synonyms=True)
+                if c.name in keys}
+
+    def both(wanted=None):
+        return described(broker_id, wanted), described("", wanted)
+
+    own, default = 2, 3    # DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG
+    expected = (
+        {keys[0]: (None, True, own, True, 0, [(keys[0], None, own), (keys[0], None, default)]),
+         keys[1]: (None, True, default, True, 0, [(keys[1], None, default)])},
+        {key: (None, True, default, True, 0, [(key, None, default)]) for key in keys})
+    _alter_broker(port, "", keys[0], "1")
+    _alter_broker(port, "", keys[1], "2")
+    _alter_broker(port, broker_id, keys[0], "3")
+    try:
+        assert _eventually_equal(both, expected) == expected
+        assert both(keys) == expected
+    finally:
+        _alter_broker(port, broker_id, keys[0], None)
+        for key in keys:
+            _alter_broker(port, "", key, None)
+    assert _eventually_equal(both, ({}, {})) == ({}, {})
+
+
+def test_broker_id_is_described_as_the_node_id_it_stands_for(target):
+    """Only node.id is set: Kafka gives broker.id the same value, a static setting too."""
+    port, broker_id = target
+    described = {c.name: (c.value, c.config_source, [(s.name, s.value, s.source) for s in c.synonyms])
+                 for c in _described_configs(port, BROKER, broker_id, ["broker.id", "node.id"],
+                                             synonyms=True)}
+    static, default = 4, 5    # STATIC_BROKER_CONFIG, DEFAULT_CONFIG
+    assert described == {name: (broker_id, static, [(name, broker_id, static), (name, "-1", default)])
+                         for name in ("broker.id", "node.id")}
+
+
+def _find_coordinator(port, key_type: int) -> None:
+    """FindCoordinator until it answers (the first call creates the internal topic)."""
+    F = messages.FindCoordinatorRequest
+    deadline = time.monotonic() + 30
+    with RawClient("127.0.0.1", port, timeout=30) as client:
+        while True:
+            found = client.request(10, 4, F(key_type=key_type, coordinator_keys=["cfg"])).coordinators[0]
+            if found.error_code == 0 or time.monotonic() > deadline:
+                assert found.error_code == 0, found
+                return
+            time.sleep(0.2)
+
+
+def test_internal_topics_are_created_with_kafkas_topic_configs(target):
+    port, _ = target
+    for key_type in (0, 1):
+        _find_coordinator(port, key_type)
+    overrides = {topic: {c.name: c.value for c in _described_configs(port, TOPIC, topic)
+                         if c.config_source == 1}     # DYNAMIC_TOPIC_CONFIG
+                 for topic in ("__consumer_offsets", "__transaction_state")}
+    compacted = {"cleanup.policy": "compact", "segment.bytes": "104857600"}
+    assert overrides == {
+        "__consumer_offsets": {**compacted, "compression.type": "producer"},
+        # never an unclean leader for transaction state, whatever the broker default says
+        "__transaction_state": {**compacted, "compression.type": "uncompressed",
+                                "min.insync.replicas": "1", "unclean.leader.election.enable": "false"}}
 
 
 # Topic configs Kafka 4.x knows that Kafka's client library does not name (its LogConfig defines them).
