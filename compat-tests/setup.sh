@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the real Kafka clients the compatibility matrix drives: kcat, a JDK, the Java client jars
-# (kafka-clients 4.x and 3.9.0 with their runtime dependencies), Kafka Connect 3.9.0, KafkaJS and
-# @platformatic/kafka.
+# (kafka-clients 4.x and 3.9.0 with their runtime dependencies), Kafka Connect 3.9.0, KafkaJS,
+# @platformatic/kafka and Burrow (the consumer-lag monitor).
 # Idempotent: every step is skipped when its result is already in place, so a second run takes ~1 s.
 # Needs root for apt-get (a fresh Debian machine); the Python clients come from pyproject's test extra.
 set -euo pipefail
@@ -15,6 +15,7 @@ log() { echo "compat-tests/setup.sh: $*" >&2; }
 
 apt_packages=()
 command -v kcat >/dev/null 2>&1 || apt_packages+=(kcat)
+[ -x /usr/bin/Burrow ] || apt_packages+=(burrow)   # test_12_burrow (its ZooKeeper: shared/apache-kafka's jar)
 command -v javac >/dev/null 2>&1 || apt_packages+=(default-jdk-headless)
 command -v npm >/dev/null 2>&1 || apt_packages+=(nodejs npm)
 [ -f /usr/share/java/jetty9-server.jar ] || apt_packages+=(libjetty9-java)   # Kafka Connect's REST server

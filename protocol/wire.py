@@ -341,33 +341,40 @@ class Array(_Sized):
 
 
 class NullableStruct(WireType):
-    """A struct that may be null: an int8 marker (-1 null, 1 present) then the struct."""
+    """A struct that may be null: a marker then the struct. The marker is an int8 (-1 null, 1 present),
+    or in a tagged field an unsigned varint (0 null, 1 present), as Kafka's generated code writes them."""
 
-    def __init__(self, message):
+    def __init__(self, message, tagged=False):
         super().__init__()
         self.message = message
+        self.tagged = tagged
+        self.null_marker = b"\x00" if tagged else b"\xff"
         self.may_slot = message.may_slot
 
     def __repr__(self):
-        return f"NullableStruct({self.message!r})"
+        return f"NullableStruct({self.message!r}{', tagged=True' if self.tagged else ''})"
+
+    def _is_null(self, marker: int) -> bool:
+        return marker == 0 if self.tagged else marker >= 128
 
     def emit_read(self, g, target):
         marker = g.var("m")
+        test = f"{marker} == 0" if self.tagged else f"{marker} >= 128"
         return [f"{marker} = buf[pos]", "pos += 1",
-                f"if {marker} >= 128:", f"    {target} = None", "else:"] + _indent(
+                f"if {test}:", f"    {target} = None", "else:"] + _indent(
             self.message.emit_read(g, target))
 
     def emit_write(self, g, expr, out="out"):
         value = g.var("s")
-        return [f"{value} = {expr}", f"if {value} is None:", f"    {out} += b'\\xff'", "else:",
+        return [f"{value} = {expr}", f"if {value} is None:", f"    {out} += {self.null_marker!r}", "else:",
                 f"    {out} += b'\\x01'"] + _indent(self.message.emit_write(g, value, out))
 
     def _parse(self, stream, context, path):
         marker = stream_read(stream, 1, path)[0]
-        return None if marker >= 128 else self.message._parse(stream, context, path)
+        return None if self._is_null(marker) else self.message._parse(stream, context, path)
 
     def _build(self, obj, stream, context, path):
-        stream_write(stream, b"\xff" if obj is None else b"\x01", 1, path)
+        stream_write(stream, self.null_marker if obj is None else b"\x01", 1, path)
         if obj is not None:
             self.message._build(obj, stream, context, path)
         return obj

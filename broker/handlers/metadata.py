@@ -13,6 +13,7 @@ import uuid
 from protocol import ErrorCode, messages
 
 from broker.controller.errors import ApiError
+from broker.coordinator.service import OFFSETS_TOPIC, TRANSACTION_TOPIC, CoordinatorError, CoordinatorService
 from broker.handlers import common
 from broker.handlers.metadata_encoding import encoded_answer
 from broker.security import access
@@ -73,6 +74,20 @@ def topic_entry(ctx, image, topic, include_operations: bool, live=None):
 def _describable(ctx, names, log_if_denied=True) -> set[str]:
     return access.allowed_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, names,
                                 log_if_denied=log_if_denied)
+
+
+# Kafka auto-creates the coordinators' topics on Metadata too, with their own settings (as on
+# FindCoordinator): a monitor such as Burrow asks for __consumer_offsets before any group exists.
+COORDINATOR_TOPICS = (OFFSETS_TOPIC, TRANSACTION_TOPIC)
+
+
+async def _create_coordinator_topics(ctx, names) -> None:
+    service = await CoordinatorService.of(ctx.broker)
+    for name in names:
+        try:
+            await service.ensure_topic(name)
+        except CoordinatorError as exc:   # too few brokers alive yet: the topic stays unknown
+            log.info("not auto-creating %s yet: %s", name, exc.code.name)
 
 
 def _creatable(ctx, names) -> set[str]:
@@ -141,13 +156,18 @@ async def handle_metadata(ctx, header, body):
             if name is None or name not in visible:
                 continue
             if name not in image.topics and allow_auto_create and common.topic_name_error(name) is None \
-                    and not common.is_internal(name):
+                    and (name in COORDINATOR_TOPICS or not common.is_internal(name)):
                 to_create[name] = None
         refused_creation = set()
         if to_create:
             creatable = _creatable(ctx, to_create)
             refused_creation = set(to_create) - creatable
             to_create = {name: None for name in to_create if name in creatable}
+        internal = [name for name in to_create if name in COORDINATOR_TOPICS]
+        if internal:
+            await _create_coordinator_topics(ctx, internal)
+            to_create = {name: None for name in to_create if name not in internal}
+            image = ctx.image
         if to_create:
             try:
                 await common.create_topics_with_defaults(ctx, list(to_create))

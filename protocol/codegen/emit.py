@@ -78,7 +78,7 @@ class ModuleEmitter:
         self.def_lines = []
 
     # -- construct definitions ---------------------------------------------------------------
-    def type_expr(self, f, version):
+    def type_expr(self, f, version, tagged=False):
         flexible = version in self.msg.flexible and (f.flexible is None or version in f.flexible)
         nullable = f.nullable is not None and version in f.nullable
         if f.is_array:
@@ -86,7 +86,9 @@ class ModuleEmitter:
             return f"_Array({element}, {flexible}, {nullable})"
         if f.is_struct:
             inner = self.struct_var(f.struct, version)
-            return f"_NullableStruct({inner})" if nullable else inner
+            if not nullable:
+                return inner
+            return f"_NullableStruct({inner}, tagged=True)" if tagged else f"_NullableStruct({inner})"
         if f.type in _FIXED:
             return _FIXED[f.type]
         return f"{_SIZED[f.type]}({flexible}, {nullable})"
@@ -107,7 +109,8 @@ class ModuleEmitter:
             in_version = version in f.versions
             is_tagged = in_version and f.tagged is not None and version in f.tagged
             if is_tagged:
-                tagged.append(f"({f.tag}, {f.attr!r}, {self.type_expr(f, version)}, {default_source(f)})")
+                wire_type = self.type_expr(f, version, tagged=True)
+                tagged.append(f"({f.tag}, {f.attr!r}, {wire_type}, {default_source(f)})")
             elif in_version:
                 fields.append(f"({f.attr!r}, {self.type_expr(f, version)})")
             else:

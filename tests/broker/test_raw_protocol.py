@@ -64,6 +64,19 @@ def test_metadata_auto_creates_and_reports_ids_and_epochs(client, broker):
     assert response.topics[0].name == "auto-1"
 
 
+def test_metadata_auto_creates_the_offsets_topic_as_an_internal_topic(client, broker):
+    """Kafka 3.9 creates __consumer_offsets (internal, offsets.topic.num.partitions) on a Metadata
+    request that may auto-create it; Burrow's first request, before any group exists, is one."""
+    M = messages.MetadataRequest
+    ask = lambda auto: client.request(3, 12, M(topics=[M.MetadataRequestTopic(name="__consumer_offsets")],
+                                               allow_auto_topic_creation=auto)).topics[0]
+    refused = ask(False)
+    assert (refused.error_code, refused.partitions) == (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, [])
+    created = ask(True)
+    partitions = int(broker.broker.config["offsets.topic.num.partitions"])
+    assert (created.error_code, created.is_internal, len(created.partitions)) == (0, True, partitions)
+
+
 def test_high_watermark_is_last_offset_plus_one_after_multi_record_batches(client):
     client.create_topic("hw")
     assert client.produce("hw", 0, batch([b"a", b"b", b"c"])).base_offset == 0

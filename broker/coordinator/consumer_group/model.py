@@ -30,9 +30,9 @@ class GroupState(enum.Enum):
 
 class MemberState(enum.IntEnum):
     """Kafka's MemberState (its byte values are what ConsumerGroupCurrentMemberAssignmentValue stores)."""
-    UNREVOKED_PARTITIONS = 0   # must give partitions up before it may move to the next epoch
-    UNRELEASED_PARTITIONS = 1  # at the target epoch, waiting for others to release its new partitions
-    STABLE = 2
+    STABLE = 0
+    UNREVOKED_PARTITIONS = 1   # must give partitions up before it may move to the next epoch
+    UNRELEASED_PARTITIONS = 2  # at the target epoch, waiting for others to release its new partitions
     UNKNOWN = 127
 
 

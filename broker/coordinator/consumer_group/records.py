@@ -46,10 +46,13 @@ def group_tombstone(group_id: str) -> GroupRecord:
 def member_metadata(group_id: str, m: ConsumerMember) -> GroupRecord:
     value = MemberValue(
         instance_id=m.instance_id, rack_id=m.rack_id, client_id=m.client_id, client_host=m.client_host,
-        subscribed_topic_names=list(m.subscribed_topic_names), subscribed_topic_regex=m.subscribed_topic_regex,
-        rebalance_timeout_ms=m.rebalance_timeout_ms, server_assignor=m.server_assignor)
+        subscribed_topic_names=list(m.subscribed_topic_names),
+        subscribed_topic_regex=m.subscribed_topic_regex or "",   # "" for none, as Kafka writes it
+        rebalance_timeout_ms=m.rebalance_timeout_ms, server_assignor=m.server_assignor,
+        # an explicit null tag for a consumer-protocol member, as Kafka 3.9 writes it: its reader takes
+        # a missing tag for an empty (non-null) struct, that is for a classic-protocol member
+        classic_member_metadata=None)
     if m.classic is not None:
-        # a consumer-protocol member leaves the tagged field out (null), as Kafka writes it
         value.classic_member_metadata = MemberValue.ClassicMemberMetadata(
             session_timeout_ms=m.classic.session_timeout_ms,
             supported_protocols=[MemberValue.ClassicProtocol(name=n, metadata=bytes(meta))
@@ -126,7 +129,7 @@ def apply(groups: dict[str, ConsumerGroup], record: GroupRecord) -> None:
         member.instance_id, member.rack_id = value.instance_id, value.rack_id
         member.client_id, member.client_host = value.client_id, value.client_host
         member.subscribed_topic_names = tuple(value.subscribed_topic_names or ())
-        member.subscribed_topic_regex = value.subscribed_topic_regex
+        member.subscribed_topic_regex = value.subscribed_topic_regex or None
         member.rebalance_timeout_ms, member.server_assignor = value.rebalance_timeout_ms, value.server_assignor
         classic = value.classic_member_metadata
         member.classic = ClassicMetadata(classic.session_timeout_ms, tuple(

@@ -137,7 +137,7 @@ _ConsumerGroupMemberMetadataValue_v0 = _Message(
         ('server_assignor', _String(True, True)),
     ),
     tagged=(
-        (0, 'classic_member_metadata', _NullableStruct(_ClassicMemberMetadata_v0), ClassicMemberMetadata),
+        (0, 'classic_member_metadata', _NullableStruct(_ClassicMemberMetadata_v0, tagged=True), ClassicMemberMetadata),
     ),
     absent=(),
     label='ConsumerGroupMemberMetadataValue',
