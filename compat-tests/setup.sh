@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the real Kafka clients the compatibility matrix drives: kcat, a JDK, the Java client jars
 # (kafka-clients 4.x and 3.9.0 with their runtime dependencies), Kafka Connect 3.9.0, KafkaJS,
-# @platformatic/kafka and Burrow (the consumer-lag monitor).
+# @platformatic/kafka, kafka-node and no-kafka (kafka-node's optional snappy is a native build) and
+# Burrow (the consumer-lag monitor).
 # Idempotent: every step is skipped when its result is already in place, so a second run takes ~1 s.
 # Needs root for apt-get (a fresh Debian machine); the Python clients come from pyproject's test extra.
 set -euo pipefail
@@ -84,14 +85,14 @@ for part in $connect_debian_jetty; do
     ls "$cache/connect/jetty9-$part"-9.4.*.jar >/dev/null 2>&1 || cp /usr/share/java/jetty9-"$part"-9.4.*.jar "$cache/connect/"
 done
 
-# KafkaJS and @platformatic/kafka, pinned by the committed package-lock.json: a lock of other content
+# The node clients, pinned by the committed package-lock.json: a lock of other content
 # reinstalls (content, not mtime: a fresh checkout's lock is newer). A node_modules that is a link to
 # another checkout's is left alone: npm ci through it would empty that checkout's.
 lock_sum="$(sha256sum "$here/package-lock.json" | cut -d' ' -f1)"
 if [ -L "$here/node_modules" ]; then
     log "node_modules links to $(readlink "$here/node_modules"): not reinstalled here"
 elif [ "$(cat "$here/node_modules/.package-lock.sha256" 2>/dev/null)" != "$lock_sum" ]; then
-    log "npm ci (KafkaJS, @platformatic/kafka)"
+    log "npm ci (KafkaJS, @platformatic/kafka, kafka-node, no-kafka)"
     (cd "$here" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
     echo "$lock_sum" > "$here/node_modules/.package-lock.sha256"
 fi

@@ -444,12 +444,13 @@ class KafkaClient:
     def topic(self, name: str, *, retries: int = 20, allow_auto_create: bool = False) -> TopicInfo:
         """One topic's metadata, waiting briefly for leaders (fresh topics); raises its error.
         ``allow_auto_create`` lets a broker with auto.create.topics.enable create it, as
-        producers do."""
+        producers do (the request that creates it answers it unknown, as Kafka's brokers do)."""
         for attempt in range(retries):
             info = self.metadata([name], allow_auto_create=allow_auto_create).topics.get(name)
             if info is None:
                 raise KafkaError(3, context=f"topic {name}")
-            if info.error_code == 5 or any(p.leader < 0 for p in info.partitions.values()):
+            waiting = (5, 3) if allow_auto_create else (5,)
+            if info.error_code in waiting or any(p.leader < 0 for p in info.partitions.values()):
                 time.sleep(min(0.05 * (attempt + 1), 0.5))
                 continue
             check(info.error_code, context=f"topic {name}")

@@ -4,7 +4,8 @@
 - Long polling: when fewer than ``min_bytes`` are available the request sleeps until an append to one
   of its partitions wakes it (no polling) or ``max_wait_ms`` passes, then reads again.
 - ``max_bytes`` across the response and ``partition_max_bytes`` per partition, except that the first
-  partition with data always gets at least one whole batch (KIP-74).
+  partition with data always gets at least one whole batch (KIP-74); for v0–v2 (before KIP-74) the
+  limits are hard, as in Kafka: a batch larger than ``partition_max_bytes`` is not sent at all.
 - read_uncommitted reads up to the high watermark, read_committed up to the last stable offset and
   gets the aborted transactions of the range.
 - A follower's fetch (replica id / ReplicaState) reads up to the log end, records the follower's
@@ -116,10 +117,12 @@ def _denied_topics(ctx, origin: "Origin", reads, uses_ids) -> frozenset:
 
 
 class Origin(NamedTuple):
-    """Who fetches: a follower (replica id >= 0, its broker epoch) or a consumer (its rack, v11+)."""
+    """Who fetches: a follower (replica id >= 0, its broker epoch) or a consumer (its rack, v11+),
+    and whether its byte limits are hard (v0-v2, before KIP-74: no oversized first batch)."""
     replica_id: int = -1
     replica_epoch: int = -1
     client_rack: str | None = None      # None: before v11, a consumer may read from leaders only
+    hard_limits: bool = False
 
     @classmethod
     def of(cls, body, version) -> "Origin":
@@ -128,8 +131,9 @@ class Origin(NamedTuple):
             if state is not None and state.replica_id >= 0:
                 return cls(state.replica_id, state.replica_epoch)
         elif body.replica_id >= 0:
-            return cls(body.replica_id)
-        return cls(client_rack=(body.rack_id or "") if version >= 11 else None)
+            return cls(body.replica_id, hard_limits=version <= 2)
+        return cls(client_rack=(body.rack_id or "") if version >= 11 else None,
+                   hard_limits=version <= 2)
 
 
 def _partition(ctx, name, fetch, origin: Origin):
@@ -240,7 +244,8 @@ def _read_one(ctx, read, image, partitions, uses_ids, isolation, max_bytes, budg
     else:
         try:
             slices = log.read(offset, min(fetch.partition_max_bytes, max(budget, 0)),
-                              max_offset=limit, min_one_batch=budget == max_bytes)
+                              max_offset=limit,
+                              min_one_batch=budget == max_bytes and not origin.hard_limits)
         except StorageError as exc:
             read.error = exc.error_code
             if replica_id < 0:

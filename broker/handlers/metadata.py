@@ -1,8 +1,10 @@
 """Metadata (key 3), v0–v12: brokers, cluster id, controller, topics and partitions.
 
 Unknown topics are created on the spot when the client allows it and ``auto.create.topics.enable`` is
-on; the creation is committed to the metadata log before the answer, so the client sees the new topic
-in this very response instead of retrying on LEADER_NOT_AVAILABLE.
+on. As Kafka 3.9 (KRaft), the request that starts a creation answers the topic
+UNKNOWN_TOPIC_OR_PARTITION (clients retry; kafka-node's fetchLatestOffsets reports the topic missing);
+the creation is committed to the metadata log before that answer, so the client's next Metadata
+request finds the topic with its leaders.
 """
 
 from __future__ import annotations
@@ -173,9 +175,9 @@ async def handle_metadata(ctx, header, body):
                 await common.create_topics_with_defaults(ctx, list(to_create))
             except ApiError as exc:
                 # The whole creation was refused (e.g. over the controller's per-operation record
-                # bound): the topics stay unknown and are answered so below.
+                # bound): the topics stay unknown.
                 log.warning("auto-creating %d topics failed: %s", len(to_create), exc)
-            image = ctx.image
+            # Answered from the image the request was read under: the new topics as unknown.
         answers, seen = [], set()   # topic images to answer, or error entries
         for request in requested:
             name = request.name

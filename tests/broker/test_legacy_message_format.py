@@ -71,13 +71,13 @@ def produce(client, topic, records, version):
     return answer.error_code, answer.base_offset
 
 
-def fetch(client, topic, offset, version):
+def fetch(client, topic, offset, version, limit=1 << 20):
     F = messages.FetchRequest
     response = client.request(1, version, F(replica_id=-1, max_wait_ms=0, min_bytes=1,
                                             max_bytes=1 << 20, topics=[F.FetchTopic(
                                                 topic=topic, partitions=[F.FetchPartition(
                                                     partition=0, fetch_offset=offset,
-                                                    partition_max_bytes=1 << 20)])]))
+                                                    partition_max_bytes=limit)])]))
     partition = response.responses[0].partitions[0]
     return partition.error_code, partition.high_watermark, bytes(partition.records or b"")
 
@@ -127,6 +127,26 @@ def test_old_fetches_get_old_message_formats(client):
     # from the middle of a batch: an uncompressed one from the fetch offset, a compressed one whole
     assert [m[0] for m in parse(fetch(client, "legacy-out", 1, 2)[2])] == [1, 2, 3, 4]
     assert [m[0] for m in parse(fetch(client, "legacy-out", 3, 2)[2])] == [2, 3, 4]
+
+
+def test_partition_max_bytes_is_a_hard_limit_before_fetch_v3(client):
+    """Fetch v0-v2 predate KIP-74: a stored batch larger than partition_max_bytes is not sent, not
+    even the first (kafka-node and no-kafka then see no messages); v3 gets it whole."""
+    create(client, ("legacy-limit", 1, 1, {}))
+    client.produce("legacy-limit", 0, build_batch(
+        [SimpleRecord(value=b"%d" % i * 100, timestamp=NOW) for i in range(3)]))
+    client.produce("legacy-limit", 0, build_batch([SimpleRecord(value=b"last", timestamp=NOW)]))
+    first, second = iter_batches(fetch(client, "legacy-limit", 0, 11)[2])
+    for limit in (first.size - 1, 20):
+        for version in (0, 1, 2):
+            assert fetch(client, "legacy-limit", 0, version, limit) == (0, 4, b"")
+        assert [m[0] for m in parse(fetch(client, "legacy-limit", 0, 3, limit)[2])] == [0, 1, 2]
+    # whole batches within the limit only
+    for version in (0, 1, 2, 3):
+        answer = parse(fetch(client, "legacy-limit", 0, version, first.size + second.size - 1)[2])
+        assert [m[0] for m in answer] == [0, 1, 2]
+    assert fetch(client, "legacy-limit", 3, 0, second.size - 1) == (0, 4, b"")
+    assert [m[-1] for m in parse(fetch(client, "legacy-limit", 3, 0, second.size)[2])] == [b"last"]
 
 
 def test_zstd_data_cannot_be_fetched_in_old_formats(client):

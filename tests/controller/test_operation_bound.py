@@ -23,5 +23,7 @@ def test_auto_creating_too_many_topics_leaves_them_unknown(tmp_path):
         response = _metadata(client, names + names[:10])
         assert [t.name for t in response.topics] == names
         assert {t.error_code for t in response.topics} == {ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+        response = _metadata(client, ["auto-1", "auto-1", "auto-2"])   # creates, answers unknown
+        assert {t.error_code for t in response.topics} == {ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
         response = _metadata(client, ["auto-1", "auto-1", "auto-2"])
         assert [(t.name, t.error_code) for t in response.topics] == [("auto-1", 0), ("auto-2", 0)]

@@ -242,6 +242,8 @@ def test_metadata_auto_creation_needs_create(admin, user):
     assert topic.error_code == E.TOPIC_AUTHORIZATION_FAILED
     assert name not in {t.name for t in metadata(admin, None).topics}
     grant(admin, RT.TOPIC, name, Op.CREATE)
+    [topic] = metadata(user, [name], auto_create=True).topics   # creates it, answers it unknown
+    assert topic.error_code == E.UNKNOWN_TOPIC_OR_PARTITION
     [topic] = metadata(user, [name], auto_create=True).topics
     assert topic.error_code == 0 and topic.partitions
 
