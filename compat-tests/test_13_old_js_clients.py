@@ -1,4 +1,4 @@
-"""Scenario 12: kafka-node 5.0.0 and no-kafka 3.4, JavaScript clients that speak the old protocol
+"""Scenario 13: kafka-node 5.0.0 and no-kafka 3.4, JavaScript clients that speak the old protocol
 themselves (Produce v1-v2 with message format v0/v1, Fetch v0-v2, ListOffsets v0, Metadata v0-v1,
 the group APIs at v0, OffsetCommit v0-v2, OffsetFetch v0-v1, CreateTopics v1, DescribeConfigs v2)
 and assign partitions with their own code, driven by drivers/old_js_clients.js. Every expected value
