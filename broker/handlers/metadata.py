@@ -169,7 +169,6 @@ async def handle_metadata(ctx, header, body):
         if internal:
             await _create_coordinator_topics(ctx, internal)
             to_create = {name: None for name in to_create if name not in internal}
-            image = ctx.image
         if to_create:
             try:
                 await common.create_topics_with_defaults(ctx, list(to_create))
