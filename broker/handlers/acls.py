@@ -23,6 +23,7 @@ from broker.security import access
 from broker.security.acls import AclBinding, AclBindingFilter, AclOperation, InvalidAcl
 
 NO_AUTHORIZER = "No Authorizer is configured."
+NO_AUTHORIZER_TO_DESCRIBE = "No Authorizer is configured on the broker"   # (Kafka words it so there)
 CLUSTER_DENIED = "Cluster authorization failed."
 
 
@@ -93,6 +94,8 @@ async def describe_acls(ctx, header, body):
     refused = _refusal(ctx, AclOperation.DESCRIBE)
     if refused is not None:
         code, message = refused
+        if code == ErrorCode.SECURITY_DISABLED:
+            message = NO_AUTHORIZER_TO_DESCRIBE
         return Response(throttle_time_ms=0, error_code=code, error_message=message, resources=[])
     grouped: dict[tuple, list] = {}
     for acl in ctx.image.acls.values():
