@@ -156,13 +156,13 @@ class ResponseWrites:
             except OSError as exc:
                 log.debug("connection %s: write failed: %s", self.peer, exc)
                 self._broken = True
-                self._read_scope.cancel()
-                return
-            self.last_activity = time.monotonic()
-            if rest:
-                self._unsent = rest
-                self._wake_writer()
-                return
+                self._read_scope.cancel()   # a reader still running ends and wakes the writer
+            else:
+                self.last_activity = time.monotonic()
+                if rest:
+                    self._unsent = rest
+                    self._wake_writer()
+                    return
         if self._reading_done:   # no request is coming: the writer ends the connection
             self._wake_writer()
 

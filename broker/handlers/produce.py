@@ -44,7 +44,9 @@ def _partition_response(index, error, message=None, base_offset=-1, log_append_t
         log_start_offset=log_start_offset, record_errors=[], error_message=message)
 
 
-# The low byte of a batch's attributes and its transactional bit.
+# A v2 batch's magic byte, the low byte of its attributes and their transactional bit
+# (message sets of magic 0/1 hold key or timestamp bytes there, and are never transactional).
+_MAGIC_BYTE = 16
 _ATTRIBUTES_LOW_BYTE = 22
 _TRANSACTIONAL_BIT = 0x10
 
@@ -54,7 +56,7 @@ def _has_transactional_records(body) -> bool:
         for data in topic.partition_data:
             records = data.records
             if (records is not None and len(records) > _ATTRIBUTES_LOW_BYTE
-                    and records[_ATTRIBUTES_LOW_BYTE] & _TRANSACTIONAL_BIT):
+                    and records[_ATTRIBUTES_LOW_BYTE] & _TRANSACTIONAL_BIT and records[_MAGIC_BYTE] == 2):
                 return True
     return False
 

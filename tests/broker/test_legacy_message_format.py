@@ -179,3 +179,15 @@ def test_list_offsets_v0_answers_old_style_offset_lists(client, empty):
     assert offsets(1000) == (0, [])     # older than every segment file
     assert offsets(int(time.time() * 1000) + 60_000) == (0, [0] if empty else [3, 0])
     assert offsets(-1, partition=4) == (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, [])
+
+
+def test_old_message_sets_are_never_taken_for_transactional_batches(client):
+    # Where a v2 batch keeps its attributes (byte 22) a magic 0 message has its key's first byte
+    # and a magic 1 message a timestamp byte: pykafka's key b"x" (0x78) has the bit a transactional
+    # batch sets there. Only a v2 batch can be transactional; Kafka appends these.
+    create(client, ("legacy-not-txn", 1, 1, {}))
+    timestamp = 0x10 << 24   # byte 22 of a magic 1 message: 0x10
+    assert produce(client, "legacy-not-txn", message(0, b"x", b"v0"), 0) == (0, 0)
+    assert produce(client, "legacy-not-txn", message(1, b"k", b"v1", timestamp), 2) == (0, 1)
+    assert [(k, v) for _, _, _, _, k, v in parse(fetch(client, "legacy-not-txn", 0, 1)[2])] == [
+        (b"x", b"v0"), (b"k", b"v1")]

@@ -399,3 +399,24 @@ def test_a_produce_sent_just_before_a_reset_is_still_appended(client, broker):
     while client.list_offset("abrupt", 0, -1).offset < 10 and time.monotonic() < deadline:
         time.sleep(0.05)
     assert client.list_offset("abrupt", 0, -1).offset == 10
+
+
+def test_a_client_reset_during_a_long_poll_closes_its_connection(client, broker):
+    # The answer to a parked Fetch finds the socket reset: the connection must end then (as Kafka
+    # drops a disconnected client's channel), not linger till connections.max.idle.ms or hold a
+    # shutdown's drain for its whole grace period.
+    client.create_topic("reset-poll")
+    opened = broker.broker.metrics._connections["PLAINTEXT"]   # [open, created, closed]
+    F = messages.FetchRequest
+    parked = F(replica_id=-1, max_wait_ms=500, min_bytes=1, max_bytes=1 << 20, session_id=0,
+               session_epoch=-1, topics=[F.FetchTopic(topic="reset-poll", partitions=[
+                   F.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1 << 20)])],
+               forgotten_topics_data=[], rack_id="")
+    with RawClient("127.0.0.1", broker.port) as gone:
+        gone.send(1, 11, parked)
+        time.sleep(0.1)
+        gone.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    deadline = time.monotonic() + 5
+    while opened[0] > 1 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert opened[0] == 1   # only `client`'s
