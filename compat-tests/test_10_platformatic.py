@@ -6,14 +6,14 @@ Every expected value here is what Apache Kafka 3.9 answered to the same script (
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
 import subprocess
-import uuid
 
 import pytest
+
+from odradek_compat.node_drivers import run_scenario
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPT = os.path.join(HERE, "drivers", "platformatic_scenarios.mjs")
@@ -36,14 +36,7 @@ def run(broker, scenario: str, timeout: float = 120) -> dict:
     reason = _missing()
     if reason:
         pytest.skip(reason)
-    prefix = f"plt-{uuid.uuid4().hex[:8]}"
-    done = subprocess.run(["node", SCRIPT, broker["bootstrap"], scenario, prefix], cwd=HERE,
-                          capture_output=True, text=True, timeout=timeout)
-    lines = done.stdout.strip().splitlines()
-    assert lines, f"{scenario}: no answer (exit {done.returncode}): {done.stderr[-2000:]}"
-    answer = json.loads(lines[-1])
-    assert answer["ok"], f"{scenario}: {answer['error']} {answer['errors']}\n{answer['stack']}"
-    return answer["result"]
+    return run_scenario(SCRIPT, broker["bootstrap"], scenario, "plt", timeout)
 
 
 def test_admin(broker):

@@ -7,13 +7,12 @@ is what Apache Kafka 3.9 answered to the same script (calibrate with
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
-import subprocess
-import uuid
 
 import pytest
+
+from odradek_compat.node_drivers import run_scenario
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPT = os.path.join(HERE, "drivers", "old_js_clients.js")
@@ -27,14 +26,7 @@ def run(broker, scenario: str, timeout: float = 90) -> dict:
             pytest.skip(f"{package} not installed (run compat-tests/setup.sh)")
     if not os.path.isfile(os.path.join(HERE, "node_modules", "snappy", "build", "Release", "binding.node")):
         pytest.skip("kafka-node's optional snappy did not build (npm needs python3, make and g++ for it)")
-    prefix = f"old-{uuid.uuid4().hex[:8]}"
-    done = subprocess.run(["node", SCRIPT, broker["bootstrap"], scenario, prefix], cwd=HERE,
-                          capture_output=True, text=True, timeout=timeout)
-    lines = done.stdout.strip().splitlines()
-    assert lines, f"{scenario}: no answer (exit {done.returncode}): {done.stderr[-2000:]}"
-    answer = json.loads(lines[-1])
-    assert answer["ok"], f"{scenario}: {answer['error']}\n{answer.get('stack')}"
-    return answer["result"]
+    return run_scenario(SCRIPT, broker["bootstrap"], scenario, "old", timeout)
 
 
 def test_kafka_node_admin_produce_fetch_offsets(broker):
