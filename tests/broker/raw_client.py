@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import time
 import socket
@@ -104,3 +105,19 @@ def batch(values, timestamps=None, **kwargs) -> bytes:
     timestamps = timestamps or [now + i for i in range(len(values))]
     return build_batch([SimpleRecord(value=v, key=None, timestamp=t)
                         for v, t in zip(values, timestamps)], **kwargs)
+
+
+@contextlib.contextmanager
+def raw_client_with_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 60):
+    """A RawClient on `bootstrap`, once `topic` was created there (replication factor 1)."""
+    from broker.admin.client import KafkaClient
+    from broker.admin.topics import create_topics
+
+    admin = KafkaClient(bootstrap)
+    try:
+        create_topics(admin, [topic], partitions=partitions, replication_factor=1)
+    finally:
+        admin.close()
+    host, port = bootstrap.rsplit(":", 1)
+    with RawClient(host, int(port), timeout=timeout) as client:
+        yield client

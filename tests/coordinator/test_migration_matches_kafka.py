@@ -11,14 +11,12 @@ import time
 
 import pytest
 
-from broker.admin.client import KafkaClient
-from broker.admin.topics import create_topics
 from broker.testing import running_broker
 from protocol import messages
 from protocol.consumer_protocol import Assignment, Subscription, decode_assignment, encode_assignment, \
     encode_subscription
 from tests import apache_kafka as oracle
-from tests.broker.raw_client import RawClient
+from tests.broker.raw_client import raw_client_with_topic
 
 OFFSET_COMMIT, FIND_COORDINATOR, JOIN, HEARTBEAT, LEAVE, SYNC, DESCRIBE_GROUPS, LIST_GROUPS, CG_HEARTBEAT = \
     8, 10, 11, 12, 13, 14, 15, 16, 68
@@ -83,14 +81,8 @@ def group_type(client, group):
 
 def scenario(bootstrap: str) -> list:
     """What a classic member and a consumer-protocol member hear along an upgrade and a downgrade."""
-    admin = KafkaClient(bootstrap)
-    try:
-        create_topics(admin, [TOPIC], partitions=4, replication_factor=1)
-    finally:
-        admin.close()
-    host, port = bootstrap.rsplit(":", 1)
     seen: list = []
-    with RawClient(host, int(port), timeout=60) as c:
+    with raw_client_with_topic(bootstrap, TOPIC, partitions=4) as c:
         for group in ("g", "h"):    # Kafka creates __consumer_offsets when a coordinator is looked up
             call(c, FIND_COORDINATOR, 3, messages.FindCoordinatorRequest(key=group, key_type=0))
         # a classic group, one member (it leads and takes every partition)

@@ -14,13 +14,11 @@ import time
 
 import pytest
 
-from broker.admin.client import KafkaClient
-from broker.admin.topics import create_topics
 from broker.testing import running_broker
 from protocol import messages
 from protocol.consumer_protocol import Subscription, encode_subscription
 from tests import apache_kafka as oracle
-from tests.broker.raw_client import RawClient
+from tests.broker.raw_client import RawClient, raw_client_with_topic
 
 OFFSET_COMMIT, FIND_COORDINATOR, JOIN, HEARTBEAT, LEAVE, SYNC = 8, 10, 11, 12, 13, 14
 RETRIABLE = {14, 15, 16}      # the coordinator is loading / not there yet
@@ -150,14 +148,8 @@ class Wire:
 
 def scenario(bootstrap: str, settle_s: float) -> list:
     """`settle_s`: how long a request that should wait is given to be answered anyway."""
-    admin = KafkaClient(bootstrap)
-    try:
-        create_topics(admin, [TOPIC], partitions=4, replication_factor=1)
-    finally:
-        admin.close()
-    host, port = bootstrap.rsplit(":", 1)
     seen: list = []
-    with RawClient(host, int(port), timeout=60) as client:
+    with raw_client_with_topic(bootstrap, TOPIC, partitions=4) as client:
         w = Wire(bootstrap, client, settle_s)
         seen += preparing_rebalance(w)
         seen += completing_rebalance_before_leader_sync(w)
