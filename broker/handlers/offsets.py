@@ -150,5 +150,5 @@ async def handle_offset_for_leader_epoch(ctx, header, body):
 
 HANDLERS = {
     2: (0, 10, handle_list_offsets),
-    23: (2, 4, handle_offset_for_leader_epoch),
+    23: (0, 4, handle_offset_for_leader_epoch),
 }

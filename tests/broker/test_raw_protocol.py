@@ -281,6 +281,24 @@ def test_offset_for_leader_epoch(client):
     assert (result.error_code, result.end_offset) == (0, 3)
 
 
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_offset_for_leader_epoch_old_versions(client, version):
+    """Kafka 3.9 serves v0 (no epoch in the answer) and v1 (old Java clients, 2.0) as well; an epoch
+    past the latest is answered undefined (-1, -1), as Kafka does."""
+    client.create_topic("old-epochs")
+    client.produce("old-epochs", 0, batch([b"a", b"b"]))
+    O = messages.OffsetForLeaderEpochRequest
+
+    def ask(epoch):
+        response = client.request(23, version, O(topics=[O.OffsetForLeaderTopic(
+            topic="old-epochs", partitions=[O.OffsetForLeaderPartition(partition=0, leader_epoch=epoch)])]))
+        result = response.topics[0].partitions[0]
+        return result.error_code, result.leader_epoch, result.end_offset
+
+    assert ask(0) == (0, -1 if version == 0 else 0, 2)
+    assert ask(7) == (0, -1, -1)
+
+
 def test_api_versions_v3_rejects_bad_software_names(client):
     response = client.request(18, 3, messages.ApiVersionsRequest(
         client_software_name="bad name", client_software_version="1.0"))
