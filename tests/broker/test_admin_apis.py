@@ -1,7 +1,5 @@
 """Admin APIs over the raw protocol: topics, partitions, records, configs, cluster views."""
 
-import uuid
-
 from protocol import ErrorCode, messages
 
 from tests.broker.raw_client import batch
