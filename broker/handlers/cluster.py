@@ -150,8 +150,9 @@ async def handle_elect_leaders(ctx, header, body):
 
     if not access.cluster_allowed(ctx, AclOperation.ALTER):
         return every_partition_fails(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
-    if body.timeout_ms <= 0:
-        # Kafka's controller finds the deadline already past before it looks at anything else.
+    if body.timeout_ms <= 0 and body.topic_partitions != []:
+        # Kafka's controller finds the deadline already past before it looks at anything else
+        # (but answers an empty list at once, whatever its timeout).
         return every_partition_fails(ErrorCode.REQUEST_TIMED_OUT)
     election_type = body.election_type if header.api_version >= 1 else 0
     requested = (None if body.topic_partitions is None

@@ -202,6 +202,8 @@ def test_elect_leaders_without_time_left_times_out_every_requested_partition(cli
             ("elect-t", [(0, 7, None), (1, 7, None), (0, 7, None)]), ("nope", [(3, 7, None)])]
     everything = client.request(43, 2, E(election_type=0, topic_partitions=None, timeout_ms=0))
     assert (everything.error_code, everything.replica_election_results) == (7, [])
+    nothing = client.request(43, 2, E(election_type=0, topic_partitions=[], timeout_ms=0))
+    assert (nothing.error_code, nothing.replica_election_results) == (0, [])
 
 
 def test_broker_logger_levels(client):
