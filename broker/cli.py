@@ -6,7 +6,9 @@ SIGINT, then shuts down cleanly (stop accepting, finish in-flight requests, flus
 
     odradek: listening on PLAINTEXT://127.0.0.1:40123 (advertised as PLAINTEXT://127.0.0.1:40123)
 
-A bad configuration exits with status 2 and a one-line ``odradek: configuration error: ...``.
+A key it does not know is logged as a warning and otherwise ignored, as Kafka starts with a plugin's
+settings in its server.properties; a bad value of a known key exits with status 2 and a one-line
+``odradek: configuration error: ...``.
 
 Other subcommands (admin tools) come from modules in ``COMMAND_MODULES`` that expose
 ``add_commands(subparsers)``; each adds parsers whose ``func(args) -> int`` runs the command.
@@ -32,9 +34,10 @@ def _serve(args) -> int:
     except ConfigError as exc:
         print(f"odradek: configuration error: {exc}", file=sys.stderr, flush=True)
         return 2
-    from broker.logs import configure_logging, log_startup_banner
+    from broker.logs import configure_logging, log_startup_banner, log_unknown_keys
 
     configure_logging(args.log_level, args.log_format, request_log=args.request_log)
+    log_unknown_keys(config.unknown_keys)
 
     def announce(broker: Broker):
         for bound, advertised in broker.listening():

@@ -112,6 +112,13 @@ def log_startup_banner(*, version: str, node_id: int, listeners: Sequence[str],
         logger.info("config override", extra={"fields": {"key": key, "value": value}})
 
 
+def log_unknown_keys(keys: Sequence[str], logger: logging.Logger | None = None) -> None:
+    """One WARNING per configuration key the broker does not know: kept, but otherwise ignored."""
+    logger = logger or logging.getLogger(ROOT_LOGGER)
+    for key in keys:
+        logger.warning("unknown config key ignored", extra={"fields": {"key": key}})
+
+
 def _is_sensitive(key: str) -> bool:
     """Whether `key`, or the key it overrides per listener or mechanism
     (listener.name.<listener>.[<mechanism>.]<key>), is a sensitive setting."""

@@ -110,7 +110,8 @@ class LogAppends:
                 try:
                     pending = self.producer_state.prepare(
                         [(b, base, base + b.last_offset_delta, ts) for b, base, ts in placed],
-                        validate=not replication, read_control=_read_control)
+                        validate=not replication, read_control=_read_control,
+                        sequences=origin is AppendOrigin.CLIENT)
                 except RecordBatchError as exc:  # an unreadable control record
                     raise InvalidBatchError(exc.message, exc.error_code) from exc
                 if pending.duplicate is not None:

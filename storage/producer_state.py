@@ -156,13 +156,17 @@ class ProducerStateManager:
                 raise InvalidTxnStateError("Record was not part of an ongoing transaction")
 
     # -- appends ---------------------------------------------------------------------------
-    def prepare(self, placed, *, validate: bool, read_control) -> "PendingAppend":
+    def prepare(self, placed, *, validate: bool, read_control,
+                sequences: bool | None = None) -> "PendingAppend":
         """Check the batches (with their assigned offsets) against the current state.
 
         `placed` is [(batch, first_offset, last_offset, timestamp)]; `read_control(batch)`
         returns the ControlRecord of a control batch.  Raises the Kafka errors; returns a
-        PendingAppend to commit after the write, or one whose `duplicate` is set.
+        PendingAppend to commit after the write, or one whose `duplicate` is set. `sequences`
+        (default: `validate`) also checks sequence numbers and finds retries: as Kafka, only for a
+        client's batches, not a coordinator's (its offset commits all start at sequence 0).
         """
+        sequences = validate if sequences is None else sequences
         pending = PendingAppend()
         for batch, first, last, timestamp in placed:
             pid = batch.producer_id
@@ -171,7 +175,7 @@ class ProducerStateManager:
             entry = pending.entries.get(pid)
             if entry is None:
                 current = self.producers.get(pid)
-                if validate and current is not None and not batch.is_control:
+                if sequences and current is not None and not batch.is_control:
                     dup = current.find_duplicate(batch)
                     if dup is not None:
                         pending.duplicate = dup
@@ -181,7 +185,7 @@ class ProducerStateManager:
             if batch.is_control:
                 self._apply_marker(entry, batch, first, timestamp, read_control(batch), validate, pending)
             else:
-                self._apply_data(entry, batch, first, last, timestamp, validate, pending)
+                self._apply_data(entry, batch, first, last, timestamp, validate, sequences, pending)
         return pending
 
     def _check_epoch(self, entry: ProducerEntry, epoch: int, validate: bool) -> None:
@@ -189,9 +193,9 @@ class ProducerStateManager:
             raise InvalidProducerEpochError(
                 f"epoch {epoch} of producer {entry.producer_id} is older than the current epoch {entry.epoch}")
 
-    def _apply_data(self, entry, batch, first, last, timestamp, validate, pending) -> None:
+    def _apply_data(self, entry, batch, first, last, timestamp, validate, sequences, pending) -> None:
         self._check_epoch(entry, batch.producer_epoch, validate)
-        if validate and batch.base_sequence != NO_SEQUENCE:
+        if sequences and batch.base_sequence != NO_SEQUENCE:
             if batch.producer_epoch != entry.epoch:
                 if batch.base_sequence != 0 and entry.epoch != NO_PRODUCER_EPOCH:
                     raise OutOfOrderSequenceError(

@@ -5,8 +5,8 @@ Two catalogs:
 - ``BROKER_CONFIGS`` (``broker_catalog``): the server.properties keys this broker understands.
   ``BrokerConfig.load`` reads a properties file plus ``--override`` pairs on top of
   ``EMBEDDED_PROPERTIES`` (our equivalent of Kafka's shipped ``config/server.properties``: a single node
-  that is broker and controller, data in ./data) and fails at start-up with ``ConfigError`` on an
-  unknown key or a bad value.
+  that is broker and controller, data in ./data) and fails at start-up with ``ConfigError`` on a
+  bad value; keys it does not know are kept (``unknown_keys``, DescribeConfigs) and otherwise ignored.
 - ``TOPIC_CONFIGS`` (``topic_catalog``): the per-topic keys, each with the broker configs it falls back
   to (Kafka's "synonyms", in precedence order). ``validate_topic_configs`` is the validator CreateTopics /
   AlterConfigs hand to the controller; ``BrokerConfig.topic_defaults()`` resolves every topic key against

@@ -61,8 +61,14 @@ class BrokerConfig:
         self._dynamic_broker: dict[str, Any] = {}
         self._dynamic_listener: dict[str, str] = {}   # listener.name.* keys set at runtime (texts)
         self._dynamic_texts: tuple[dict, dict] = ({}, {})   # (cluster-wide, this broker's) as stored
+        # Keys outside the catalog (a plugin's or metrics reporter's settings): Kafka starts with
+        # them, keeps them for DescribeConfigs and otherwise ignores them.
+        self._static_custom: dict[str, str] = {}
         for name, text in raw.items():
-            self._static[name] = self._parse_broker_key(name, text)
+            if name in BROKER_CONFIGS or name.startswith(BROKER_PREFIXES):
+                self._static[name] = self._parse_broker_key(name, text)
+            else:
+                self._static_custom[name] = text
         self._check_consistency()
 
     # ---- construction
@@ -90,11 +96,9 @@ class BrokerConfig:
     @staticmethod
     def _parse_broker_key(name: str, text: str) -> Any:
         definition = BROKER_CONFIGS.get(name)
-        if definition is None:
-            if name.startswith(BROKER_PREFIXES):
-                check_listener_key(name, text)
-                return text
-            raise ConfigError(f"Unknown configuration {name!r}", name)
+        if definition is None:      # a listener.name.* override
+            check_listener_key(name, text)
+            return text
         return parse_checked(name, definition.type, definition.validator, text)
 
     def _check_consistency(self):
@@ -121,6 +125,11 @@ class BrokerConfig:
                 raise ConfigError(f"advertised listener {listener.name} is not in listeners",
                                   "advertised.listeners")
         check_quorum_settings(self)
+
+    @property
+    def unknown_keys(self) -> list[str]:
+        """The static keys this broker does not know (kept, described, otherwise ignored)."""
+        return sorted(self._static_custom)
 
     # ---- plain access
     def get(self, name: str) -> Any:
@@ -359,12 +368,14 @@ class BrokerConfig:
         return known + self._describe_custom(None, per_broker=False)
 
     def _describe_custom(self, names: Iterable[str] | None, per_broker: bool) -> list[DescribedConfig]:
-        """Dynamic keys outside the catalog (a plugin's settings, say): Kafka keeps them and lists
-        them as it lists any key it cannot type, read-only and sensitive with the value hidden."""
+        """Keys outside the catalog (a plugin's settings, say), dynamic or static: Kafka keeps them
+        and lists them as it lists any key it cannot type, read-only and sensitive with the value
+        hidden."""
         cluster_wide, own = self._dynamic_texts
         layers = [(cluster_wide, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)]
         if per_broker:
             layers.insert(0, (own, ConfigSource.DYNAMIC_BROKER_CONFIG))
+            layers.append((self._static_custom, ConfigSource.STATIC_BROKER_CONFIG))
         custom = {name for texts, _ in layers for name, text in texts.items()
                   if text is not None and name not in BROKER_CONFIGS
                   and not name.startswith(BROKER_PREFIXES)}

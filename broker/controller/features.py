@@ -19,7 +19,10 @@ METADATA_VERSION = "metadata.version"
 # Feature name -> (min, max) levels this software supports. metadata.version 7 is 3.3-IV3, the oldest
 # KRaft level Kafka 4 accepts; 21 is 3.9-IV0, 22 is 4.0-IV0. transaction.version / group.version stay
 # unadvertised: clients then use the classic transaction and group protocols, which the coordinators
-# implement. share.version (KIP-932): 1 enables share groups, as in Kafka 4.1+.
+# implement. share.version (KIP-932): 1 enables share groups, as in Kafka 4.1+. kraft.version stays
+# unadvertised too: Kafka 3.9 lists it as 0-1 because it has KIP-853's dynamic voters (level 1:
+# AddRaftVoter / RemoveRaftVoter, APIs 80-81), which this quorum lacks, and Kafka lists no feature
+# whose highest level is 0 (as it leaves out group.version and transaction.version in 3.9).
 SUPPORTED_FEATURES = {METADATA_VERSION: (7, 22), "share.version": (0, 1)}
 
 # What a fresh Kafka 3.9 cluster finalizes: 3.9-IV0.

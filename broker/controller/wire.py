@@ -235,6 +235,11 @@ def inconsistent_cluster_response(api_key: int):
 
 # -- DescribeQuorum ----------------------------------------------------------------------------------
 
+_NOT_LEADER_MESSAGE = ("For requests intended only for the leader, this error indicates that the broker "
+                       "is not the current leader. For requests intended for any replica, this error "
+                       "indicates that the broker is not a replica of the topic partition.")
+
+
 def describe_quorum_response(view: dict | None, request=None):
     """DescribeQuorumResponse for `view` = Controller.describe_quorum() (None: not a controller)."""
     R = m.DescribeQuorumResponse
@@ -248,11 +253,11 @@ def describe_quorum_response(view: dict | None, request=None):
                                 error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                 error_message=str(exc)) for p in t.partitions])
                 for t in request.topics])
-    part = R.PartitionData(partition_index=0, error_message=None)
+    part = R.PartitionData(partition_index=0)    # Kafka leaves error_message "" when all is well
     if view is None or view["leader_id"] != view.get("node_id", view["leader_id"]) or not view.get("replicas"):
+        # As Kafka's non-leader answers: the error and its stock message, every other field 0.
         part.error_code = int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-        if view is not None:
-            part.leader_id, part.leader_epoch = view["leader_id"], view["epoch"]
+        part.error_message = _NOT_LEADER_MESSAGE
         return R(topics=[R.TopicData(topic_name=METADATA_TOPIC, partitions=[part])])
     part.leader_id, part.leader_epoch, part.high_watermark = view["leader_id"], view["epoch"], view["high_watermark"]
 

@@ -23,7 +23,7 @@ from typing import Optional
 import trio
 
 from protocol import ErrorCode
-from protocol.records import SimpleRecord, build_batch
+from protocol.records import NO_SEQUENCE, SimpleRecord, build_batch
 
 from .clock import SystemClock, Timers
 from .consumer_group.coordinator import ConsumerGroupCoordinator
@@ -31,7 +31,7 @@ from .consumer_group.model import ConsumerGroupConfig
 from .consumer_group.records import GroupRecord
 from .durable_writes import CoordinatorError, DurableWritesMixin
 from .group_coordinator import GroupConfig, GroupCoordinator
-from .log_records import TransactionRecord
+from .log_records import OffsetCommitRecord, TransactionRecord
 from .markers import MarkerSender
 from .ownership import (OFFSETS_TOPIC, SHARE_STATE_TOPIC, TRANSACTION_TOPIC, LoadState, Owned, is_commit, plan,
                         read_internal_log)
@@ -469,8 +469,11 @@ class _GroupLog:
             key, value = encode_group_record(record)
             simple.append(SimpleRecord(value=value, key=key, timestamp=now))
         transactional = producer_id >= 0
+        # Kafka writes an offset commit (plain or transactional) at base sequence 0, its other
+        # group writes (metadata, tombstones) without a sequence
+        commit = all(isinstance(r, OffsetCommitRecord) and r.value is not None for r in records)
         batch = build_batch(simple, producer_id=producer_id, producer_epoch=producer_epoch,
-                            transactional=transactional)
+                            base_sequence=0 if commit else NO_SEQUENCE, transactional=transactional)
         return self.service.append(OFFSETS_TOPIC, self.service.offsets_partition(group_id), batch)
 
 

@@ -138,13 +138,22 @@ async def handle_describe_log_dirs(ctx, header, body):
 async def handle_elect_leaders(ctx, header, body):
     """The controller decides (preferred or unclean election, Kafka's per-partition errors)."""
     Response = messages.ElectLeadersResponse
-    if not access.cluster_allowed(ctx, AclOperation.ALTER):
-        denied = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
-        return Response(throttle_time_ms=0, error_code=denied, replica_election_results=[
+
+    def every_partition_fails(code):
+        # v0 has no top-level error code: there each partition carries it alone
+        return Response(throttle_time_ms=0, error_code=code if header.api_version >= 1 else 0,
+                        replica_election_results=[
             Response.ReplicaElectionResult(topic=t.topic, partition_result=[
-                Response.PartitionResult(partition_id=index, error_code=denied,
+                Response.PartitionResult(partition_id=index, error_code=code,
                                          error_message=None) for index in t.partitions])
             for t in body.topic_partitions or []])
+
+    if not access.cluster_allowed(ctx, AclOperation.ALTER):
+        return every_partition_fails(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+    if body.timeout_ms <= 0 and body.topic_partitions != []:
+        # Kafka's controller finds the deadline already past before it looks at anything else
+        # (but answers an empty list at once, whatever its timeout).
+        return every_partition_fails(ErrorCode.REQUEST_TIMED_OUT)
     election_type = body.election_type if header.api_version >= 1 else 0
     requested = (None if body.topic_partitions is None
                  else [(t.topic, list(t.partitions)) for t in body.topic_partitions])

@@ -13,10 +13,11 @@ LISTENING = re.compile(r"odradek: listening on PLAINTEXT://([0-9.]+):(\d+)")
 
 
 class ServeProcess:
-    def __init__(self, data_dir, *overrides: str, port: int = 0):
+    def __init__(self, data_dir, *overrides: str, port: int = 0, config_file=None):
         self.data_dir = os.fspath(data_dir)
         self.overrides = list(overrides)
         self.port = port
+        self.config_file = config_file
         self.process: subprocess.Popen | None = None
         self.output: list[str] = []
 
@@ -24,6 +25,8 @@ class ServeProcess:
         command = [sys.executable, "-m", "broker.cli", "serve",
                    "--override", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
                    "--override", f"log.dirs={self.data_dir}"]
+        if self.config_file is not None:
+            command += ["--config", os.fspath(self.config_file)]
         for override in self.overrides:
             command += ["--override", override]
         self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,

@@ -1,7 +1,5 @@
 """Admin APIs over the raw protocol: topics, partitions, records, configs, cluster views."""
 
-import uuid
-
 from protocol import ErrorCode, messages
 
 from tests.broker.raw_client import batch
@@ -184,6 +182,28 @@ def test_cluster_views(client, broker):
     assert bad.error_code == ErrorCode.INVALID_REQUEST
     assert [(p.error_code, p.error_message) for p in bad.replica_election_results[0].partition_result] == [
         (ErrorCode.INVALID_REQUEST, "Unknown election type 5")]
+
+
+
+def test_elect_leaders_without_time_left_times_out_every_requested_partition(client):
+    # Kafka 3.9 with timeout_ms <= 0: REQUEST_TIMED_OUT at the top (v1+) and on each requested
+    # partition as asked (duplicates, unknown topics and unknown election types alike), none for
+    # "all partitions"; v0 has only the partitions' codes.
+    create(client, ("elect-t", 2, 1, {}))
+    E = messages.ElectLeadersRequest
+    asked = [E.TopicPartitions(topic="elect-t", partitions=[0, 1, 0]),
+             E.TopicPartitions(topic="nope", partitions=[3])]
+    for version, timeout, election_type in ((2, 0, 0), (1, -1, 1), (2, 0, 5), (0, 0, 0)):
+        answer = client.request(43, version, E(election_type=election_type, timeout_ms=timeout,
+                                               topic_partitions=asked))
+        assert answer.error_code == (ErrorCode.REQUEST_TIMED_OUT if version else 0)
+        assert [(t.topic, [(p.partition_id, p.error_code, p.error_message) for p in t.partition_result])
+                for t in answer.replica_election_results] == [
+            ("elect-t", [(0, 7, None), (1, 7, None), (0, 7, None)]), ("nope", [(3, 7, None)])]
+    everything = client.request(43, 2, E(election_type=0, topic_partitions=None, timeout_ms=0))
+    assert (everything.error_code, everything.replica_election_results) == (7, [])
+    nothing = client.request(43, 2, E(election_type=0, topic_partitions=[], timeout_ms=0))
+    assert (nothing.error_code, nothing.replica_election_results) == (0, [])
 
 
 def test_broker_logger_levels(client):

@@ -214,3 +214,19 @@ def test_resigning_leader_hands_over_quickly():
     while c.leader() is None and c.now < resigned_at + 10:
         c.run(c.now + 0.05)
     assert c.leader() is not None and c.now - resigned_at < CONFIG.fetch_timeout
+
+
+def test_caught_up_followers_are_caught_up_as_of_their_last_fetch():
+    """Kafka's rule for DescribeQuorum's LastCaughtUpTimestamp: a fetch that reaches the leader's
+    log end counts now, so an idle quorum's followers show the time of their latest fetch (they
+    showed the last time the high watermark moved)."""
+    c = Cluster()
+    c.run(5)
+    leader = c.leader()
+    c._take(leader.node_id, leader.propose(b"x", c.now)[1])
+    c.run(c.now + 5)                                # idle: followers keep fetching at the log end
+    replicas = leader.describe(c.now)["replicas"]
+    for rid in set(c.nodes) - {leader.node_id}:
+        state = replicas[rid]
+        assert state["log_end_offset"] == leader.end_offset
+        assert state["last_caught_up_timestamp"] == state["last_fetch_timestamp"] > c.now - 1

@@ -65,11 +65,15 @@ def test_describe_quorum_response():
                          9: {"log_end_offset": 2, "last_fetch_timestamp": 3, "last_caught_up_timestamp": -1}}}
     part = wire.describe_quorum_response(view).topics[0].partitions[0]
     assert (part.error_code, part.leader_id, part.leader_epoch, part.high_watermark) == (0, 1, 4, 9)
+    assert part.error_message == ""             # as Kafka 3.9's v2 answer: empty, not null
     assert [(r.replica_id, r.log_end_offset) for r in part.current_voters] == [(1, 9), (2, 7)]
     assert [r.replica_id for r in part.observers] == [9]
     follower = dict(view, node_id=2, leader_id=1, replicas={})
     part = wire.describe_quorum_response(follower).topics[0].partitions[0]
-    assert part.error_code == protocol.ErrorCode.NOT_LEADER_OR_FOLLOWER and part.leader_id == 1
+    # Kafka 3.9's non-leader controller: the error with its stock message and every other field 0
+    assert part.error_code == protocol.ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert part.error_message.startswith("For requests intended only for the leader")
+    assert (part.leader_id, part.leader_epoch, part.high_watermark) == (0, 0, 0)
 
 
 def test_pre_vote_travels_as_kip_996_vote_v2():

@@ -263,3 +263,53 @@ def test_default_bodies_get_answers_not_closed_connections(client):
             if api_key == 22:
                 body.transactional_id = None
             client.request(api_key, version, body)  # raises if the broker closed the connection
+
+
+def _offsets_batches(client):
+    """(producer id, base sequence, control) of every batch in __consumer_offsets (one partition
+    in a test broker)."""
+    from protocol.records import iter_batches
+    answer = client.fetch("__consumer_offsets", 0, 0)
+    records = bytes(answer.responses[0].partitions[0].records or b"")
+    return [(b.producer_id, b.base_sequence, b.is_control) for b in iter_batches(records, allow_partial=True)]
+
+
+def test_offset_commit_batches_start_at_sequence_zero_as_kafkas(client):
+    # Kafka 3.9 (DumpLogSegments): an offset commit's batch, plain or transactional, has base
+    # sequence 0; the group's metadata and tombstones carry none (-1). A producer's second
+    # transactional commit to the group, at sequence 0 again, is written too (not taken for a retry).
+    first = join(client, group="g-seq")
+    r = join(client, first.member_id, group="g-seq")
+    S = m.SyncGroupRequest
+    assert client.request(14, 5, S(group_id="g-seq", generation_id=1, member_id=r.member_id,
+                                   protocol_type="consumer", protocol_name="range",
+                                   assignments=[])).error_code == 0
+    assert commit(client, "g-seq", r.member_id, 1, [("t", 0, 5, "")]).topics[0].partitions[0].error_code == 0
+    L = m.LeaveGroupRequest
+    client.request(13, 3, L(group_id="g-seq", members=[L.MemberIdentity(member_id=r.member_id)]))
+    init = client.request(22, 4, m.InitProducerIdRequest(transactional_id="tx-seq", transaction_timeout_ms=60_000))
+    pid, epoch = init.producer_id, init.producer_epoch
+    assert client.request(25, 3, m.AddOffsetsToTxnRequest(transactional_id="tx-seq", producer_id=pid,
+                                                           producer_epoch=epoch, group_id="g-seq")).error_code == 0
+    T = m.TxnOffsetCommitRequest
+    for offset in (7, 9):
+        answer = client.request(28, 3, T(transactional_id="tx-seq", group_id="g-seq", producer_id=pid,
+                                         producer_epoch=epoch, generation_id=-1, member_id="",
+                                         group_instance_id=None, topics=[T.TxnOffsetCommitRequestTopic(
+                                             name="t", partitions=[T.TxnOffsetCommitRequestPartition(
+                                                 partition_index=0, committed_offset=offset,
+                                                 committed_leader_epoch=-1, committed_metadata="")])]))
+        assert answer.topics[0].partitions[0].error_code == 0
+    assert client.request(26, 3, m.EndTxnRequest(transactional_id="tx-seq", producer_id=pid,
+                                                 producer_epoch=epoch, committed=True)).error_code == 0
+    deadline = time.monotonic() + 15
+    while len(batches := _offsets_batches(client)) < 6 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert batches == [(-1, -1, False),       # the group after SyncGroup
+                       (-1, 0, False),        # OffsetCommit
+                       (-1, -1, False),       # the group, empty, after LeaveGroup
+                       (pid, 0, False), (pid, 0, False),   # both TxnOffsetCommits
+                       (pid, -1, True)]       # the commit marker
+    F = m.OffsetFetchRequest
+    fetched = client.request(9, 7, F(group_id="g-seq", topics=None, require_stable=True))
+    assert [(t.name, p.committed_offset) for t in fetched.topics for p in t.partitions] == [("t", 9)]

@@ -550,6 +550,10 @@ def test_cluster_apis(admin, loner):
     elect = user.request(43, 2, L(election_type=0, topic_partitions=[
         L.TopicPartitions(topic=topic, partitions=[0])], timeout_ms=1000))
     assert elect.error_code == E.CLUSTER_AUTHORIZATION_FAILED
+    elect = user.request(43, 0, L(topic_partitions=[    # v0: no top-level code, the partition's only
+        L.TopicPartitions(topic=topic, partitions=[0])], timeout_ms=1000))
+    assert [p.error_code for p in elect.replica_election_results[0].partition_result] == \
+        [E.CLUSTER_AUTHORIZATION_FAILED]
     Q = messages.DescribeQuorumRequest
     quorum = user.request(55, 2, Q(topics=[Q.TopicData(topic_name="__cluster_metadata",
                                                       partitions=[Q.PartitionData(partition_index=0)])]))

@@ -404,9 +404,6 @@ class RaftNode(PullReplication):
         candidate = offsets[len(self.voters) // 2]
         if candidate > self._epoch_start:
             self._commit_to(candidate)
-        for st in self._replicas.values():
-            if st.end_offset >= self.end_offset:
-                st.last_caught_up = now
 
     # -- elections -------------------------------------------------------------------------------------
 

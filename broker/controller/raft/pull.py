@@ -31,19 +31,21 @@ class PullReplication:
                                           req.last_fetched_epoch, error=FENCED_LEADER_EPOCH))
             return
         st = self._replicas.setdefault(src, ReplicaState())
-        st.last_fetch = now
         base = dict(epoch=self.epoch, leader_id=self.node_id, fetch_offset=req.fetch_offset,
                     last_fetched_epoch=req.last_fetched_epoch, high_watermark=self.high_watermark, log_start_offset=self.log_start)
         offset, epoch = req.fetch_offset, req.last_fetched_epoch
         found = self._end_offset_for_epoch(epoch) if offset > 0 else (0, 0)
         if offset < self.log_start or found is None:
             # What the replica needs next is only in our snapshot.
+            st.last_fetch = now
             self._send(src, FetchResponse(**base, snapshot_id=(self.log_start, self.snapshot.epoch)))
             return
         if offset > 0 and (found[0] != epoch or offset > found[1]):
+            st.last_fetch = now
             self._send(src, FetchResponse(**base, diverging=found))
             return
         # Valid: the replica's log matches ours below `offset`.
+        st.record_fetch(offset, self.end_offset, now)
         if src in self.voters and offset > st.end_offset:
             st.end_offset = offset
             self._leader_update_hw(now)
