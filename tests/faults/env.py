@@ -18,6 +18,7 @@ every wait is bounded.
 from __future__ import annotations
 
 import glob
+import shutil
 import os
 import signal
 import subprocess
@@ -63,6 +64,20 @@ BROKERS = ("odradek", "kafka")      # what the nodes run (--broker)
 # each entry against its source's mtime and size, so a stale one is never used.
 PYCACHE = os.path.join(tempfile.gettempdir(), "odradek-faults-pycache")
 BYTECODE_ENV = {"PYTHONPYCACHEPREFIX": PYCACHE}
+
+
+def _dump_stacks(pid: int, log_path: str) -> None:
+    """A client that outlived its time: where its threads hang goes to its log (py-spy, with the
+    native frames of librdkafka's calls), so a hung trial says whether the client or the broker
+    kept it waiting."""
+    py_spy = shutil.which("py-spy") or os.path.join(os.path.dirname(sys.executable), "py-spy")
+    if not os.path.exists(py_spy):
+        return
+    with open(log_path, "ab") as log:
+        log.write(b"\n--- still running at its deadline; its stacks (py-spy dump --native):\n")
+        log.flush()
+        subprocess.run([py_spy, "dump", "--native", "--pid", str(pid)], stdout=log,
+                       stderr=subprocess.STDOUT, timeout=30, check=False)
 
 
 class FaultEnv:
@@ -192,11 +207,13 @@ class FaultEnv:
         env = {**os.environ, **BYTECODE_ENV}
         env.pop("PYTHONDONTWRITEBYTECODE", None)
         env["PYTHONPATH"] = REPO_ROOT + os.pathsep + env.get("PYTHONPATH", "")
-        log = open(os.path.join(self.root, log_name), "ab")
+        log_path = os.path.join(self.root, log_name)
+        log = open(log_path, "ab")
         command = self.lab.hosts["client"].exec_prefix() + command
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT,
                                    env=env)
         log.close()
+        process.log_path = log_path
         self.clients.append(process)
         return process
 
@@ -204,6 +221,7 @@ class FaultEnv:
         try:
             return process.wait(timeout)
         except subprocess.TimeoutExpired:
+            _dump_stacks(process.pid, process.log_path)
             process.kill()
             process.wait(10)
             return -9
