@@ -117,10 +117,8 @@ async def _add_partitions(ctx, service, version, transactional_id, producer_id, 
         # Kafka adds nothing when one partition is bad: the rest were not attempted
         return {tp: refused.get(tp, E.OPERATION_NOT_ATTEMPTED) for tp in requested}
     if verify_only:
-        per = service.txns.verify_partitions(transactional_id, producer_id, producer_epoch, requested)
-        # TRANSACTION_ABORTABLE is new in v5 (KIP-890); v4 callers know the case as INVALID_TXN_STATE
-        return {tp: E.INVALID_TXN_STATE if err is E.TRANSACTION_ABORTABLE and version < 5 else err
-                for tp, err in per.items()}
+        # TRANSACTION_ABORTABLE for a partition outside the transaction, at v4 too (as Kafka 3.9 answers)
+        return service.txns.verify_partitions(transactional_id, producer_id, producer_epoch, requested)
     mark = service.write_mark()
     code = service.txns.add_partitions(transactional_id, producer_id, producer_epoch, requested)
     code = await _settled(service, transactional_id, mark, code)
