@@ -153,3 +153,20 @@ def test_a_failed_write_is_no_longer_in_flight(t, failure):
     # the record stays in the coordinator's log and may yet commit: the state follows the log
     assert t.coord.add_partitions("tx", pid, epoch, [("t", 1)]) == E.NONE
     assert describe(t) == ("Ongoing", epoch, [("t", 0)])
+
+
+def test_requests_while_markers_are_in_flight(t):
+    """Kafka 3.9 with the data partition's leader paused after PrepareCommit committed: everything is
+    told to retry, an abort and an InitProducerId naming another producer id included."""
+    pid, epoch = init(t)
+    assert t.coord.add_partitions("tx", pid, epoch, [("t", 0)]) == E.NONE
+    t.markers.hold = True
+    assert t.coord.end_txn("tx", pid, epoch, True) == E.NONE
+    for commit in (True, False):
+        assert t.coord.end_txn("tx", pid, epoch, commit) == C
+    assert t.coord.add_partitions("tx", pid, epoch, [("t", 1)]) == C
+    assert t.coord.add_offsets("tx", pid, epoch, "g") == C
+    assert t.coord.init_producer_id("tx", 60_000).error == C
+    assert t.coord.init_producer_id("tx", 60_000, pid + 100, 0).error == C
+    assert t.coord.verify_partitions("tx", pid, epoch, [("t", 0)]) == {("t", 0): C}
+    assert describe(t) == ("PrepareCommit", epoch, [("t", 0)])
