@@ -312,7 +312,8 @@ class TransactionCoordinator:
         now = self.clock.now_ms()
         for txn in list(self.txns.values()):
             if txn.state in (T.EMPTY, T.COMPLETE_COMMIT, T.COMPLETE_ABORT) and not txn.markers_in_flight \
-                    and txn.transactional_id not in self._in_flight and txn.last_update_timestamp + self.config.id_expiration_ms <= now:
+                    and txn.transactional_id not in self._in_flight \
+                    and txn.last_update_timestamp + self.config.id_expiration_ms <= now:
                 try:
                     self.log.append(TransactionRecord(txn.transactional_id, None))
                 except Exception:
