@@ -14,7 +14,9 @@ is unit-tested on a `FakeClock`):
   TxnConfig())` — `init_producer_id`, `add_partitions`, `verify_partitions` (what Produce's partition
   verification asks), `add_offsets`, `end_txn`, `describe`, `list`; rebuilt with `replay(record)` +
   `loaded(transactional_ids)` (which finishes commits/aborts decided before a crash or a leader
-  change), dropped with `unload(transactional_ids)`.
+  change), dropped with `unload(transactional_ids)`. While an id's write is in flight, requests see
+  `view(id)` (its state before the write) and get CONCURRENT_TRANSACTIONS where they would change it,
+  as Kafka's pending state.
 - `consumer_group` — KIP-848 consumer groups (`ConsumerGroupCoordinator`: ConsumerGroupHeartbeat,
   server-side assignors, member epochs, Kafka's ConsumerGroup* records), beside the classic groups;
   their committed offsets live in the classic core's offsets-only group of the same id.

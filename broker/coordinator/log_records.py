@@ -94,8 +94,9 @@ class GroupLog(Protocol):
 
 
 class TransactionLog(Protocol):
-    def append(self, record: TransactionRecord) -> None:
-        """Append to the transactional id's `__transaction_state` partition."""
+    def append(self, record: TransactionRecord) -> Pending[ErrorCode]:
+        """Append to the transactional id's `__transaction_state` partition; the answer completes
+        once the write commits (NONE) or fails to."""
 
 
 class MemoryGroupLog:
@@ -130,11 +131,26 @@ class MemoryGroupLog:
 
 
 class MemoryTransactionLog:
+    """An in-memory TransactionLog; `hold_acks` makes writes wait for `acknowledge()`, as MemoryGroupLog."""
+
     def __init__(self) -> None:
         self.records: list[TransactionRecord] = []
         self.fail_with: Optional[Exception] = None
+        self.hold_acks = False
+        self.unacknowledged: list[Pending[ErrorCode]] = []
 
-    def append(self, record: TransactionRecord) -> None:
+    def append(self, record: TransactionRecord) -> Pending[ErrorCode]:
         if self.fail_with is not None:
             raise self.fail_with
         self.records.append(record)
+        if not self.hold_acks:
+            return Pending.completed(ErrorCode.NONE)
+        written: Pending[ErrorCode] = Pending()
+        self.unacknowledged.append(written)
+        return written
+
+    def acknowledge(self, code: ErrorCode = ErrorCode.NONE) -> None:
+        """Acknowledge every held write with `code`."""
+        done, self.unacknowledged = self.unacknowledged, []
+        for written in done:
+            written.complete(code)

@@ -481,10 +481,10 @@ class _TxnLog:
     def __init__(self, service: CoordinatorService):
         self.service = service
 
-    def append(self, record: TransactionRecord) -> None:
+    def append(self, record: TransactionRecord) -> Pending[ErrorCode]:
         key, value = encode_txn_record(record)
         batch = build_batch([SimpleRecord(value=value, key=key, timestamp=self.service.clock.now_ms())])
-        self.service.append(TRANSACTION_TOPIC, self.service.txn_partition(record.transactional_id), batch)
+        return self.service.append(TRANSACTION_TOPIC, self.service.txn_partition(record.transactional_id), batch)
 
 
 class _BlockProducerIds:

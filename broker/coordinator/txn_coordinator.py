@@ -6,6 +6,12 @@ the verify-only check), AddOffsetsToTxn, EndTxn through PrepareCommit/PrepareAbo
 CompleteCommit/CompleteAbort, epoch fencing, aborting transactions that outlive their timeout, and
 expiring idle transactional ids. Every transition is written to a `TransactionLog` before it takes
 effect; markers go out through a `MarkerWriter` that reports back when they are all written.
+
+While a transactional id's write is in flight (acks=all: waiting for its followers), requests for it
+are answered as Kafka answers during its "pending state": from the transaction as it was before the
+write (with the epoch a fence already bumped), and CONCURRENT_TRANSACTIONS wherever they would
+change it. So no request acts on a transition that has not committed, and a producer cannot write
+to a partition whose AddPartitionsToTxn a new coordinator may never see.
 """
 
 from __future__ import annotations
@@ -74,6 +80,12 @@ class TxnDescription:
     partitions: list[tuple[str, int]] = field(default_factory=list)
 
 
+@dataclass
+class _WritesInFlight:
+    view: TxnMetadata       # what requests see until the writes commit (Kafka's committed metadata)
+    count: int = 0
+
+
 class TransactionCoordinator:
     def __init__(self, clock, timers: Timers, log: TransactionLog, producer_ids: ProducerIdSource,
                  markers: MarkerWriter, config: TxnConfig | None = None,
@@ -85,7 +97,8 @@ class TransactionCoordinator:
         self.markers = markers
         self.config = config or TxnConfig()
         self.offsets_partition_for = offsets_partition_for
-        self.txns: dict[str, TxnMetadata] = {}
+        self.txns: dict[str, TxnMetadata] = {}   # as written to the log (the last write may not have committed)
+        self._in_flight: dict[str, _WritesInFlight] = {}
         self._schedule(("txn-abort-expired",), self.config.abort_check_interval_ms, self._abort_timed_out)
         self._schedule(("txn-expire-ids",), self.config.id_expiry_check_interval_ms, self._expire_ids)
 
@@ -113,7 +126,7 @@ class TransactionCoordinator:
             created = True
         else:
             created = False
-        if txn.markers_in_flight:
+        if transactional_id in self._in_flight or txn.markers_in_flight:
             return InitProducerIdResult(E.CONCURRENT_TRANSACTIONS)
         if expected is not None and not (
                 txn.producer_epoch == NO_PRODUCER_EPOCH or expected == txn.producer_id
@@ -176,18 +189,28 @@ class TransactionCoordinator:
 
     def verify_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
                           partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], ErrorCode]:
-        """The verify-only path of AddPartitionsToTxn v4+: are these partitions in the transaction?"""
-        txn, error = self._check_client(transactional_id, producer_id, producer_epoch)
-        if error is not E.NONE:
-            return {tp: error for tp in partitions}
-        return {tp: (E.NONE if tp in txn.partitions else E.TRANSACTION_ABORTABLE) for tp in partitions}
+        """The verify-only path of AddPartitionsToTxn v4+: are these partitions in the transaction?
+        As Kafka, from its committed state without regard to a write in flight: a partition whose
+        AddPartitionsToTxn has not committed is not in it yet."""
+        txn = self.view(transactional_id) if transactional_id else None
+        if not transactional_id:
+            error = E.INVALID_REQUEST
+        elif txn is None or txn.producer_id != producer_id:
+            error = E.INVALID_PRODUCER_ID_MAPPING
+        elif txn.producer_epoch != producer_epoch:
+            error = E.PRODUCER_FENCED
+        elif txn.markers_in_flight or txn.state in (T.PREPARE_COMMIT, T.PREPARE_ABORT):
+            error = E.CONCURRENT_TRANSACTIONS
+        else:
+            return {tp: (E.NONE if tp in txn.partitions else E.TRANSACTION_ABORTABLE) for tp in partitions}
+        return {tp: error for tp in partitions}
 
     def transactional_id_of(self, producer_id: int) -> Optional[str]:
         """The transactional id whose current producer id is `producer_id`, if any (a linear scan:
         only for Produce requests that omit their transactional id)."""
-        for txn in self.txns.values():
-            if txn.producer_id == producer_id:
-                return txn.transactional_id
+        for transactional_id in self.txns:
+            if self.view(transactional_id).producer_id == producer_id:
+                return transactional_id
         return None
 
     def add_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int,
@@ -199,12 +222,13 @@ class TransactionCoordinator:
                       ) -> tuple[Optional[TxnMetadata], ErrorCode]:
         if not transactional_id:
             return None, E.INVALID_REQUEST
-        txn = self.txns.get(transactional_id)
+        txn = self.view(transactional_id)
         if txn is None or txn.producer_id != producer_id:
             return txn, E.INVALID_PRODUCER_ID_MAPPING
         if txn.producer_epoch != producer_epoch:
             return txn, E.PRODUCER_FENCED
-        if txn.markers_in_flight or txn.state in (T.PREPARE_COMMIT, T.PREPARE_ABORT):
+        if transactional_id in self._in_flight or txn.markers_in_flight \
+                or txn.state in (T.PREPARE_COMMIT, T.PREPARE_ABORT):
             return txn, E.CONCURRENT_TRANSACTIONS
         return txn, E.NONE
 
@@ -212,12 +236,12 @@ class TransactionCoordinator:
     def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool) -> ErrorCode:
         if not transactional_id:
             return E.INVALID_REQUEST
-        txn = self.txns.get(transactional_id)
+        txn = self.view(transactional_id)
         if txn is None or txn.producer_id != producer_id:
             return E.INVALID_PRODUCER_ID_MAPPING
         if producer_epoch != txn.producer_epoch:
             return E.PRODUCER_FENCED
-        if txn.markers_in_flight:
+        if transactional_id in self._in_flight or txn.markers_in_flight:
             return E.CONCURRENT_TRANSACTIONS
         state = txn.state
         if state is T.ONGOING:
@@ -246,7 +270,9 @@ class TransactionCoordinator:
             return False
         bumped = replace(txn, producer_epoch=txn.producer_epoch + 1, last_producer_epoch=NO_PRODUCER_EPOCH,
                          state=T.PREPARE_ABORT, last_update_timestamp=self.clock.now_ms())
-        if not self._write(bumped):
+        # as Kafka, the fenced producer is fenced at once, not once the abort commits
+        if not self._write(bumped, view=replace(txn, producer_epoch=bumped.producer_epoch,
+                                                last_producer_epoch=NO_PRODUCER_EPOCH)):
             return False
         self._send_markers(bumped)
         return True
@@ -277,7 +303,7 @@ class TransactionCoordinator:
     def _abort_timed_out(self) -> None:
         now = self.clock.now_ms()
         for txn in list(self.txns.values()):
-            if txn.state is T.ONGOING and not txn.markers_in_flight \
+            if txn.state is T.ONGOING and not txn.markers_in_flight and txn.transactional_id not in self._in_flight \
                     and txn.start_timestamp + txn.timeout_ms < now:
                 self._fence_and_abort(txn)
         self._schedule(("txn-abort-expired",), self.config.abort_check_interval_ms, self._abort_timed_out)
@@ -286,6 +312,7 @@ class TransactionCoordinator:
         now = self.clock.now_ms()
         for txn in list(self.txns.values()):
             if txn.state in (T.EMPTY, T.COMPLETE_COMMIT, T.COMPLETE_ABORT) and not txn.markers_in_flight \
+                    and txn.transactional_id not in self._in_flight \
                     and txn.last_update_timestamp + self.config.id_expiration_ms <= now:
                 try:
                     self.log.append(TransactionRecord(txn.transactional_id, None))
@@ -300,7 +327,7 @@ class TransactionCoordinator:
 
     # ==== admin =======================================================================================
     def describe(self, transactional_id: str) -> TxnDescription:
-        txn = self.txns.get(transactional_id)
+        txn = self.view(transactional_id)
         if txn is None:
             return TxnDescription(transactional_id, E.TRANSACTIONAL_ID_NOT_FOUND)
         return TxnDescription(transactional_id, E.NONE, txn.state.display_name, txn.timeout_ms,
@@ -319,7 +346,7 @@ class TransactionCoordinator:
         ids = set(producer_ids)
         now = self.clock.now_ms()
         out = []
-        for txn in self.txns.values():
+        for txn in map(self.view, list(self.txns)):
             if (wanted or unknown) and txn.state not in wanted:
                 continue
             if ids and txn.producer_id not in ids:
@@ -330,18 +357,42 @@ class TransactionCoordinator:
         return out, unknown
 
     # ==== persistence =================================================================================
-    def _write(self, new: TxnMetadata) -> bool:
-        """Log the new metadata, and only once that worked, make it current."""
+    def view(self, transactional_id: str) -> Optional[TxnMetadata]:
+        """The transaction as requests see it: without the writes still in flight."""
+        writes = self._in_flight.get(transactional_id)
+        return writes.view if writes is not None else self.txns.get(transactional_id)
+
+    def _write(self, new: TxnMetadata, view: Optional[TxnMetadata] = None) -> bool:
+        """Log the new metadata, and only once that worked, make it current. Until the write
+        commits, requests see `view` (by default the transaction as it was)."""
+        transactional_id = new.transactional_id
         try:
-            self.log.append(TransactionRecord(new.transactional_id, self.snapshot(new)))
+            written = self.log.append(TransactionRecord(transactional_id, self.snapshot(new)))
         except Exception:
             return False
-        current = self.txns.get(new.transactional_id)
+        current = self.txns.get(transactional_id)
+        writes = self._in_flight.get(transactional_id)
+        if writes is None and current is not None:
+            writes = self._in_flight[transactional_id] = _WritesInFlight(
+                replace(current, partitions=set(current.partitions)))
+        if writes is not None:
+            if view is not None:
+                writes.view = view
+            writes.count += 1
         if current is None:
-            self.txns[new.transactional_id] = new
+            self.txns[transactional_id] = new
         else:
             current.__dict__.update(new.__dict__)  # keep identity: marker callbacks hold the object
+        if writes is not None:
+            written.add_callback(lambda _code: self._acknowledged(transactional_id, writes))
         return True
+
+    def _acknowledged(self, transactional_id: str, writes: _WritesInFlight) -> None:
+        """A write committed or failed: either way it is no longer in flight (after a failure the
+        log still holds it, and answers that rest on it wait for it to commit)."""
+        writes.count -= 1
+        if writes.count == 0 and self._in_flight.get(transactional_id) is writes:
+            del self._in_flight[transactional_id]
 
     @staticmethod
     def snapshot(txn: TxnMetadata) -> TransactionSnapshot:
@@ -354,6 +405,7 @@ class TransactionCoordinator:
                                    txn.last_update_timestamp, txn.start_timestamp)
 
     def replay(self, record: TransactionRecord) -> None:
+        self._in_flight.pop(record.transactional_id, None)
         if record.value is None:
             self.txns.pop(record.transactional_id, None)
             return
@@ -377,5 +429,6 @@ class TransactionCoordinator:
         """This broker stopped coordinating these ids (their `__transaction_state` partition moved).
         Markers still in flight for them report back to nobody: the new coordinator resends them."""
         for transactional_id in list(transactional_ids):
+            self._in_flight.pop(transactional_id, None)
             if self.txns.pop(transactional_id, None) is not None:
                 self.timers.cancel(("txn-markers", transactional_id))

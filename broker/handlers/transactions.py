@@ -66,9 +66,10 @@ async def init_producer_id(ctx, header, body):
     mark = service.write_mark()
     result = service.txns.init_producer_id(transactional_id, body.transaction_timeout_ms, expected_id,
                                            expected_epoch)
-    unacknowledged = await service.settle(since=mark)
-    if result.error is E.NONE and unacknowledged is not E.NONE:
-        return Response(error_code=unacknowledged, producer_id=-1, producer_epoch=-1)
+    if not _refused_at_once(service, mark, result.error):
+        unacknowledged = await service.settle(since=mark)
+        if result.error is E.NONE and unacknowledged is not E.NONE:
+            return Response(error_code=unacknowledged, producer_id=-1, producer_epoch=-1)
     if result.error is not E.NONE:
         return Response(error_code=_fenced(result.error, version, 4), producer_id=-1, producer_epoch=-1)
     return Response(error_code=E.NONE, producer_id=result.producer_id, producer_epoch=result.producer_epoch)
@@ -116,15 +117,27 @@ async def _add_partitions(ctx, service, version, transactional_id, producer_id, 
         # Kafka adds nothing when one partition is bad: the rest were not attempted
         return {tp: refused.get(tp, E.OPERATION_NOT_ATTEMPTED) for tp in requested}
     if verify_only:
-        per = service.txns.verify_partitions(transactional_id, producer_id, producer_epoch, requested)
-        # TRANSACTION_ABORTABLE is new in v5 (KIP-890); v4 callers know the case as INVALID_TXN_STATE
-        return {tp: E.INVALID_TXN_STATE if err is E.TRANSACTION_ABORTABLE and version < 5 else err
-                for tp, err in per.items()}
+        # TRANSACTION_ABORTABLE for a partition outside the transaction, at v4 too (as Kafka 3.9 answers)
+        return service.txns.verify_partitions(transactional_id, producer_id, producer_epoch, requested)
     mark = service.write_mark()
     code = service.txns.add_partitions(transactional_id, producer_id, producer_epoch, requested)
-    unacknowledged = await _settle_txn(service, transactional_id, mark)
-    code = unacknowledged if code is E.NONE else code
+    code = await _settled(service, transactional_id, mark, code)
     return {tp: _fenced(code, version, 2) for tp in requested}
+
+
+def _refused_at_once(service, mark: int, code: ErrorCode) -> bool:
+    """The call wrote nothing and refuses (CONCURRENT_TRANSACTIONS while another request's write for
+    the id is in flight, a fenced epoch, ...). As Kafka, that is answered at once: it claims nothing
+    that must commit first, and must not wait behind the write it refuses to race."""
+    return code is not E.NONE and service.write_mark() == mark
+
+
+async def _settled(service, transactional_id: str, mark: int, code: ErrorCode) -> ErrorCode:
+    """The answer to a transaction call that answered `code` after writing from `mark` on."""
+    if _refused_at_once(service, mark, code):
+        return code
+    unacknowledged = await _settle_txn(service, transactional_id, mark)
+    return unacknowledged if code is E.NONE else code
 
 
 async def _settle_txn(service, transactional_id: str, mark: int) -> ErrorCode:
@@ -163,8 +176,7 @@ async def add_offsets_to_txn(ctx, header, body):
             mark = service.write_mark()
             code = service.txns.add_offsets(body.transactional_id, body.producer_id, body.producer_epoch,
                                             body.group_id)
-            unacknowledged = await _settle_txn(service, body.transactional_id, mark)
-            code = unacknowledged if code is E.NONE else code
+            code = await _settled(service, body.transactional_id, mark, code)
     return messages.AddOffsetsToTxnResponse(error_code=_fenced(code, header.api_version, 2))
 
 
@@ -235,7 +247,7 @@ async def _check_producer(service, transactional_id, producer_id, producer_epoch
     whether the group's offsets partition is in the transaction (KIP-890's AddPartitionsToTxn verify),
     its answer translated as Kafka translates it for TxnOffsetCommit."""
     if service.coordinator_error(TRANSACTION_TOPIC, service.txn_partition(transactional_id)) is E.NONE:
-        txn = service.txns.txns.get(transactional_id)
+        txn = service.txns.view(transactional_id)
         if txn is None or txn.producer_id != producer_id:
             return E.INVALID_PRODUCER_ID_MAPPING
         if producer_epoch != txn.producer_epoch:
@@ -266,8 +278,7 @@ async def end_txn(ctx, header, body):
     if code is E.NONE:
         mark = service.write_mark()
         code = service.txns.end_txn(body.transactional_id, body.producer_id, body.producer_epoch, body.committed)
-        unacknowledged = await _settle_txn(service, body.transactional_id, mark)
-        code = unacknowledged if code is E.NONE else code
+        code = await _settled(service, body.transactional_id, mark, code)
     return messages.EndTxnResponse(error_code=_fenced(code, header.api_version, 2))
 
 

@@ -16,12 +16,14 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
+import time
 
 import pytest
 
 from broker.testing_cluster import call, running_cluster
 from protocol import ErrorCode as E
 from protocol import messages as m
+from tests.broker.raw_client import batch
 from tests.cluster.test_offsets_commit_cluster import find_coordinator
 
 OVERRIDES = {"transaction.state.log.num.partitions": "1", "transaction.state.log.replication.factor": "3",
@@ -129,3 +131,53 @@ def test_commit_markers_wait_for_the_decision_to_replicate(tmp_path):
             assert log_end(cluster, coordinator, "local") == 0
         cluster.wait_until(lambda: log_end(cluster, coordinator, "local") == 1, 60,
                            "the COMMIT marker once the decision replicated")
+
+
+def init_error(cluster, node: int) -> int:
+    body = m.InitProducerIdRequest(transactional_id=TXN, transaction_timeout_ms=60_000, producer_id=-1,
+                                   producer_epoch=-1)
+    return call(cluster.nodes[node].address, 22, 4, body, timeout=15).error_code
+
+
+def produce(cluster, node: int, producer, topic: str) -> int:
+    P = m.ProduceRequest
+    records = batch([b"v"], producer_id=producer[0], producer_epoch=producer[1], base_sequence=0, transactional=True)
+    body = P(transactional_id=TXN, acks=-1, timeout_ms=5000, topic_data=[P.TopicProduceData(
+        name=topic, partition_data=[P.PartitionProduceData(index=0, records=records)])])
+    return call(cluster.nodes[node].address, 0, 9, body, timeout=15).responses[0].partition_responses[0].error_code
+
+
+@pytest.mark.timeout(240)
+def test_requests_racing_a_transaction_state_write_are_told_to_retry(tmp_path):
+    """As Kafka 3.9 answers with a `__transaction_state` follower paused: while AddPartitionsToTxn's
+    write is in flight, EndTxn, another AddPartitionsToTxn and InitProducerId get
+    CONCURRENT_TRANSACTIONS at once, and a produce to the partition being added is refused (it is not
+    in the transaction until the write commits). The commit then marks every partition it holds."""
+    overrides = dict(OVERRIDES, **{"request.timeout.ms": "15000"})
+    with running_cluster(tmp_path, nodes=3, overrides=overrides) as cluster:
+        coordinator = find_coordinator(cluster, TXN, key_type=1)
+        for topic in ("first", "late"):
+            create_topic(cluster, topic, replicas=[coordinator])
+            cluster.wait_until(lambda: log_end(cluster, coordinator, topic) == 0, 60, f"{topic} led")
+        producer = cluster.wait_until(lambda: init_producer_id(cluster, coordinator), 60, "a producer id")
+        assert add_partition(cluster, coordinator, producer, topic="first") == E.NONE
+
+        followers = [b for b in cluster.brokers if b != coordinator]
+        with paused(cluster, followers):
+            answers: dict = {}
+            adding = threading.Thread(target=lambda: answers.setdefault(
+                "add", add_partition(cluster, coordinator, producer, timeout=30, topic="late")))
+            adding.start()
+            time.sleep(1.0)
+            started = time.monotonic()
+            assert end_txn(cluster, coordinator, producer, timeout=5) == E.CONCURRENT_TRANSACTIONS
+            assert add_partition(cluster, coordinator, producer, timeout=5, topic="late") == E.CONCURRENT_TRANSACTIONS
+            assert init_error(cluster, coordinator) == E.CONCURRENT_TRANSACTIONS
+            assert produce(cluster, coordinator, producer, "late") == E.INVALID_TXN_STATE
+            assert time.monotonic() - started < 5           # answered at once, not after the write
+        adding.join(30)
+        assert answers.get("add") == E.NONE
+
+        assert end_txn(cluster, coordinator, producer) == E.NONE
+        for topic in ("first", "late"):      # a COMMIT marker and nothing else in each
+            cluster.wait_until(lambda: log_end(cluster, coordinator, topic) == 1, 60, f"the marker in {topic}")

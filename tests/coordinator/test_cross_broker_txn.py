@@ -147,7 +147,9 @@ async def test_markers_retry_until_leadership_moves_and_complete_only_when_all_a
         await service.producer_ids.ensure()
         txns = A.coordinators["transaction"]
         init = txns.init_producer_id("r-1", 60_000)
+        await service.settle()                         # as the handlers: each write commits before the next call
         assert txns.add_partitions("r-1", init.producer_id, init.producer_epoch, [("w", 0), ("v", 0)]) is ErrorCode.NONE
+        await service.settle()
         assert txns.end_txn("r-1", init.producer_id, init.producer_epoch, commit=True) is ErrorCode.NONE
         await service.settle()
         local = A.partitions.get("v", 0).log
@@ -248,6 +250,7 @@ async def test_markers_of_several_transactions_share_a_request_per_broker(tmp_pa
         ids = {}
         for txn_id, partition in (("t-1", 0), ("t-2", 1)):
             init = txns.init_producer_id(txn_id, 60_000)
+            await service.settle()
             ids[txn_id] = init
             assert txns.add_partitions(txn_id, init.producer_id, init.producer_epoch, [("w", partition)]) \
                 is ErrorCode.NONE

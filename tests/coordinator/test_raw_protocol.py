@@ -195,7 +195,7 @@ def test_transaction_apis(client):
         transactional_id="tx", producer_id=pid, producer_epoch=epoch, verify_only=True,
         topics=[A.AddPartitionsToTxnTopic(name="t", partitions=[1])])]))
     assert verify.results_by_transaction[0].topic_results[0].results_by_partition[0].partition_error_code == 0
-    for version, missing_error in ((4, E.INVALID_TXN_STATE), (5, E.TRANSACTION_ABORTABLE)):
+    for version, missing_error in ((4, E.TRANSACTION_ABORTABLE), (5, E.TRANSACTION_ABORTABLE)):   # as Kafka 3.9
         verify = client.request(24, version, A(transactions=[A.AddPartitionsToTxnTransaction(
             transactional_id="tx", producer_id=pid, producer_epoch=epoch, verify_only=True,
             topics=[A.AddPartitionsToTxnTopic(name="other", partitions=[0])])]))
