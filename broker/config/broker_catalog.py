@@ -214,6 +214,12 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
               one_of("", "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
                      "kafka.security.authorizer.AclAuthorizer")),
     ConfigDef("super.users", T.STRING, None),          # "User:admin;User:ops"
+    # delegation tokens (KIP-48); master.key is the secret key's name before Kafka 2.x, gone in 4.0
+    ConfigDef("delegation.token.secret.key", T.PASSWORD, None, sensitive=True),
+    ConfigDef("delegation.token.master.key", T.PASSWORD, None, sensitive=True),
+    ConfigDef("delegation.token.max.lifetime.ms", T.LONG, 604800000, at_least(1)),
+    ConfigDef("delegation.token.expiry.time.ms", T.LONG, 86400000, at_least(1)),
+    ConfigDef("delegation.token.expiry.check.interval.ms", T.LONG, 3600000, at_least(1)),
     ConfigDef("allow.everyone.if.no.acl.found", T.BOOLEAN, False),
     ConfigDef("unstable.api.versions.enable", T.BOOLEAN, False),
     ConfigDef("unstable.feature.versions.enable", T.BOOLEAN, False),
