@@ -98,10 +98,20 @@ class SaslAuthenticator:
         return Response(error_code=ErrorCode.NONE, mechanisms=enabled), False
 
     def _new_server(self, mechanism: str):
-        return self.security.new_sasl_server(mechanism, self._scram_credential)
+        return self.security.new_sasl_server(mechanism, self._scram_credential,
+                                             self._token_credential)
 
     def _scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
         return self.broker.image.scram_credentials.get((user, mechanism))
+
+    def _token_credential(self, token_id: str, mechanism: str):
+        """A delegation token's (owner name, SCRAM credential, expiry ms), or None."""
+        found = self.broker.token_credentials.lookup(self.broker.image.delegation_tokens,
+                                                     token_id, mechanism)
+        if found is None:
+            return None
+        token, credential = found
+        return token.owner.name, credential, token.expiry_timestamp
 
     # ------------------------------------------------------------------ SaslAuthenticate
     def authenticate(self, version: int, token: bytes):
@@ -141,7 +151,8 @@ class SaslAuthenticator:
             raise
         if not server.complete:
             return challenge
-        principal = KafkaPrincipal.user(server.principal_name)
+        principal = KafkaPrincipal.user(
+            server.principal_name, token_authenticated=getattr(server, "token_authenticated", False))
         if reauthenticating and principal != self.principal:
             message = (f"Cannot change principals during re-authentication from "
                        f"{self.principal}: {principal}")
