@@ -7,7 +7,7 @@ from typing import Any, Iterable, Mapping
 
 from protocol.errors import ErrorCode
 
-from .broker_catalog import BROKER_CONFIGS, BROKER_PREFIXES
+from .broker_catalog import BROKER_CONFIGS, BROKER_PREFIXES, RENAMED
 from .kafka_catalog import LISTENER_PREFIX_ONLY, PER_BROKER_ONLY
 from .listeners import Listener, parse_listeners, _parse_protocol_map
 from .properties import parse_properties
@@ -62,6 +62,10 @@ class BrokerConfig:
         self._dynamic_listener: dict[str, str] = {}   # listener.name.* keys set at runtime (texts)
         self._dynamic_texts: tuple[dict, dict] = ({}, {})   # (cluster-wide, this broker's) as stored
         for name, text in raw.items():
+            if name in RENAMED:
+                if RENAMED[name] in raw:   # the current name wins
+                    continue
+                name = RENAMED[name]
             self._static[name] = self._parse_broker_key(name, text)
         self._check_consistency()
 

@@ -41,8 +41,8 @@ class TokenInfo:
 
 
 def token_secret_key(config) -> str | None:
-    """delegation.token.secret.key, or its deprecated name delegation.token.master.key."""
-    return config["delegation.token.secret.key"] or config["delegation.token.master.key"] or None
+    """delegation.token.secret.key (or its old name delegation.token.master.key): None for none."""
+    return config["delegation.token.secret.key"] or None
 
 
 def token_hmac(secret_key: str, token_id: str) -> bytes:

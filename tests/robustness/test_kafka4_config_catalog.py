@@ -66,7 +66,6 @@ MODE_DIFFERS = {"listeners", "listener.security.protocol.map"}
 KAFKA_3_ONLY = {
     "auto.include.jmx.reporter", "controlled.shutdown.max.retries", "controlled.shutdown.retry.backoff.ms",
     "eligible.leader.replicas.enable", "leader.imbalance.per.broker.percentage",
-    "delegation.token.master.key",
 }
 # Kafka 4.0's documented list (kafka.apache.org/40) holds no name 4.3's lacks but this one (later
 # replaced by group.share.max.share.sessions): known too.

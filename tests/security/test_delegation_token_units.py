@@ -133,3 +133,12 @@ def test_equal_principals_whatever_the_login():
     assert KafkaPrincipal.user("alice", token_authenticated=True) == ALICE
     assert TokenInfo("t", ALICE, CAROL, (BOB,), 0, 0, 0).owner_or_renewer(
         KafkaPrincipal.user("bob", token_authenticated=True))
+
+
+def test_the_old_name_of_the_secret_key_is_read(tmp_path):
+    from broker.security.delegation_tokens import token_secret_key
+    from broker.testing import make_config
+    assert token_secret_key(make_config(tmp_path)) is None
+    assert token_secret_key(make_config(tmp_path, {"delegation.token.master.key": "old"})) == "old"
+    both = {"delegation.token.master.key": "old", "delegation.token.secret.key": "new"}
+    assert token_secret_key(make_config(tmp_path, both)) == "new"
