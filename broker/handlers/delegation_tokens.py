@@ -115,13 +115,13 @@ async def handle_describe(ctx, header, body):
 
 def _describable(ctx, owners, token) -> bool:
     """Kafka's rule: among the tokens of the owners asked for (all without a list), those the
-    requester owns, asked for or may renew, and those DescribeTokens allows on the token or on
-    its owner (User resource)."""
+    requester owns, asked for or may renew, those it may DESCRIBE (the DelegationToken resource,
+    by token id) and those of owners it has DESCRIBE_TOKENS on (the User resource)."""
     if owners is not None and not any(token.owner_or_renewer(o) for o in owners):
         return False
     if token.owner_or_renewer(ctx.principal):
         return True
-    return (access.allowed(ctx, AclOperation.DESCRIBE_TOKENS, ResourceType.DELEGATION_TOKEN,
+    return (access.allowed(ctx, AclOperation.DESCRIBE, ResourceType.DELEGATION_TOKEN,
                            token.token_id, log_if_denied=False)
             or access.allowed(ctx, AclOperation.DESCRIBE_TOKENS, ResourceType.USER,
                               str(token.owner), log_if_denied=False))

@@ -207,3 +207,30 @@ def test_logging_in_with_a_token(target):
     with pytest.raises(KafkaError, match="SASL_AUTHENTICATION_FAILED"):
         with KafkaClient(target.sasl, security=token_security(token)) as client:
             client.any_broker()
+
+
+def allow(target, principal: str, resource_type: int, name: str, operation: int) -> None:
+    C = m.CreateAclsRequest
+    answer = ask(target.plain, None, 30, C(creations=[C.AclCreation(
+        resource_type=resource_type, resource_name=name, resource_pattern_type=3,   # LITERAL
+        principal=principal, host="*", operation=operation, permission_type=3)]))   # ALLOW
+    assert answer.results[0].error_code == 0
+
+
+def test_acls_let_a_user_create_for_another_and_describe_others_tokens(target):
+    USER, TOKEN, DESCRIBE, CREATE_TOKENS, DESCRIBE_TOKENS = 7, 6, 8, 13, 14
+    allow(target, "User:bob", USER, "User:carol", CREATE_TOKENS)
+    deadline = time.monotonic() + 10
+    while (for_carol := create(target, user="bob", owner="carol")).error_code:   # ACLs propagate
+        assert for_carol.error_code == E.DELEGATION_TOKEN_AUTHORIZATION_FAILED
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    assert (for_carol.principal_name, for_carol.token_requester_principal_name) == ("carol", "bob")
+    # the requester sees the token it asked for, but may not renew it
+    assert for_carol.token_id in described(target, "bob", present=[for_carol.token_id])
+    assert renew(target, "bob", bytes(for_carol.hmac)).error_code == E.DELEGATION_TOKEN_OWNER_MISMATCH
+    by_owner, by_id, hidden = create(target), create(target, user="bob"), create(target, user="bob")
+    allow(target, "User:carol", USER, "User:alice", DESCRIBE_TOKENS)   # every token alice owns
+    allow(target, "User:carol", TOKEN, by_id.token_id, DESCRIBE)   # this one of bob's
+    seen = described(target, "carol", present=[by_owner.token_id, by_id.token_id])
+    assert {by_owner.token_id, by_id.token_id} <= set(seen) and hidden.token_id not in seen
