@@ -167,14 +167,13 @@ class SaslAuthenticator:
         return challenge
 
     def _start_session(self, credential_expiry_ms: int | None) -> None:
-        reauth_ms = self.security.reauth_ms
-        if reauth_ms <= 0:
-            self.session_deadline = None   # KIP-368 is off: sessions (and tokens) never expire
-            return
-        lifetime_ms = reauth_ms
+        """KIP-368, as Kafka: a session ends after connections.max.reauth.ms or when its credential
+        (an OAuth or delegation token) expires, whichever comes first; with neither, never."""
+        lifetimes = [self.security.reauth_ms] if self.security.reauth_ms > 0 else []
         if credential_expiry_ms is not None:
-            lifetime_ms = min(lifetime_ms, credential_expiry_ms - int(time.time() * 1000))
-        self.session_deadline = time.monotonic() + max(lifetime_ms, 0) / 1000
+            lifetimes.append(credential_expiry_ms - int(time.time() * 1000))
+        self.session_deadline = (time.monotonic() + max(min(lifetimes), 0) / 1000
+                                 if lifetimes else None)
 
     def _fail(self, reason: str, mechanism: str | None = None, *,
               reauthentication=False) -> None:

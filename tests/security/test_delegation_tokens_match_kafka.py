@@ -15,6 +15,8 @@ import pytest
 from protocol import ErrorCode as E, messages as m
 
 from broker.admin.client import KafkaClient, KafkaError
+from broker.security.sasl.scram import ScramClient
+from tests.broker.raw_client import RawClient
 from tests.security.token_brokers import (AUTHORIZER, SECRET, add_users, odradek_serve,
                                           scram_security, start_kafka, wait_for_login)
 
@@ -234,3 +236,20 @@ def test_acls_let_a_user_create_for_another_and_describe_others_tokens(target):
     allow(target, "User:carol", TOKEN, by_id.token_id, DESCRIBE)   # this one of bob's
     seen = described(target, "carol", present=[by_owner.token_id, by_id.token_id])
     assert {by_owner.token_id, by_id.token_id} <= set(seen) and hidden.token_id not in seen
+
+
+def test_a_token_session_ends_when_the_token_expires(target):
+    """KIP-368: without connections.max.reauth.ms too, SaslAuthenticate v1+ tells the client its
+    session lasts until the token's expiry."""
+    token = create(target, max_lifetime_ms=60_000)
+    described(target, "alice", present=[token.token_id])
+    host, port = target.sasl.split(":")
+    client = ScramClient("SCRAM-SHA-256", token.token_id,
+                         base64.b64encode(bytes(token.hmac)).decode(), token_auth=True)
+    with RawClient(host, int(port)) as wire:
+        assert wire.request(17, 1, m.SaslHandshakeRequest(mechanism="SCRAM-SHA-256")).error_code == 0
+        first = wire.request(36, 2, m.SaslAuthenticateRequest(auth_bytes=client.first_message()))
+        final = wire.request(36, 2, m.SaslAuthenticateRequest(
+            auth_bytes=client.final_message(bytes(first.auth_bytes))))
+        left_ms = token.expiry_timestamp_ms - int(time.time() * 1000)
+        assert final.error_code == 0 and abs(final.session_lifetime_ms - left_ms) < 3000
