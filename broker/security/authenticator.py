@@ -151,8 +151,8 @@ class SaslAuthenticator:
             raise
         if not server.complete:
             return challenge
-        principal = KafkaPrincipal.user(
-            server.principal_name, token_authenticated=getattr(server, "token_authenticated", False))
+        principal = KafkaPrincipal.user(server.principal_name,
+                                        token_authenticated=server.token_authenticated)
         if reauthenticating and principal != self.principal:
             message = (f"Cannot change principals during re-authentication from "
                        f"{self.principal}: {principal}")

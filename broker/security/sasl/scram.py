@@ -86,7 +86,6 @@ class ScramServer(SaslServer):
         self.mechanism = mechanism
         self._lookup = lookup
         self._token_lookup = token_lookup
-        self.token_authenticated = False
         self._step = 0
         self._credential: ScramCredential | None = None
 
