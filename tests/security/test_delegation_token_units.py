@@ -142,3 +142,34 @@ def test_the_old_name_of_the_secret_key_is_read(tmp_path):
     assert token_secret_key(make_config(tmp_path, {"delegation.token.master.key": "old"})) == "old"
     both = {"delegation.token.master.key": "old", "delegation.token.secret.key": "new"}
     assert token_secret_key(make_config(tmp_path, both)) == "new"
+
+
+def test_the_controller_listener_takes_token_logins(tmp_path):
+    from types import SimpleNamespace
+
+    from broker.config import BrokerConfig
+    from broker.security.authenticator import SaslAuthenticator
+    from broker.security.controller_listener import ControllerListenerGuard
+
+    jaas = 'org.apache.kafka.common.security.scram.ScramLoginModule required username="a" password="b";'
+    config = BrokerConfig({
+        "process.roles": "broker,controller", "node.id": "1", "log.dirs": str(tmp_path),
+        "controller.quorum.voters": "1@127.0.0.1:9093", "controller.listener.names": "CONTROLLER",
+        "listeners": "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:SASL_PLAINTEXT",
+        "sasl.enabled.mechanisms": "SCRAM-SHA-256", "sasl.mechanism.controller.protocol": "SCRAM-SHA-256",
+        "listener.name.controller.scram-sha-256.sasl.jaas.config": jaas,
+        "delegation.token.secret.key": "k"})
+    guard = ControllerListenerGuard.for_config(config)
+    image, created = created_image()
+    guard.attach(SimpleNamespace(image=image))
+    principals = []
+    connection = SimpleNamespace(set_principal=principals.append, peer="127.0.0.1:1")
+    authenticator = SaslAuthenticator(guard.security, connection, guard)
+    client = ScramClient("SCRAM-SHA-256", created.token.token_id,
+                         base64.b64encode(created.hmac).decode(), token_auth=True)
+    assert authenticator.handshake(1, "SCRAM-SHA-256")[0].error_code == 0
+    first, _ = authenticator.authenticate(2, client.first_message())
+    final, _ = authenticator.authenticate(2, client.final_message(bytes(first.auth_bytes)))
+    assert final.error_code == 0
+    assert principals == [ALICE] and principals[0].token_authenticated
