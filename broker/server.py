@@ -38,6 +38,7 @@ from broker.quotas import BrokerQuotas
 from broker.quotas.metrics import QuotaCollector
 from broker.security.authorizer import AuthorizerMetricsCollector, StandardAuthorizer
 from broker.security.audit import AuthenticationAudit
+from broker.security.delegation_tokens import TokenCredentials, token_secret_key
 from broker.security.dynamic import check_listener_update
 from broker.security.listener import ListenerSecurity
 from broker.security.streams import inter_broker_security
@@ -81,6 +82,7 @@ class Broker:
         # how replica fetchers and inter-broker requests reach the other brokers' listener
         self.inter_broker_security = inter_broker_security(config) if config.multi_node else None
         self.auth_audit = AuthenticationAudit()
+        self.token_credentials = TokenCredentials(token_secret_key(config))   # delegation tokens
         self.metrics.registry.register(self.auth_audit)
         self._bound: list[tuple[Listener, int]] = []   # (listener, bound port)
         self._shutdown = trio.Event()

@@ -12,6 +12,7 @@ against Apache Kafka and other Kafka-compatible brokers as well as Odradek.
     odradek produce TOPIC / odradek consume TOPIC   (console tools)
     odradek cluster describe|api-versions / odradek quorum describe
     odradek users scram set|delete|describe
+    odradek tokens create|renew|expire|describe   (delegation tokens, kafka-delegation-tokens' options)
     odradek acls create|list|delete   (kafka-acls' options: --allow-principal, --topic, ...)
     odradek reassign --reassignment-json-file PLAN --execute|--verify|--cancel
 
@@ -31,11 +32,12 @@ from __future__ import annotations
 import argparse
 
 from broker.admin import (
-    acls, cluster, configs, console, groups, offsets, quotas, reassign, topics, users,
+    acls, cluster, configs, console, groups, offsets, quotas, reassign, tokens, topics, users,
 )
 from broker.admin.common import common_options
 
-_MODULES = (topics, groups, configs, quotas, offsets, console, cluster, users, acls, reassign)
+_MODULES = (topics, groups, configs, quotas, offsets, console, cluster, users, tokens, acls,
+            reassign)
 
 
 def register(subparsers) -> None:

@@ -32,7 +32,7 @@ from broker.handlers.topics import (
     handle_create_partitions, handle_create_topics, handle_delete_topics,
 )
 
-from . import security_wire
+from . import security_wire, token_wire
 
 log = logging.getLogger("odradek.cluster")
 
@@ -93,6 +93,7 @@ class ControllerApi:
             31: self._delete_acls,
             51: self._alter_user_scram_credentials,
             57: self._topics(handle_update_features),
+            58: self._envelope,
         }
         self._versions = self._version_ranges()
 
@@ -182,6 +183,33 @@ class ControllerApi:
             outcome = {user: (int(exc.code), exc.message) for user in dict.fromkeys(
                 [d.name for d in deletions] + [u.name for u in upsertions])}
         return security_wire.alter_scram_response(outcome)
+
+    # Delegation tokens: brokers forward the client's request in an Envelope naming the client
+    async def _envelope(self, header, body):
+        try:
+            return await self._enveloped(*token_wire.open_envelope(body))
+        except ApiError as exc:   # NOT_CONTROLLER makes the broker retry on the active one
+            return m.EnvelopeResponse(response_data=None, error_code=int(exc.code))
+
+    async def _enveloped(self, inner_header, inner, principal):
+        controller = self.controller
+        if inner_header.api_key == token_wire.CREATE:
+            owner, renewers, max_lifetime_ms = token_wire.create_args(inner)
+            created = await controller.create_delegation_token(owner, principal, renewers,
+                                                               max_lifetime_ms)
+            response = token_wire.create_response(owner, principal, created)
+        elif inner_header.api_key == token_wire.RENEW:
+            code, expiry = await controller.renew_delegation_token(
+                principal, bytes(inner.hmac), inner.renew_period_ms)
+            response = m.RenewDelegationTokenResponse(error_code=code, expiry_timestamp_ms=expiry)
+        elif inner_header.api_key == token_wire.EXPIRE:
+            code, expiry = await controller.expire_delegation_token(
+                principal, bytes(inner.hmac), inner.expiry_time_period_ms)
+            response = m.ExpireDelegationTokenResponse(error_code=code, expiry_timestamp_ms=expiry)
+        else:
+            return m.EnvelopeResponse(response_data=None,
+                                      error_code=int(ErrorCode.INVALID_REQUEST))
+        return token_wire.envelope_response(inner_header, response)
 
     async def _controller_registration(self, header, body):
         endpoints = [(l.name, l.host, l.port, l.security_protocol) for l in body.listeners]

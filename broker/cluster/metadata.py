@@ -75,6 +75,8 @@ def _write_meta_properties(log_dir: str, cluster_id: str, node_id: int) -> None:
 
 def controller_settings(config):
     from broker.controller.controller import ControllerSettings
+    from broker.controller.delegation_tokens import TokenSettings
+    from broker.security.delegation_tokens import token_secret_key
 
     return ControllerSettings(
         num_partitions=config["num.partitions"],
@@ -84,7 +86,12 @@ def controller_settings(config):
         unclean_leader_election_enable=config["unclean.leader.election.enable"],
         auto_leader_rebalance_enable=config["auto.leader.rebalance.enable"],
         leader_imbalance_check_interval_s=config["leader.imbalance.check.interval.seconds"],
-        leader_imbalance_per_broker_percentage=config["leader.imbalance.per.broker.percentage"])
+        leader_imbalance_per_broker_percentage=config["leader.imbalance.per.broker.percentage"],
+        tokens=TokenSettings(
+            secret_key=token_secret_key(config),
+            max_lifetime_ms=config["delegation.token.max.lifetime.ms"],
+            renew_lifetime_ms=config["delegation.token.expiry.time.ms"],
+            check_interval_ms=config["delegation.token.expiry.check.interval.ms"]))
 
 
 def raft_config(config) -> RaftConfig:

@@ -24,7 +24,7 @@ from broker.controller.controller import (
 from broker.controller.errors import ApiError
 from broker.controller.wire import METADATA_TOPIC
 
-from . import security_wire
+from . import security_wire, token_wire
 from .client import ControllerClient
 
 DYNAMIC_TOPIC_CONFIG = 1
@@ -200,6 +200,42 @@ class ClusterController:
                                           security_wire.alter_scram_request(deletions, upsertions))
         await self._catch_up()
         return security_wire.alter_scram_results(response)
+
+    # -- delegation tokens: forwarded in an Envelope naming the requester ------------------------------
+    async def create_delegation_token(self, owner, requester, renewers, max_lifetime_ms: int):
+        done = await self._local_or_none("create_delegation_token", owner, requester, renewers,
+                                         max_lifetime_ms)
+        if done is not None:
+            return done
+        response = await self._forward_as(requester, token_wire.CREATE, token_wire.create_request(
+            owner, renewers, max_lifetime_ms))
+        return token_wire.created_token(response, owner, requester, renewers)
+
+    async def renew_delegation_token(self, principal, hmac: bytes, renew_period_ms: int):
+        done = await self._local_or_none("renew_delegation_token", principal, hmac, renew_period_ms)
+        if done is not None:
+            return done
+        response = await self._forward_as(principal, token_wire.RENEW, m.RenewDelegationTokenRequest(
+            hmac=hmac, renew_period_ms=renew_period_ms))
+        return response.error_code, response.expiry_timestamp_ms
+
+    async def expire_delegation_token(self, principal, hmac: bytes, expiry_period_ms: int):
+        done = await self._local_or_none("expire_delegation_token", principal, hmac,
+                                         expiry_period_ms)
+        if done is not None:
+            return done
+        response = await self._forward_as(principal, token_wire.EXPIRE,
+                                          m.ExpireDelegationTokenRequest(
+                                              hmac=hmac, expiry_time_period_ms=expiry_period_ms))
+        return response.error_code, response.expiry_timestamp_ms
+
+    async def _forward_as(self, principal, api_key: int, body):
+        envelope = token_wire.envelope(api_key, body, principal, "")
+        response = await self.client.call(token_wire.ENVELOPE, token_wire.ENVELOPE_VERSION, envelope)
+        inner = token_wire.open_envelope_response(api_key, response)
+        if inner.error_code == 0:
+            await self._catch_up()
+        return inner
 
     # -- finalized features ------------------------------------------------------------------------
     async def update_features(self, updates, validate_only: bool = False) -> dict:

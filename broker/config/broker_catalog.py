@@ -214,6 +214,11 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
               one_of("", "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
                      "kafka.security.authorizer.AclAuthorizer")),
     ConfigDef("super.users", T.STRING, None),          # "User:admin;User:ops"
+    # delegation tokens (KIP-48); delegation.token.master.key is read as the secret key (RENAMED)
+    ConfigDef("delegation.token.secret.key", T.PASSWORD, None, sensitive=True),
+    ConfigDef("delegation.token.max.lifetime.ms", T.LONG, 604800000, at_least(1)),
+    ConfigDef("delegation.token.expiry.time.ms", T.LONG, 86400000, at_least(1)),
+    ConfigDef("delegation.token.expiry.check.interval.ms", T.LONG, 3600000, at_least(1)),
     ConfigDef("allow.everyone.if.no.acl.found", T.BOOLEAN, False),
     ConfigDef("unstable.api.versions.enable", T.BOOLEAN, False),
     ConfigDef("unstable.feature.versions.enable", T.BOOLEAN, False),
@@ -227,5 +232,9 @@ for _name, _kafka in KAFKA_BROKER_CONFIGS.items():
     _ours = BROKER_CONFIGS[_name]
     if (_ours.dynamic, _ours.type) != (_kafka.dynamic, _kafka.type):
         BROKER_CONFIGS[_name] = replace(_ours, dynamic=_kafka.dynamic, type=_kafka.type)
+
+# Kafka 3.x's deprecated names, read as the current key when that one is not set. Kafka 4.0 dropped
+# them, so they are neither described nor alterable (Odradek is a 4.x broker).
+RENAMED = {"delegation.token.master.key": "delegation.token.secret.key"}
 
 BROKER_PREFIXES = ("listener.name.",)  # per-listener overrides (SSL/SASL settings)

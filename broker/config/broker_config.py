@@ -7,7 +7,7 @@ from typing import Any, Iterable, Mapping
 
 from protocol.errors import ErrorCode
 
-from .broker_catalog import BROKER_CONFIGS, BROKER_PREFIXES
+from .broker_catalog import BROKER_CONFIGS, BROKER_PREFIXES, RENAMED
 from .kafka_catalog import LISTENER_PREFIX_ONLY, PER_BROKER_ONLY
 from .listeners import Listener, parse_listeners, _parse_protocol_map
 from .properties import parse_properties
@@ -65,6 +65,10 @@ class BrokerConfig:
         # them, keeps them for DescribeConfigs and otherwise ignores them.
         self._static_custom: dict[str, str] = {}
         for name, text in raw.items():
+            if name in RENAMED:
+                if RENAMED[name] in raw:   # the current name wins
+                    continue
+                name = RENAMED[name]
             if name in BROKER_CONFIGS or name.startswith(BROKER_PREFIXES):
                 self._static[name] = self._parse_broker_key(name, text)
             else:

@@ -37,6 +37,7 @@ Reading (always the latest committed state; never mutate it)::
     image.broker_configs[""|"<id>"]   # cluster-wide default ("") and per-broker dynamic configs
     image.next_producer_id
     image.acls[uuid]                  # broker.security.acls.AclBinding, by ACL id
+    image.delegation_tokens[token_id] # broker.security.delegation_tokens.TokenInfo
 
     controller.add_listener(fn)       # fn(ImageChange) runs synchronously after every committed batch
                                       #   and before the mutation that caused it returns; ImageChange has
@@ -65,6 +66,10 @@ before any placement work)::
     await controller.create_acls([AclBinding]) -> [acls.AclCreateResult(error_code, error_message)]
     await controller.delete_acls([AclBindingFilter]) -> [acls.AclDeleteResult(error_code, error_message,
                                                                               deleted=[AclBinding])]
+    await controller.create_delegation_token(owner, requester, renewers, max_lifetime_ms)
+        -> delegation_tokens.CreatedToken(error_code, token, hmac)
+    await controller.renew_delegation_token(principal, hmac, period_ms)    -> (error code, expiry ms)
+    await controller.expire_delegation_token(principal, hmac, period_ms)   -> (error code, expiry ms)
     await controller.allocate_producer_ids(broker_id, broker_epoch=-1) -> ProducerIdBlock(first_producer_id, size=1000)
     await controller.register_broker(broker_id, incarnation_id, [(listener, host, port, protocol_id)],
                                      rack=None) -> broker_epoch        # registered fenced

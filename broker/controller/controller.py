@@ -39,6 +39,7 @@ from .specs import (  # noqa: F401  (re-exported: callers import the request typ
     CreatePartitionsResult, CreatePartitionsSpec, CreateTopicResult, CreateTopicSpec, DeleteTopicResult,
     ProducerIdBlock, error_of,
 )
+from .token_ops import TokenOps
 from .topic_ops import TopicOps
 
 log = logging.getLogger(__name__)
@@ -56,7 +57,7 @@ __all__ = [
 ]
 
 
-class Controller(TopicOps, BrokerOps, ReassignmentOps, LeadershipOps, FeatureOps):
+class Controller(TopicOps, BrokerOps, ReassignmentOps, LeadershipOps, FeatureOps, TokenOps):
     """See the package docstring for the contract; build one with `Controller.open`."""
 
     def __init__(self, quorum, cluster_id: str, settings: ControllerSettings,
@@ -96,6 +97,7 @@ class Controller(TopicOps, BrokerOps, ReassignmentOps, LeadershipOps, FeatureOps
                 nursery.start_soon(controller._fence_expired_brokers)
                 nursery.start_soon(controller._balance_leaders)
                 nursery.start_soon(controller._finalize_bootstrap_features)
+                nursery.start_soon(controller._sweep_expired_tokens)
                 try:
                     yield controller
                 finally:

@@ -13,6 +13,8 @@ from types import MappingProxyType
 from typing import Mapping
 
 from broker.security.acls import AclBinding, binding_from_record, record_fields
+from broker.security.delegation_tokens import TokenInfo, record_fields as token_record_fields, \
+    token_from_record
 from broker.security.sasl.scram import MECHANISM_BY_TYPE, MECHANISMS as SCRAM_MECHANISMS, ScramCredential
 
 from . import records as r
@@ -99,6 +101,7 @@ class MetadataImage:
     # (user, mechanism name) -> ScramCredential, from UserScramCredentialRecords
     scram_credentials: Mapping[tuple[str, str], ScramCredential] = field(default_factory=_empty)
     acls: Mapping[uuid.UUID, AclBinding] = field(default_factory=_empty)   # by ACL id
+    delegation_tokens: Mapping[str, TokenInfo] = field(default_factory=_empty)   # by token id
     controllers: Mapping[int, ControllerImage] = field(default_factory=_empty)
 
     def apply(self, records, offset: int | None = None) -> "MetadataImage":
@@ -167,6 +170,8 @@ class MetadataImage:
             out.append(r.ProducerIdsRecord(broker_id=-1, next_producer_id=self.next_producer_id))
         out += [r.AccessControlEntryRecord(id=acl_id, **record_fields(acl))
                 for acl_id, acl in sorted(self.acls.items())]
+        out += [r.DelegationTokenRecord(**token_record_fields(token))
+                for _, token in sorted(self.delegation_tokens.items())]
         return out
 
 
@@ -188,6 +193,7 @@ class _Builder:
         self.scram_credentials = dict(base.scram_credentials)
         self.acls = None   # copied on the first ACL change, so listeners can skip by identity
         self.controllers = dict(base.controllers)
+        self.delegation_tokens = dict(base.delegation_tokens)
         self._owned_partitions: dict = {}   # topic id -> (its TopicImage made here, its partitions)
 
     def build(self, offset: int) -> MetadataImage:
@@ -201,7 +207,7 @@ class _Builder:
             features=ro(self.features), client_quotas=ro(self.client_quotas),
             scram_credentials=ro(self.scram_credentials),
             acls=self.base.acls if self.acls is None else ro(self.acls),
-            controllers=ro(self.controllers))
+            controllers=ro(self.controllers), delegation_tokens=ro(self.delegation_tokens))
 
     def replay(self, record) -> None:
         handler = getattr(self, "_" + type(record).__name__, None)
@@ -364,6 +370,14 @@ class _Builder:
 
     def _RemoveUserScramCredentialRecord(self, rec) -> None:
         self.scram_credentials.pop((rec.name, MECHANISM_BY_TYPE.get(rec.mechanism)), None)
+
+    # -- delegation tokens -----------------------------------------------------------------------
+
+    def _DelegationTokenRecord(self, rec) -> None:
+        self.delegation_tokens[rec.token_id] = token_from_record(rec)
+
+    def _RemoveDelegationTokenRecord(self, rec) -> None:
+        self.delegation_tokens.pop(rec.token_id, None)
 
     def _NoOpRecord(self, rec) -> None:
         pass

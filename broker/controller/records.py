@@ -12,10 +12,11 @@ import uuid
 from protocol import DecodeError
 from protocol.generated.metadata import (
     AccessControlEntryRecord, BrokerRegistrationChangeRecord, ClientQuotaRecord, ConfigRecord,
-    FeatureLevelRecord, FenceBrokerRecord, NoOpRecord, PartitionChangeRecord, PartitionRecord,
-    ProducerIdsRecord, RegisterBrokerRecord, RegisterControllerRecord, RemoveAccessControlEntryRecord,
-    RemoveTopicRecord, RemoveUserScramCredentialRecord, TopicRecord, UnfenceBrokerRecord,
-    UnregisterBrokerRecord, UserScramCredentialRecord,
+    DelegationTokenRecord, FeatureLevelRecord, FenceBrokerRecord, NoOpRecord, PartitionChangeRecord,
+    PartitionRecord, ProducerIdsRecord, RegisterBrokerRecord, RegisterControllerRecord,
+    RemoveAccessControlEntryRecord, RemoveDelegationTokenRecord, RemoveTopicRecord,
+    RemoveUserScramCredentialRecord, TopicRecord, UnfenceBrokerRecord, UnregisterBrokerRecord,
+    UserScramCredentialRecord,
 )
 from protocol.metadata_records import decode_metadata_record, encode_metadata_record
 
@@ -24,12 +25,14 @@ BrokerEndpoint = RegisterBrokerRecord.BrokerEndpoint
 RecordDecodeError = DecodeError
 
 __all__ = [
-    "AccessControlEntryRecord", "RemoveAccessControlEntryRecord", "BrokerEndpoint", "ClientQuotaRecord",
-    "BrokerRegistrationChangeRecord", "ConfigRecord", "FeatureLevelRecord", "FenceBrokerRecord", "NoOpRecord",
-    "PartitionChangeRecord", "PartitionRecord", "ProducerIdsRecord", "RecordDecodeError",
-    "RegisterBrokerRecord", "RegisterControllerRecord", "RemoveTopicRecord", "RemoveUserScramCredentialRecord",
-    "TopicRecord", "UnfenceBrokerRecord", "UnregisterBrokerRecord", "UserScramCredentialRecord", "ZERO_UUID",
-    "decode_record", "decode_records", "encode_record", "encode_records",
+    "AccessControlEntryRecord", "RemoveAccessControlEntryRecord", "BrokerEndpoint",
+    "ClientQuotaRecord", "BrokerRegistrationChangeRecord", "ConfigRecord", "DelegationTokenRecord",
+    "FeatureLevelRecord", "FenceBrokerRecord", "NoOpRecord", "PartitionChangeRecord",
+    "PartitionRecord", "ProducerIdsRecord", "RecordDecodeError", "RegisterBrokerRecord",
+    "RegisterControllerRecord", "RemoveDelegationTokenRecord", "RemoveTopicRecord",
+    "RemoveUserScramCredentialRecord", "TopicRecord", "UnfenceBrokerRecord",
+    "UnregisterBrokerRecord", "UserScramCredentialRecord", "ZERO_UUID", "decode_record",
+    "decode_records", "encode_record", "encode_records",
 ]
 
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 from . import records as r
+from .delegation_tokens import TokenSettings
 from .errors import ApiError, ErrorCode
 
 PRODUCER_ID_BLOCK_SIZE = 1000
@@ -85,6 +86,7 @@ class ControllerSettings:
     leader_imbalance_check_interval_s: float = 300.0   # leader.imbalance.check.interval.seconds
     leader_imbalance_per_broker_percentage: int = 10   # leader.imbalance.per.broker.percentage
     placement_seed: int | None = None          # seeds the replica placer's random start (tests)
+    tokens: TokenSettings = field(default_factory=TokenSettings)   # delegation.token.*
 
 
 def error_of(exc: ApiError) -> tuple[int, str | None]:

@@ -40,6 +40,7 @@ MODULES = (
     "acls",            # CreateAcls, DescribeAcls, DeleteAcls (broker.security)
     "sasl",            # SaslHandshake, SaslAuthenticate (broker.security)
     "scram_credentials",
+    "delegation_tokens",  # Create/Renew/Expire/DescribeDelegationToken (KIP-48, KIP-900)
     "reassignments",   # AlterPartitionReassignments, ListPartitionReassignments (the controller's)
     "features",        # UpdateFeatures (the controller's)
     "client_metrics",  # ListClientMetricsResources

@@ -98,10 +98,20 @@ class SaslAuthenticator:
         return Response(error_code=ErrorCode.NONE, mechanisms=enabled), False
 
     def _new_server(self, mechanism: str):
-        return self.security.new_sasl_server(mechanism, self._scram_credential)
+        return self.security.new_sasl_server(mechanism, self._scram_credential,
+                                             self._token_credential)
 
     def _scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
         return self.broker.image.scram_credentials.get((user, mechanism))
+
+    def _token_credential(self, token_id: str, mechanism: str):
+        """A delegation token's (owner name, SCRAM credential, expiry ms), or None."""
+        found = self.broker.token_credentials.lookup(self.broker.image.delegation_tokens,
+                                                     token_id, mechanism)
+        if found is None:
+            return None
+        token, credential = found
+        return token.owner.name, credential, token.expiry_timestamp
 
     # ------------------------------------------------------------------ SaslAuthenticate
     def authenticate(self, version: int, token: bytes):
@@ -141,7 +151,8 @@ class SaslAuthenticator:
             raise
         if not server.complete:
             return challenge
-        principal = KafkaPrincipal.user(server.principal_name)
+        principal = KafkaPrincipal.user(server.principal_name,
+                                        token_authenticated=server.token_authenticated)
         if reauthenticating and principal != self.principal:
             message = (f"Cannot change principals during re-authentication from "
                        f"{self.principal}: {principal}")
@@ -156,14 +167,13 @@ class SaslAuthenticator:
         return challenge
 
     def _start_session(self, credential_expiry_ms: int | None) -> None:
-        reauth_ms = self.security.reauth_ms
-        if reauth_ms <= 0:
-            self.session_deadline = None   # KIP-368 is off: sessions (and tokens) never expire
-            return
-        lifetime_ms = reauth_ms
+        """KIP-368, as Kafka: a session ends after connections.max.reauth.ms or when its credential
+        (an OAuth or delegation token) expires, whichever comes first; with neither, never."""
+        lifetimes = [self.security.reauth_ms] if self.security.reauth_ms > 0 else []
         if credential_expiry_ms is not None:
-            lifetime_ms = min(lifetime_ms, credential_expiry_ms - int(time.time() * 1000))
-        self.session_deadline = time.monotonic() + max(lifetime_ms, 0) / 1000
+            lifetimes.append(credential_expiry_ms - int(time.time() * 1000))
+        self.session_deadline = (time.monotonic() + max(min(lifetimes), 0) / 1000
+                                 if lifetimes else None)
 
     def _fail(self, reason: str, mechanism: str | None = None, *,
               reauthentication=False) -> None:

@@ -137,7 +137,9 @@ class ClientSecurity:
         if self.mechanism == "PLAIN":
             yield from step(f"\0{self.username}\0{self.password}".encode())
         elif self.mechanism in SCRAM_MECHANISMS:
-            scram = ScramClient(self.mechanism, self.username, self.password)
+            token_auth = (self.jaas_options or {}).get("tokenauth", "").lower() == "true"
+            scram = ScramClient(self.mechanism, self.username, self.password,
+                                token_auth=token_auth)
             server_first = yield from step(scram.first_message())
             scram.verify_server_final((yield from step(scram.final_message(server_first))))
         else:

@@ -33,6 +33,7 @@ from .acls import CLUSTER_NAME, AclOperation, ResourceType
 from .audit import AuthenticationAudit
 from .authenticator import RequestRefused, SaslAuthenticator
 from .authorizer import StandardAuthorizer
+from .delegation_tokens import TokenCredentials, token_secret_key
 from .listener import ListenerSecurity
 from .principal import ANONYMOUS, KafkaPrincipal
 from .principal_mapping import NoMatchingRule
@@ -45,10 +46,12 @@ DESCRIBE_APIS = {55, 60}   # DescribeQuorum, DescribeCluster
 
 
 class ControllerListenerGuard:
-    def __init__(self, security: ListenerSecurity | None, authorizer: StandardAuthorizer | None):
+    def __init__(self, security: ListenerSecurity | None, authorizer: StandardAuthorizer | None,
+                 token_credentials: TokenCredentials | None = None):
         self.security = security
         self.authorizer = authorizer
         self.auth_audit = AuthenticationAudit()
+        self.token_credentials = token_credentials or TokenCredentials(None)   # token logins
         self._controller = None
 
     @classmethod
@@ -58,7 +61,7 @@ class ControllerListenerGuard:
         authorizer = StandardAuthorizer.from_config(config)
         if security is None and authorizer is None:
             return None
-        return cls(security, authorizer)
+        return cls(security, authorizer, TokenCredentials(token_secret_key(config)))
 
     def attach(self, controller) -> None:
         """Follow `controller`'s image: its SCRAM credentials and ACLs."""
@@ -68,7 +71,7 @@ class ControllerListenerGuard:
             controller.add_listener(self.authorizer.on_image_change)
 
     @property
-    def image(self):   # what SaslAuthenticator reads SCRAM credentials from
+    def image(self):   # what SaslAuthenticator reads SCRAM credentials and tokens from
         return self._controller.image
 
     async def accept(self, stream: trio.SocketStream) -> "ControllerSession | None":

@@ -16,7 +16,7 @@ from .sasl import SaslServer
 from .sasl.jwt import JwksValidator, UnsecuredValidator
 from .sasl.oauthbearer import OAuthBearerServer
 from .sasl.plain import PlainServer, plain_users
-from .sasl.scram import MECHANISMS as SCRAM_MECHANISMS, ScramCredential, ScramServer
+from .sasl.scram import MECHANISMS as SCRAM_MECHANISMS, ScramCredential, ScramServer, TokenLookup
 from .settings import ListenerSettings
 from .tls import principal_mapper, server_context
 
@@ -36,7 +36,7 @@ class ListenerSecurity:
             self.ssl_context = server_context(settings)
             self.principal_mapper = principal_mapper(settings)
         self.mechanisms: list[str] = []
-        self._factories: dict[str, Callable[[ScramLookup], SaslServer]] = {}
+        self._factories: dict[str, Callable[[ScramLookup, TokenLookup | None], SaslServer]] = {}
         if settings.uses_sasl:
             self._configure_sasl()
         self.reauth_ms = settings.get("connections.max.reauth.ms")
@@ -57,8 +57,9 @@ class ListenerSecurity:
     def uses_sasl(self) -> bool:
         return bool(self.mechanisms)
 
-    def new_sasl_server(self, mechanism: str, scram_lookup: ScramLookup) -> SaslServer:
-        return self._factories[mechanism](scram_lookup)
+    def new_sasl_server(self, mechanism: str, scram_lookup: ScramLookup,
+                        token_lookup: TokenLookup | None = None) -> SaslServer:
+        return self._factories[mechanism](scram_lookup, token_lookup)
 
     # ----------------------------------------------------------------------------- set-up
     def _configure_sasl(self) -> None:
@@ -92,17 +93,17 @@ class ListenerSecurity:
                               f"{exc}", "sasl.jaas.config") from None
         return module.options
 
-    def _factory(self, mechanism: str) -> Callable[[ScramLookup], SaslServer]:
+    def _factory(self, mechanism: str) -> Callable[[ScramLookup, TokenLookup | None], SaslServer]:
         if mechanism == "PLAIN":
             users = plain_users(self._jaas_options(
                 mechanism, "org.apache.kafka.common.security.plain.PlainLoginModule"))
-            return lambda lookup: PlainServer(users)
+            return lambda lookup, token_lookup: PlainServer(users)
         if mechanism in SCRAM_MECHANISMS:
-            return lambda lookup: ScramServer(mechanism, lookup)
+            return lambda lookup, token_lookup: ScramServer(mechanism, lookup, token_lookup)
         # OAUTHBEARER: signed tokens against a JWKS when one is configured, else Kafka's
         # default unsecured validator (development only, as in Kafka)
         if self.settings.for_mechanism(mechanism, "sasl.oauthbearer.jwks.endpoint.url"):
             validator = JwksValidator(self.settings, mechanism)
         else:
             validator = UnsecuredValidator(self._jaas_options(mechanism, None))
-        return lambda lookup: OAuthBearerServer(validator)
+        return lambda lookup, token_lookup: OAuthBearerServer(validator)

@@ -7,7 +7,7 @@ reads it. A connection nobody authenticated (PLAINTEXT, SSL without a client cer
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 USER_TYPE = "User"
 
@@ -16,13 +16,16 @@ USER_TYPE = "User"
 class KafkaPrincipal:
     principal_type: str
     name: str
+    # logged in with a delegation token (its owner): such a session may not manage tokens.
+    # Not part of equality, as in Kafka: ACLs and token ownership match the owner either way.
+    token_authenticated: bool = field(default=False, compare=False)
 
     def __str__(self) -> str:
         return f"{self.principal_type}:{self.name}"
 
     @classmethod
-    def user(cls, name: str) -> "KafkaPrincipal":
-        return cls(USER_TYPE, name)
+    def user(cls, name: str, *, token_authenticated: bool = False) -> "KafkaPrincipal":
+        return cls(USER_TYPE, name, token_authenticated)
 
     @classmethod
     def parse(cls, text: str) -> "KafkaPrincipal":

@@ -73,11 +73,19 @@ _CLIENT_FINAL = re.compile(
     r"(?:,[a-zA-Z0-9]+=[^,]*)*),p=(?P<proof>[A-Za-z0-9+/=]+)")
 
 
+TokenLookup = Callable[[str, str], "tuple[str, ScramCredential, int] | None"]
+
+
 class ScramServer(SaslServer):
-    def __init__(self, mechanism: str, lookup: Callable[[str, str], ScramCredential | None]):
+    """`lookup(user, mechanism)` finds a user's credential; `token_lookup(token id, mechanism)` a
+    delegation token's (owner name, credential, expiry ms) when the client sends tokenauth=true."""
+
+    def __init__(self, mechanism: str, lookup: Callable[[str, str], ScramCredential | None],
+                 token_lookup: TokenLookup | None = None):
         super().__init__()
         self.mechanism = mechanism
         self._lookup = lookup
+        self._token_lookup = token_lookup
         self._step = 0
         self._credential: ScramCredential | None = None
 
@@ -101,16 +109,21 @@ class ScramServer(SaslServer):
         except ValueError:
             raise generic_failure(self.mechanism) from None
         extensions = dict(item.split("=", 1) for item in match["ext"].split(",") if item)
+        principal_name = user
         if extensions.get("tokenauth", "false").lower() == "true":
-            # delegation tokens are not supported: no such credential can exist
-            raise AuthenticationFailed("Authentication failed: Invalid user credentials")
-        credential = self._lookup(user, self.mechanism)
+            token = self._token_lookup and self._token_lookup(user, self.mechanism)
+            if not token:
+                raise generic_failure(self.mechanism)
+            principal_name, credential, self.credential_expiry_ms = token
+            self.token_authenticated = True
+        else:
+            credential = self._lookup(user, self.mechanism)
         if credential is None:   # Kafka does not tell an unknown user from a wrong password
             raise generic_failure(self.mechanism)
         if match["authzid"] and saslname_decode(match["authzid"]) != user:
             raise AuthenticationFailed("Authentication failed: Client requested an "
                                        "authorization id that is different from username")
-        self._user, self._credential = user, credential
+        self._principal_name, self._credential = principal_name, credential
         self._nonce = match["nonce"] + secrets.token_urlsafe(24)
         self._gs2_header = text[:match.start("bare")]
         self._server_first = (f"r={self._nonce},s={base64.b64encode(credential.salt).decode()},"
@@ -143,7 +156,7 @@ class ScramServer(SaslServer):
             raise generic_failure(self.mechanism)
         server_signature = hmac_digest(self.mechanism, credential.server_key, auth_message)
         self._step = 2
-        self.principal_name = self._user
+        self.principal_name = self._principal_name
         self.complete = True
         return b"v=" + base64.b64encode(server_signature)
 
@@ -151,12 +164,15 @@ class ScramServer(SaslServer):
 class ScramClient:
     """The client side (the admin tools and the broker's own connections)."""
 
-    def __init__(self, mechanism: str, username: str, password: str):
+    def __init__(self, mechanism: str, username: str, password: str, *,
+                 token_auth: bool = False):
         self.mechanism, self.username, self.password = mechanism, username, password
+        self.token_auth = token_auth   # a delegation token: id as username, HMAC as password
         self._nonce = secrets.token_urlsafe(24)
 
     def first_message(self) -> bytes:
-        self._client_first_bare = f"n={saslname_encode(self.username)},r={self._nonce}"
+        extension = ",tokenauth=true" if self.token_auth else ""
+        self._client_first_bare = f"n={saslname_encode(self.username)},r={self._nonce}{extension}"
         return ("n,," + self._client_first_bare).encode()
 
     def final_message(self, server_first: bytes) -> bytes:
