@@ -59,13 +59,14 @@ class FutureLog:
 
     def copy_from(self, current: Log, max_bytes: int = COPY_CHUNK_BYTES) -> int:
         """Copy the next batches of `current` (up to about max_bytes); returns the bytes copied,
-        0 once caught up. Reading happens under the current log's lock, so what is copied is
-        a state the current log really had; later truncations are caught by `_follow`."""
+        0 once the copy reached the current log's end (as it was when read). Reading happens
+        under the current log's lock, so what is copied is a state the current log really had;
+        later truncations are caught by `_follow`."""
         with current._lock:
             current._check_online()
             self._follow(current)
-            offset = self.log.log_end_offset
-            if offset >= current.log_end_offset:
+            offset, end = self.log.log_end_offset, current.log_end_offset
+            if offset >= end:
                 return 0
             data = b"".join(piece.read() for piece in current.read(offset, max_bytes))
         if data and _first_base_offset(data) < self.log.log_end_offset:
@@ -73,7 +74,7 @@ class FutureLog:
             self.log.truncate_to(_first_base_offset(data))
         if data:
             self.log.append(data, origin=AppendOrigin.REPLICATION)
-        return len(data)
+        return 0 if self.log.log_end_offset >= end else len(data)
 
     def _follow(self, current: Log) -> None:
         """Undo what the current log no longer has (a follower's truncation, by leader epochs
@@ -100,6 +101,7 @@ class FutureLog:
         """The current log's leader epochs (also those started without an append, and those
         from below a mid-batch log start) and high watermark, once the copy holds the same
         records: it answers OffsetForLeaderEpoch and Fetch as the current log did."""
+        self._follow(current)   # (a log start in the middle of the last batch copied)
         self.log.epochs.copy_from(current.epochs)
         self.log.set_high_watermark(current.high_watermark)
 
@@ -150,8 +152,9 @@ class LogMoves:
         return True
 
     def copy_to_future(self, topic: str, partition: int, max_bytes: int = COPY_CHUNK_BYTES) -> int:
-        """One copying step of a move (a worker thread): bytes copied, 0 when caught up, -1 when
-        the move is gone (cancelled, or the partition deleted)."""
+        """One copying step of a move (a worker thread): bytes copied, 0 when caught up (what
+        arrived since is left to `finish_move`), -1 when the move is gone (cancelled, or the
+        partition deleted)."""
         key = (topic, partition)
         with self._lock:
             current, future = self._logs.get(key), self._futures.get(key)
