@@ -56,6 +56,7 @@ class LogDirMoves:
         if log_dir in self.logs.offline_dirs or (topic, index) in self.logs.offline_partitions:
             return ErrorCode.KAFKA_STORAGE_ERROR
         if self.partitions.get(topic, index) is None:
+            self.logs.prefer_dir(topic, index, log_dir)   # for a replica yet to come, as Kafka
             topic_image = self.broker.image.topics.get(topic)
             if topic_image is None or index not in topic_image.partitions:
                 return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

@@ -151,6 +151,13 @@ class LogMoves:
         logger.info("moving %s-%d from %s to %s", topic, partition, self._dir_of.get(key), log_dir)
         return True
 
+    def prefer_dir(self, topic: str, partition: int, log_dir: str) -> None:
+        """Where the partition's log goes if it is created here later (a reassignment bringing a
+        replica, with AlterReplicaLogDirs asked first, as kafka-reassign-partitions does)."""
+        with self._lock:
+            if (topic, partition) not in self._logs and log_dir in self.log_dirs:
+                self._preferred_dirs[(topic, partition)] = log_dir
+
     def copy_to_future(self, topic: str, partition: int, max_bytes: int = COPY_CHUNK_BYTES) -> int:
         """One copying step of a move (a worker thread): bytes copied, 0 when caught up (what
         arrived since is left to `finish_move`), -1 when the move is gone (cancelled, or the

@@ -53,6 +53,7 @@ class LogManager(LogMoves):
         self._logs: dict[tuple[str, int], Log] = {}
         self._dir_of = _LogDirs()
         self._futures: dict[tuple[str, int], FutureLog] = {}   # logs being moved to another dir
+        self._preferred_dirs: dict[tuple[str, int], str] = {}  # where a log yet to come goes
         self._topic_overrides: dict[str, dict[str, Any]] = {}
         self._configs: dict[str, tuple[LogConfig, dict[str, Any] | None, LogConfig]] = {}
         self._pending_dir_deletes: list[tuple[int, str]] = []
@@ -211,7 +212,9 @@ class LogManager(LogMoves):
                 return log
             if key in self.offline_partitions:
                 raise KafkaStorageError(f"{topic}-{partition} is in an offline log dir")
-            log_dir = self._least_loaded_dir()
+            log_dir = self._preferred_dirs.pop(key, None)
+            if log_dir is None or log_dir in self.offline_dirs:
+                log_dir = self._least_loaded_dir()
             path = os.path.join(log_dir, f"{topic}-{partition}")
             log = Log(path, self._config_for(topic), handles=self.handles, clock=self.clock)
             log.on_offline = self._log_failed

@@ -99,13 +99,24 @@ def test_leader_and_follower_replicas_move_while_acks_all_producing(tmp_path):
             assert not os.path.exists(old)
 
 
-def test_a_partition_of_another_broker_is_replica_not_available(tmp_path):
+def test_a_replica_yet_to_come_is_replica_not_available_then_placed_in_the_dir_asked(tmp_path):
+    """kafka-reassign-partitions with log_dirs: AlterReplicaLogDirs for a replica the broker does
+    not have yet answers REPLICA_NOT_AVAILABLE (as Kafka 3.9) and remembers the dir; the replica the
+    reassignment then brings is created there."""
     with running_cluster(tmp_path, nodes=2, node_overrides=_second_dirs(tmp_path)) as cluster:
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
         admin.create_topics([NewTopic("elsewhere", num_partitions=1, replica_assignment=[[2]])])["elsewhere"].result(30)
         cluster.wait_until(lambda: _state(cluster, 1, "elsewhere")[0] == 2, 30, "the topic")
         node = cluster.nodes[1]
-        assert _alter(node, "elsewhere", node.data_dir + SECOND_DIR) == ErrorCode.REPLICA_NOT_AVAILABLE
         assert _alter(node, "elsewhere", "/no/such/dir") == ErrorCode.LOG_DIR_NOT_FOUND
         assert _alter(node, "nowhere", node.data_dir + SECOND_DIR) == \
             ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        assert _alter(node, "elsewhere", node.data_dir + SECOND_DIR) == ErrorCode.REPLICA_NOT_AVAILABLE
+        R = m.AlterPartitionReassignmentsRequest
+        response = call(cluster.nodes[1].address, 45, 0, R(timeout_ms=30000, topics=[
+            R.ReassignableTopic(name="elsewhere", partitions=[
+                R.ReassignablePartition(partition_index=0, replicas=[1])])]), timeout=35)
+        assert response.error_code == ErrorCode.NONE
+        cluster.wait_until(lambda: _state(cluster, 1, "elsewhere")[0] == 1, 60, "the reassignment")
+        assert _placement(node, "elsewhere") == {node.data_dir + SECOND_DIR: False}
+        assert not os.path.exists(os.path.join(node.data_dir, "elsewhere-0"))

@@ -161,3 +161,14 @@ def test_errors_and_moves_that_are_not_needed(dirs, clock):
     mgr.tick()
     assert not any(n.startswith("t-0") for d in dirs for n in names(d))
     mgr.close()
+
+
+def test_a_log_created_later_goes_to_the_dir_asked_for_it(dirs, clock):
+    mgr = manager(dirs, clock)
+    mgr.get_or_create_log("t", 0)                    # dirs[0] now holds more
+    mgr.prefer_dir("t", 1, dirs[0])
+    mgr.prefer_dir("t", 0, dirs[1])                  # (a log that exists: moved, not preferred)
+    assert mgr.dir_of("t", 0) == dirs[0]
+    assert mgr.get_or_create_log("t", 1) and mgr.dir_of("t", 1) == dirs[0]
+    assert mgr.get_or_create_log("t", 2) and mgr.dir_of("t", 2) == dirs[1]   # least loaded again
+    mgr.close()
