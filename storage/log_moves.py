@@ -29,6 +29,7 @@ from storage.validation import AppendOrigin
 
 MOVE_COMPLETE = "move-complete"   # in a future log's dir: it holds every record, it wins
 COPY_CHUNK_BYTES = 1 << 20        # copied per step while the current log's lock is held
+FLUSH_EVERY_BYTES = 64 << 20      # the copy is fsynced as it goes: the swap flushes only a tail
 DELETE_DIR_SUFFIX = "-delete"
 
 logger = logging.getLogger(__name__)
@@ -52,6 +53,7 @@ class FutureLog:
     def __init__(self, log: Log, log_dir: str):
         self.log = log
         self.log_dir = log_dir
+        self.unflushed_bytes = 0
 
     def offset_lag(self, current: Log) -> int:
         """How far the copy is behind (DescribeLogDirs' OffsetLag of a future replica)."""
@@ -168,7 +170,12 @@ class LogMoves:
         if current is None or future is None:
             return -1
         try:
-            return future.copy_from(current, max_bytes)
+            copied = future.copy_from(current, max_bytes)
+            future.unflushed_bytes += copied
+            if copied == 0 or future.unflushed_bytes >= FLUSH_EVERY_BYTES:
+                future.log.flush()   # (no lock of the current log held)
+                future.unflushed_bytes = 0
+            return copied
         except StorageError:
             if self._futures.get(key) is not future:
                 return -1   # cancelled meanwhile: its log was closed under us

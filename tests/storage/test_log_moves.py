@@ -82,6 +82,7 @@ def test_the_copy_follows_a_truncation_of_the_current_log(dirs, clock):
         pass
     future = mgr.future_logs()[("t", 0)].log
     assert content(future) == content(log)
+    assert future.recovery_point == future.log_end_offset    # fsynced as it caught up, not in the swap
     expected, epoch_one = content(log), log.end_offset_for_epoch(1)
     new = mgr.finish_move("t", 0)
     assert content(new) == expected and new.end_offset_for_epoch(1) == epoch_one
