@@ -228,10 +228,10 @@ class LogMoves:
                              current.high_watermark, clean=True)
         except Exception:
             # the current log stays the partition's: the copy must not win at the next start
-            for path in (marker, os.path.join(final, MOVE_COMPLETE)):
-                if os.path.exists(path):
-                    os.remove(path)
             del self._futures[key]
+            for path in (log.directory, final):
+                if os.path.exists(path):
+                    os.replace(path, _retired_name(path))
             raise
         del self._futures[key]
         self._logs[key] = new

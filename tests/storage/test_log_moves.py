@@ -90,12 +90,16 @@ def test_the_copy_follows_a_truncation_of_the_current_log(dirs, clock):
     mgr.close()
 
 
-def test_a_restart_mid_move_resumes_it(dirs, clock):
+@pytest.mark.parametrize("clean", [True, False], ids=["stopped", "killed"])
+def test_a_restart_mid_move_resumes_it(dirs, clock, clean):
     mgr, log = started(dirs, clock)
     mgr.copy_to_future("t", 0, 600)
     expected = content(log)
-    del mgr, log                                     # killed: no close
+    if clean:
+        mgr.close()
+    del mgr, log
     again = manager(dirs, clock)
+    assert all(again.had_clean_shutdown.values()) == clean
     current = again.get_log("t", 0)
     assert again.dir_of("t", 0) == dirs[0] and content(current) == expected
     future = again.future_logs()[("t", 0)]
@@ -173,3 +177,26 @@ def test_a_log_created_later_goes_to_the_dir_asked_for_it(dirs, clock):
     assert mgr.get_or_create_log("t", 1) and mgr.dir_of("t", 1) == dirs[0]
     assert mgr.get_or_create_log("t", 2) and mgr.dir_of("t", 2) == dirs[1]   # least loaded again
     mgr.close()
+
+
+def test_a_swap_that_fails_leaves_the_current_log_in_place(dirs, clock, monkeypatch):
+    mgr, log = started(dirs, clock)
+    while mgr.copy_to_future("t", 0):
+        pass
+
+    def broken_open(*args, **kwargs):
+        raise OSError("reopening failed")
+
+    monkeypatch.setattr(mgr, "_open", broken_open)
+    with pytest.raises(OSError):
+        mgr.finish_move("t", 0)
+    monkeypatch.undo()
+    assert mgr.get_log("t", 0) is log and mgr.future_logs() == {}
+    assert not [n for n in names(dirs[1]) if n.startswith("t-0") and not n.endswith("-delete")]
+    log.append(batch(1), leader_epoch=1)             # still the partition's log
+    expected = content(log)
+    del mgr, log
+    again = manager(dirs, clock)                     # and after a restart too
+    assert again.dir_of("t", 0) == dirs[0] and content(again.get_log("t", 0)) == expected
+    assert again.future_logs() == {}
+    again.close()
