@@ -298,7 +298,14 @@ class ReplicaFetcher:
     def _append(partition, batches) -> None:
         from storage.log import AppendOrigin
 
-        partition.log.append(batches, origin=AppendOrigin.REPLICATION)
+        log_ = partition.log
+        try:
+            log_.append(batches, origin=AppendOrigin.REPLICATION)
+        except StorageError:
+            if partition.log is log_:
+                raise
+            # moved to another log dir meanwhile (broker.log_dir_moves): the batches go there
+            partition.log.append(batches, origin=AppendOrigin.REPLICATION)
 
     async def _out_of_range(self, partition, data) -> None:
         log_ = partition.log

@@ -3,23 +3,44 @@
 import threading
 import time
 
+import pytest
+
 from protocol import records as r
 from storage.errors import StorageError
 from storage.manager import LogManager
 
 from broker.partitions import Partition, PartitionManager
+from broker.replication.fetcher import ReplicaFetcher
 
 
-def test_an_append_that_meets_the_swap_lands_in_the_new_log(tmp_path):
-    """A Produce that picked up the partition's log just before the move swapped it waits on the
-    old log's lock, finds it retired, and appends to the new log: nothing is refused or lost."""
+def _produce(partition, record):
+    manager = PartitionManager.__new__(PartitionManager)   # append_now needs no broker
+    [outcome] = manager.append_now([(partition, record)])
+    return outcome
+
+
+def _replicate(partition, record):
+    """A follower's append of the batch as its leader has it (offset 1)."""
+    batch = r.build_batch([r.SimpleRecord(value=b"v", timestamp=1_700_000_000_000)], base_offset=1,
+                          partition_leader_epoch=0)
+    try:
+        ReplicaFetcher._append(partition, batch)
+    except StorageError as exc:
+        return exc
+    return partition.log.log_end_offset - 1
+
+
+@pytest.mark.parametrize("append", [_produce, _replicate], ids=["produce", "follower"])
+def test_an_append_that_meets_the_swap_lands_in_the_new_log(tmp_path, append):
+    """A Produce (or a follower's append) that picked up the partition's log just before the move
+    swapped it waits on the old log's lock, finds it retired, and appends to the new log: nothing
+    is refused or lost."""
     dirs = [str(tmp_path / "a"), str(tmp_path / "b")]
     logs = LogManager(dirs)
     old = logs.get_or_create_log("t", 0)
     partition = Partition(topic="t", index=0, topic_id=None, log=old, leader=1, leader_epoch=0)
     record = r.build_batch([r.SimpleRecord(value=b"v", timestamp=1_700_000_000_000)])
-    manager = PartitionManager.__new__(PartitionManager)   # append_now needs no broker
-    manager.append_now([(partition, record)])
+    _produce(partition, record)
     assert logs.start_move("t", 0, dirs[1])
     outcomes = []
 
@@ -29,11 +50,11 @@ def test_an_append_that_meets_the_swap_lands_in_the_new_log(tmp_path):
         time.sleep(0.3)
         partition.log = new_log
 
-    appender = threading.Thread(target=lambda: outcomes.extend(manager.append_now([(partition, record)])))
+    appender = threading.Thread(target=lambda: outcomes.append(append(partition, record)))
     new = logs.finish_move("t", 0, on_switch=switch)
     appender.join(10)
     assert not any(isinstance(o, StorageError) for o in outcomes), outcomes
-    assert [o.first_offset for o in outcomes] == [1]
+    assert [getattr(o, "first_offset", o) for o in outcomes] == [1]
     assert partition.log is new and new.log_end_offset == 2
     logs.close()
 
