@@ -30,6 +30,18 @@ UNSERVED_RETRY_S = 0.5   # a move resumed at start-up waits for its partition th
 MAX_DIR_NAME = 255
 
 
+def append_following_moves(partition, records, **options):
+    """`partition.log.append(records, **options)`, made again on the new log when the partition
+    moved to another log dir while the append waited for the old log's lock (it is retired then)."""
+    log_ = partition.log
+    try:
+        return log_.append(records, **options)
+    except StorageError:
+        if partition.log is log_:
+            raise
+        return partition.log.append(records, **options)
+
+
 class LogDirMoves:
     def __init__(self, broker, partitions):
         self.broker = broker

@@ -461,7 +461,8 @@ class PartitionManager:
             except StorageError as exc:
                 if partition.log is log_:
                     outcomes.append(exc)
-                else:   # its log moved to another log dir meanwhile: the records go there
+                else:   # moved to another log dir meanwhile (as log_dir_moves.append_following_moves,
+                        # inline here: this is every Produce's path)
                     outcomes.extend(self.append_now([(partition, records, *extra)], origin))
         return outcomes
 
