@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 import uuid
 
 from storage import checkpoints
@@ -192,6 +193,7 @@ class LogMoves:
             if current is None or future is None:
                 return None
             with current._lock:
+                held_since = time.monotonic()
                 while future.copy_from(current):
                     pass
                 new = self._promote(key, current, future)
@@ -199,6 +201,7 @@ class LogMoves:
                     on_switch(new)
                 old_dir = current.directory
                 current.close()
+                held_ms = (time.monotonic() - held_since) * 1000
         retired = _retired_name(old_dir)
         os.replace(old_dir, retired)
         checkpoints.fsync_dir(os.path.dirname(old_dir))
@@ -208,7 +211,8 @@ class LogMoves:
             self._pending_dir_deletes.append((self.clock() + new.config.file_delete_delay_ms, retired))
         for log_dir in (os.path.dirname(old_dir), future.log_dir):
             self._write_checkpoints(log_dir)
-        logger.info("moved %s-%d to %s", topic, partition, future.log_dir)
+        logger.info("moved %s-%d to %s (appends held back %.1f ms for the swap)", topic, partition,
+                    future.log_dir, held_ms)
         return new
 
     def _promote(self, key, current: Log, future: FutureLog) -> Log:
