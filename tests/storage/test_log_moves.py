@@ -200,3 +200,27 @@ def test_a_swap_that_fails_leaves_the_current_log_in_place(dirs, clock, monkeypa
     assert again.dir_of("t", 0) == dirs[0] and content(again.get_log("t", 0)) == expected
     assert again.future_logs() == {}
     again.close()
+
+
+def test_the_moved_log_keeps_producers_and_aborted_transactions(dirs, clock):
+    from protocol import records as r
+    from storage.log import AppendOrigin
+
+    mgr, log = started(dirs, clock, batches=2)
+    log.append(batch(2, producer_id=5, producer_epoch=0, base_sequence=0, transactional=True),
+               leader_epoch=1)
+    log.append(r.build_control_batch(r.ControlType.ABORT, 5, 0, 0, timestamp=clock.now),
+               leader_epoch=1, origin=AppendOrigin.COORDINATOR)
+    idempotent = batch(1, producer_id=6, producer_epoch=0, base_sequence=0)
+    first = log.append(idempotent, leader_epoch=1)
+    log.set_high_watermark(log.log_end_offset)
+    aborted = log.aborted_transactions(0, log.log_end_offset)
+    assert aborted
+    while mgr.copy_to_future("t", 0):
+        pass
+    new = mgr.finish_move("t", 0)
+    assert new.aborted_transactions(0, new.log_end_offset) == aborted
+    assert new.last_stable_offset == new.log_end_offset
+    again = new.append(idempotent, leader_epoch=1)            # a producer's retry: a duplicate
+    assert again.duplicate and again.first_offset == first.first_offset
+    mgr.close()
