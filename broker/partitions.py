@@ -21,7 +21,6 @@ durable); acks=all produces wait there for it.
 from __future__ import annotations
 
 import logging
-import os
 from dataclasses import dataclass, field
 
 import trio
@@ -142,6 +141,8 @@ class PartitionManager:
         self.collector = CollectorSteward()
         from broker.replication.manager import ReplicaManager
         self.replication = ReplicaManager(broker, self)
+        from broker.log_dir_moves import LogDirMoves
+        self.dir_moves = LogDirMoves(broker, self)
 
     # -------------------------------------------------------------------------------- lookups
     def get(self, topic: str, index: int) -> Partition | None:
@@ -451,13 +452,18 @@ class PartitionManager:
         origin = origin or AppendOrigin.CLIENT
         outcomes = []
         for partition, records, *extra in items:
+            log_ = partition.log
             try:
-                outcomes.append(partition.log.append(
+                outcomes.append(log_.append(
                     records, leader_epoch=partition.leader_epoch, origin=origin,
                     verification_guard=extra[0] if extra else None,
                     batch=extra[1] if len(extra) > 1 else None))
             except StorageError as exc:
-                outcomes.append(exc)
+                if partition.log is log_:
+                    outcomes.append(exc)
+                else:   # moved to another log dir meanwhile (as log_dir_moves.append_following_moves,
+                        # inline here: this is every Produce's path)
+                    outcomes.extend(self.append_now([(partition, records, *extra)], origin))
         return outcomes
 
     async def acknowledge(self, partition: Partition, result) -> None:
@@ -540,16 +546,7 @@ class PartitionManager:
         self.replication.start(nursery)
         nursery.start_soon(run_log_maintenance, self)
         nursery.start_soon(self._open_queued)
-
-    def log_dir_sizes(self) -> dict[str, dict[tuple[str, int], int]]:
-        sizes: dict[str, dict[tuple[str, int], int]] = {}
-        for partition in self.all():
-            directory = os.path.dirname(os.path.abspath(partition.log.directory))
-            matched = next((d for d in self.broker.config.log_dirs
-                            if os.path.abspath(d) == directory), directory)
-            sizes.setdefault(matched, {})[(partition.topic, partition.index)] = \
-                partition.log.size_bytes
-        return sizes
+        self.dir_moves.start(nursery)
 
     def close(self) -> None:
         """Stop following the image (in a worker thread); the LogManager flushes and checkpoints on

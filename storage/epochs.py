@@ -71,6 +71,12 @@ class LeaderEpochCache:
             floor = e
         return -1, -1
 
+    def copy_from(self, other: "LeaderEpochCache") -> None:
+        """Take another copy's entries (a log moved to another dir: same records, same epochs),
+        written with the next flush."""
+        self.entries = list(other.entries)
+        self.unwritten = True
+
     def clear(self) -> None:
         """The log restarted empty (a follower far behind its leader's log start)."""
         if self.entries:

@@ -36,6 +36,7 @@ from storage.validation import AppendOrigin
 __all__ = ["AppendOrigin", "AppendResult", "Log", "TimestampOffset", "parse_partition_dir"]
 
 PARTITION_METADATA = "partition.metadata"
+FUTURE_DIR_SUFFIX = "-future"   # a log being copied to another log dir: `<topic>-<p>.<id>-future`
 
 
 def _now_ms() -> int:
@@ -48,6 +49,13 @@ def parse_partition_dir(name: str) -> tuple[str, int]:
     if not topic or not partition.isdigit():
         raise ValueError(f"not a partition directory name: {name!r}")
     return topic, int(partition)
+
+
+def parse_log_dir_name(name: str) -> tuple[str, int]:
+    """parse_partition_dir() that also reads a future log's `my-topic-3.<id>-future`."""
+    if name.endswith(FUTURE_DIR_SUFFIX):
+        name = name[:-len(FUTURE_DIR_SUFFIX)].rpartition(".")[0]
+    return parse_partition_dir(name)
 
 
 def _make_directory(directory: str) -> bool:
@@ -67,7 +75,7 @@ class Log(LogAppends, LogReads, LogRetention, LogTruncation):
                  log_start_offset: int = 0, high_watermark: int = 0, clean_shutdown: bool = True,
                  cleaner_checkpoint: int = 0, clock: Callable[[], int] = _now_ms):
         self.directory = directory
-        self.topic, self.partition = parse_partition_dir(os.path.basename(directory.rstrip("/")))
+        self.topic, self.partition = parse_log_dir_name(os.path.basename(directory.rstrip("/")))
         self.name = f"{self.topic}-{self.partition}"   # as Kafka names a partition in messages
         self.config = config or LogConfig()
         self.handles = handles if handles is not None else OpenFiles()

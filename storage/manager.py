@@ -14,9 +14,8 @@ from storage import checkpoints
 from storage.config import LogConfig
 from storage.errors import KafkaStorageError, StorageError
 from storage.files import OpenFiles
-from storage.log import Log, _now_ms, parse_partition_dir
-
-DELETE_DIR_SUFFIX = "-delete"
+from storage.log import FUTURE_DIR_SUFFIX, Log, _now_ms, parse_partition_dir
+from storage.log_moves import DELETE_DIR_SUFFIX, FutureLog, LogMoves
 
 logger = logging.getLogger(__name__)
 
@@ -35,10 +34,11 @@ def _default_open_segments() -> int:
     return max(16, soft // 2 // 3)
 
 
-class LogManager:
+class LogManager(LogMoves):
     """Opens every partition log found under `log_dirs` at start-up (recovering
     after an unclean stop), creates new ones in the least loaded dir, and runs
-    housekeeping (`tick`): flush.ms, retention, delayed file deletion, checkpoints."""
+    housekeeping (`tick`): flush.ms, retention, delayed file deletion, checkpoints.
+    Logs move between its dirs through future logs (`storage.log_moves`)."""
 
     def __init__(self, log_dirs, defaults: LogConfig | Mapping[str, Any] | None = None, *,
                  max_open_files: int | None = None, clock: Callable[[], int] = _now_ms):
@@ -52,6 +52,8 @@ class LogManager:
         self._lock = threading.RLock()
         self._logs: dict[tuple[str, int], Log] = {}
         self._dir_of = _LogDirs()
+        self._futures: dict[tuple[str, int], FutureLog] = {}   # logs being moved to another dir
+        self._preferred_dirs: dict[tuple[str, int], str] = {}  # where a log yet to come goes
         self._topic_overrides: dict[str, dict[str, Any]] = {}
         self._configs: dict[str, tuple[LogConfig, dict[str, Any] | None, LogConfig]] = {}
         self._pending_dir_deletes: list[tuple[int, str]] = []
@@ -67,15 +69,17 @@ class LogManager:
         self._uncleanable: set[tuple[str, int]] = set()
         self._cleaner_thread: threading.Thread | None = None
         self._cleaner_stop = threading.Event()
+        futures: list[tuple[str, str, bool]] = []   # (log dir, future log's dir, clean stop)
         for log_dir in self.log_dirs:
             try:
                 os.makedirs(log_dir, exist_ok=True)
-                self._load_dir(log_dir)
+                self._load_dir(log_dir, futures)
             except OSError as exc:
                 self._dir_failed(log_dir, exc)
+        self._adopt_futures([f for f in futures if f[0] not in self.offline_dirs])
 
     # -- start-up --------------------------------------------------------------------
-    def _load_dir(self, log_dir: str) -> None:
+    def _load_dir(self, log_dir: str, futures: list) -> None:
         marker = os.path.join(log_dir, checkpoints.CLEAN_SHUTDOWN)
         clean = os.path.exists(marker)
         self.had_clean_shutdown[log_dir] = clean
@@ -90,9 +94,14 @@ class LogManager:
             if name.endswith(DELETE_DIR_SUFFIX):
                 shutil.rmtree(path, ignore_errors=True)  # a deletion interrupted by the stop
                 continue
+            if name.endswith(FUTURE_DIR_SUFFIX):
+                futures.append((log_dir, path, clean))   # once every current log is known
+                continue
             try:
                 key = parse_partition_dir(name)
             except ValueError:
+                continue
+            if key in self._logs and not self._load_duplicate(key, path):
                 continue
             log = Log(path, self._config_for(key[0]), handles=self.handles,
                       recovery_point=recovery.get(key, 0), log_start_offset=starts.get(key, 0),
@@ -130,6 +139,8 @@ class LogManager:
         self._report_offline(log_dir, exc, log_dir)
         self.offline_dirs[log_dir] = f"{type(exc).__name__}: {exc}"
         with self._lock:
+            for key in [k for k, f in self._futures.items() if f.log_dir == log_dir]:
+                self._futures.pop(key).log.close()
             for key in [k for k, d in self._dir_of.items() if d == log_dir]:
                 log = self._logs.pop(key)
                 del self._dir_of[key]
@@ -201,7 +212,9 @@ class LogManager:
                 return log
             if key in self.offline_partitions:
                 raise KafkaStorageError(f"{topic}-{partition} is in an offline log dir")
-            log_dir = self._least_loaded_dir()
+            log_dir = self._preferred_dirs.pop(key, None)
+            if log_dir is None or log_dir in self.offline_dirs:
+                log_dir = self._least_loaded_dir()
             path = os.path.join(log_dir, f"{topic}-{partition}")
             log = Log(path, self._config_for(topic), handles=self.handles, clock=self.clock)
             log.on_offline = self._log_failed
@@ -239,6 +252,7 @@ class LogManager:
             log = self._logs.pop(key, None)
             log_dir = self._dir_of.pop(key, None)
             self._uncleanable.discard(key)
+        self.cancel_move(topic, partition)
         return None if log is None else (log, log_dir)
 
     def retire_logs(self, detached) -> None:
@@ -325,7 +339,9 @@ class LogManager:
         from storage import cleaner
         best, best_ratio = None, -1.0
         with self._lock:
-            candidates = [(k, log) for k, log in self._logs.items() if k not in self._uncleanable]
+            # (not a log being moved: its copy takes batches as they are)
+            candidates = [(k, log) for k, log in self._logs.items()
+                          if k not in self._uncleanable and k not in self._futures]
         for key, log in candidates:
             try:
                 if not cleaner.needs_cleaning(log, now):
@@ -397,6 +413,11 @@ class LogManager:
         self.stop_cleaner()
         with self._lock:
             clean = {d: True for d in self.log_dirs}
+            for future in self._futures.values():   # resumed at the next start
+                try:
+                    future.log.close_clean(sync=False)
+                except (OSError, StorageError):
+                    clean[future.log_dir] = False
             # Snapshots without fsync, then one syncfs per log dir instead of a handful
             # of fsyncs per partition; logs in a dir where syncfs fails flush one by one.
             for key, log in self._logs.items():
@@ -427,9 +448,10 @@ class LogManager:
                         checkpoints.write_atomically(os.path.join(log_dir, checkpoints.CLEAN_SHUTDOWN), "")
                 except OSError:
                     pass  # no clean marker: the next start recovers this dir
-            for log in self._logs.values():
+            for log in [*self._logs.values(), *(f.log for f in self._futures.values())]:
                 log.close()
             self._logs.clear()
+            self._futures.clear()
 
 
 class _LogDirs(dict):

@@ -37,6 +37,7 @@ class DurableWritesMixin:
         and replicated to the ISR), else the error that kept it from committing."""
         from storage.log import AppendOrigin
 
+        from broker.log_dir_moves import append_following_moves
         from broker.partitions import PartitionError
 
         owned = self.owned.get((topic, partition_index))
@@ -48,7 +49,8 @@ class DurableWritesMixin:
             raise CoordinatorError(E.NOT_COORDINATOR) from None
         if len(partition.isr) < partition.min_insync_replicas:
             raise CoordinatorError(E.NOT_ENOUGH_REPLICAS)   # acks=all could not be met: append nothing
-        result = partition.log.append(batch, leader_epoch=partition.leader_epoch, origin=AppendOrigin.COORDINATOR)
+        result = append_following_moves(partition, batch, leader_epoch=partition.leader_epoch,
+                                        origin=AppendOrigin.COORDINATOR)
         seq = self._next_write
         self._next_write += 1
         written: Pending[ErrorCode] = Pending()

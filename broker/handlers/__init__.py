@@ -28,6 +28,7 @@ MODULES = (
     "topics",
     "configs",
     "cluster",
+    "log_dirs",        # DescribeLogDirs, AlterReplicaLogDirs (broker.log_dir_moves)
     "groups",          # coordinator engineer
     "consumer_groups",  # KIP-848: ConsumerGroupHeartbeat, ConsumerGroupDescribe
     "share_groups",    # KIP-932: ShareGroupHeartbeat, ShareGroupDescribe

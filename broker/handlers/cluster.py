@@ -1,9 +1,6 @@
-"""Cluster views: DescribeCluster (60), DescribeTopicPartitions (75), DescribeLogDirs (35),
-ElectLeaders (43)."""
+"""Cluster views: DescribeCluster (60), DescribeTopicPartitions (75), ElectLeaders (43)."""
 
 from __future__ import annotations
-
-import os
 
 from protocol import ErrorCode, messages
 
@@ -103,36 +100,6 @@ async def handle_describe_topic_partitions(ctx, header, body):
     return Response(throttle_time_ms=0, topics=topics + refused, next_cursor=next_cursor)
 
 
-# -------------------------------------------------------------------------------- DescribeLogDirs
-
-async def handle_describe_log_dirs(ctx, header, body):
-    Response = messages.DescribeLogDirsResponse
-    wanted = None
-    if body.topics is not None:
-        wanted = {(t.topic, p) for t in body.topics for p in t.partitions}
-    sizes = await ctx.run_blocking(ctx.partitions.log_dir_sizes)   # {dir: {(topic, p): bytes}}
-    results = []
-    for log_dir in ctx.config.log_dirs:
-        by_topic: dict[str, list] = {}
-        for (topic, index), size in sorted(sizes.get(log_dir, {}).items()):
-            if wanted is not None and (topic, index) not in wanted:
-                continue
-            by_topic.setdefault(topic, []).append(Response.DescribeLogDirsPartition(
-                partition_index=index, partition_size=size, offset_lag=0, is_future_key=False))
-        total = usable = -1
-        try:
-            stats = os.statvfs(log_dir)
-            total, usable = stats.f_blocks * stats.f_frsize, stats.f_bavail * stats.f_frsize
-        except OSError:
-            pass
-        results.append(Response.DescribeLogDirsResult(
-            error_code=0, log_dir=os.path.abspath(log_dir),
-            topics=[Response.DescribeLogDirsTopic(name=name, partitions=parts)
-                    for name, parts in by_topic.items()],
-            total_bytes=total, usable_bytes=usable))
-    return Response(throttle_time_ms=0, error_code=0, results=results)
-
-
 # ----------------------------------------------------------------------------------- ElectLeaders
 
 async def handle_elect_leaders(ctx, header, body):
@@ -175,6 +142,5 @@ async def handle_elect_leaders(ctx, header, body):
 HANDLERS = {
     60: (0, 2, handle_describe_cluster),
     75: (0, 0, handle_describe_topic_partitions),
-    35: (1, 4, handle_describe_log_dirs),
     43: (0, 2, handle_elect_leaders),
 }

@@ -247,6 +247,9 @@ def _read_one(ctx, read, image, partitions, uses_ids, isolation, max_bytes, budg
                               max_offset=limit,
                               min_one_batch=budget == max_bytes and not origin.hard_limits)
         except StorageError as exc:
+            if partition.log is not log:   # moved to another log dir meanwhile: read it there
+                return _read_one(ctx, read, image, partitions, uses_ids, isolation, max_bytes,
+                                 budget, replica_id, replica_epoch, origin, denied)
             read.error = exc.error_code
             if replica_id < 0:
                 # Kafka answers a consumer's failed read (OFFSET_OUT_OF_RANGE, ...) with unknown

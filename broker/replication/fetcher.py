@@ -30,6 +30,7 @@ from protocol.records import LOG_OVERHEAD
 from storage.errors import StorageError
 
 from broker.interbroker.client import inter_broker_listener_name
+from broker.log_dir_moves import append_following_moves
 
 from .channel import BrokerChannel, ChannelError
 from .divergence import truncation_offset
@@ -298,7 +299,7 @@ class ReplicaFetcher:
     def _append(partition, batches) -> None:
         from storage.log import AppendOrigin
 
-        partition.log.append(batches, origin=AppendOrigin.REPLICATION)
+        append_following_moves(partition, batches, origin=AppendOrigin.REPLICATION)
 
     async def _out_of_range(self, partition, data) -> None:
         log_ = partition.log
