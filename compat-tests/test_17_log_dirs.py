@@ -1,4 +1,4 @@
-"""Scenario 15: a replica moves to another log dir of its broker (kafka-python's
+"""Scenario 17: a replica moves to another log dir of its broker (kafka-python's
 alter_replica_log_dirs, AlterReplicaLogDirs) while a producer keeps writing; DescribeLogDirs shows
 the copy (IsFutureKey) while it is made; every acknowledged record comes back once, in order, and
 the partition's files end in the new dir - also when the broker is killed in the middle of the move.
