@@ -63,5 +63,5 @@ async def handle_alter_replica_log_dirs(ctx, header, body):
 
 HANDLERS = {
     34: (0, 2, handle_alter_replica_log_dirs),
-    35: (1, 4, handle_describe_log_dirs),
+    35: (0, 4, handle_describe_log_dirs),
 }
