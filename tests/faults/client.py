@@ -23,6 +23,7 @@ import argparse
 import json
 import os
 import sys
+import threading
 import time
 
 from confluent_kafka import (OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer,
@@ -117,6 +118,37 @@ def _transactional_producer(args):
     return producer
 
 
+class ClientHung(Exception):
+    """A librdkafka call outlived its own timeout (the client's bug, not the broker's)."""
+
+
+def _bounded(call, timeout: float, *args):
+    """`call(*args, timeout)` in a daemon thread, given `timeout` plus a margin to return.
+
+    librdkafka's send_offsets_to_transaction can block forever past its timeout when the group
+    coordinator it cached leaves the cluster's metadata (librdkafka issues 5456 and 5511; it happens
+    against Apache Kafka 3.9 under the same nemesis): the thread is then abandoned with its producer
+    and ClientHung raised, so the trial goes on with a new producer instead of hanging."""
+    outcome: list = []
+
+    def run():
+        try:
+            outcome.append((True, call(*args, timeout)))
+        except BaseException as error:      # handed to the caller's thread
+            outcome.append((False, error))
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    worker.join(timeout + 30)
+    if not outcome:
+        raise ClientHung(f"{getattr(call, '__name__', call)} still blocked {timeout + 30:.0f} s "
+                         f"after it was called with a {timeout:.0f} s timeout")
+    succeeded, value = outcome[0]
+    if not succeeded:
+        raise value
+    return value
+
+
 def _rewind(consumer) -> None:
     """Back to the group's committed offsets (an aborted transaction's inputs are read again)."""
     assignment = consumer.assignment()
@@ -150,6 +182,7 @@ def transform(args) -> int:
     })
     consumer.subscribe([args.input])
     producer = None
+    abandoned: list = []     # producers left blocked in a hung librdkafka call (see _bounded)
     deadline = time.monotonic() + args.seconds
     attempt = 0
     done = False
@@ -183,9 +216,9 @@ def transform(args) -> int:
             offsets = {}
             for message in messages:
                 offsets[message.partition()] = message.offset() + 1
-            producer.send_offsets_to_transaction(
-                [TopicPartition(args.input, p, o) for p, o in offsets.items()],
-                consumer.consumer_group_metadata(), 30)
+            _bounded(producer.send_offsets_to_transaction, 30,
+                     [TopicPartition(args.input, p, o) for p, o in offsets.items()],
+                     consumer.consumer_group_metadata())
             commit_asked = True
             for retry in range(5):
                 try:
@@ -195,6 +228,16 @@ def transform(args) -> int:
                     if not error.args[0].retriable() or retry == 4:
                         raise
             history.add(type="ok", txn=attempt)
+        except ClientHung as hung:
+            # commit was never asked: the next producer's InitProducerId fences this one and its
+            # coordinator aborts the transaction
+            history.add(type="fail", txn=attempt, error=f"client hung: {hung}")
+            abandoned.append(producer)
+            producer = None
+            try:
+                _rewind(consumer)
+            except KafkaException:
+                pass
         except KafkaException as error:
             kafka_error = error.args[0]
             aborted = False
@@ -475,4 +518,10 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    status = main()
+    if threading.active_count() > 1:
+        # a producer abandoned in a hung librdkafka call (see _bounded) would hang the exit too
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)
+    sys.exit(status)
