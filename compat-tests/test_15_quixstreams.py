@@ -18,13 +18,10 @@ import signal
 import subprocess
 import sys
 import textwrap
-import warnings
 
 import pytest
 
-with warnings.catch_warnings():   # authlib, which its schema-registry extra imports, warns about httpx
-    warnings.simplefilter("ignore")
-    pytest.importorskip("quixstreams", reason="needs quixstreams: pip install quixstreams")
+pytest.importorskip("quixstreams", reason="needs quixstreams: pip install quixstreams")
 
 from odradek_compat.brokers import terminate  # noqa: E402
 from odradek_compat.checks import wait_until  # noqa: E402
