@@ -8,7 +8,6 @@ import uuid
 
 import pytest
 
-import protocol
 from protocol import ErrorCode, messages
 from protocol.records import iter_batches
 
