@@ -11,26 +11,12 @@ import time
 
 import pytest
 
-from tests.security.token_brokers import (add_users, odradek_serve, password, start_kafka,
-                                          wait_for_login)
+from tests.security.token_brokers import password, serve_with_users
 
 
 @pytest.fixture(scope="module", params=["odradek", pytest.param("kafka", marks=pytest.mark.slow)])
 def target(request, tmp_path_factory):
-    data_dir = tmp_path_factory.mktemp(f"tokens-cli-{request.param}")
-    if request.param == "kafka":
-        from tests import apache_kafka as oracle
-        if oracle.skip_reason():
-            pytest.skip(oracle.skip_reason())
-        process, broker = start_kafka(data_dir, {})
-    else:
-        process, broker = odradek_serve(data_dir / "data", {})
-    try:
-        add_users(broker.plain)
-        wait_for_login(broker.sasl)
-        yield broker
-    finally:
-        process.stop()
+    yield from serve_with_users(request.param, tmp_path_factory.mktemp(f"tokens-cli-{request.param}"), {})
 
 
 def tokens(target, user: str | None, *args, tmp_path):

@@ -17,8 +17,7 @@ from protocol import ErrorCode as E, messages as m
 from broker.admin.client import KafkaClient, KafkaError
 from broker.security.sasl.scram import ScramClient
 from tests.broker.raw_client import RawClient
-from tests.security.token_brokers import (AUTHORIZER, SECRET, add_users, odradek_serve,
-                                          scram_security, start_kafka, wait_for_login)
+from tests.security.token_brokers import AUTHORIZER, SECRET, scram_security, serve_with_users
 
 DAY_MS, WEEK_MS = 86_400_000, 604_800_000
 CR = m.CreateDelegationTokenRequest
@@ -26,20 +25,8 @@ CR = m.CreateDelegationTokenRequest
 
 @pytest.fixture(scope="module", params=["odradek", pytest.param("kafka", marks=pytest.mark.slow)])
 def target(request, tmp_path_factory):
-    data_dir = tmp_path_factory.mktemp(f"tokens-{request.param}")
-    if request.param == "kafka":
-        from tests import apache_kafka as oracle
-        if oracle.skip_reason():
-            pytest.skip(oracle.skip_reason())
-        process, broker = start_kafka(data_dir, AUTHORIZER)
-    else:
-        process, broker = odradek_serve(data_dir, AUTHORIZER)
-    try:
-        add_users(broker.plain)
-        wait_for_login(broker.sasl)
-        yield broker
-    finally:
-        process.stop()
+    yield from serve_with_users(request.param, tmp_path_factory.mktemp(f"tokens-{request.param}"),
+                                AUTHORIZER)
 
 
 def ask(address: str, security, api_key: int, body, max_version: int | None = None):

@@ -103,3 +103,23 @@ def start_kafka(data_dir, settings: dict):
     (data_dir / "data" / "extra.properties").write_text("".join(f"{k}={v}\n" for k, v in lines.items()))
     kafka.start()
     return kafka, TokenBroker(kafka.bootstrap, f"127.0.0.1:{sasl}")
+
+
+def serve_with_users(kind: str, data_dir, settings: dict):
+    """A started broker of `kind` ("odradek" or "kafka", the oracle) with this module's SCRAM users
+    able to log in: yields its TokenBroker, stops it afterwards (a fixture's body)."""
+    import pytest
+
+    if kind == "kafka":
+        from tests import apache_kafka as oracle
+        if oracle.skip_reason():
+            pytest.skip(oracle.skip_reason())
+        process, broker = start_kafka(data_dir, settings)
+    else:
+        process, broker = odradek_serve(data_dir, settings)
+    try:
+        add_users(broker.plain)
+        wait_for_login(broker.sasl)
+        yield broker
+    finally:
+        process.stop()
