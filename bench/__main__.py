@@ -106,6 +106,10 @@ def _run_replicated(args, bench_suite: suite.Suite, running: list[targets.Target
         target.stop()
     starters = [("odradek-rf3", lambda: start_odradek_cluster(log_dir, dict(item.split("=", 1)
                                                                         for item in args.override)))]
+    if args.candidate_command:
+        starters.append(("candidate-rf3", lambda: start_odradek_cluster(
+            log_dir, dict(item.split("=", 1) for item in args.override), name="candidate-rf3",
+            column="candidate", program=shlex.split(args.candidate_command))))
     if "kafka" in args.targets:
         starters.append(("kafka-rf3", lambda: start_kafka_cluster(log_dir)))
     for name, start in starters:

@@ -16,6 +16,8 @@ benchmark can say what it would gain before anyone writes it. Pick patches with 
 - no-record-checks: client batches skip the per-record walk of storage.validation (record count,
              lengths, offset deltas, keys on compacted topics, timestamps, decompression): the
              broker before issue 18's validation, to measure what that validation costs.
+- in-flight-N: a connection reads at most N requests ahead of the responses it has written
+             (MAX_IN_FLIGHT; Kafka reads a connection's next request only after answering the last).
 
 A patch whose target has been renamed fails at start-up, loudly.
 """
@@ -73,7 +75,13 @@ if "no-record-checks" in patches:
 
     validation._check_records = lambda batch, config, now, where: None
 
-unknown = patches - {"ticker", "inline", "inline-io", "switch", "no-record-checks"}
+in_flight = {patch for patch in patches if patch.startswith("in-flight-")}
+if in_flight:
+    from broker import connection
+
+    connection.MAX_IN_FLIGHT = int(min(in_flight).removeprefix("in-flight-"))
+
+unknown = patches - in_flight - {"ticker", "inline", "inline-io", "switch", "no-record-checks"}
 if unknown:
     sys.exit(f"ab_patches: unknown patches {sorted(unknown)}")
 

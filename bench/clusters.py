@@ -98,14 +98,18 @@ def _brokers_listed(bootstrap: str, count: int) -> bool:
 
 
 def start_odradek_cluster(log_dir: Path, overrides: dict[str, str] | None = None,
-                          name: str = "odradek-rf3", column: str = "odradek") -> ClusterTarget:
-    """Three `odradek serve` processes (broker.testing_cluster's layout) with the cluster settings."""
+                          name: str = "odradek-rf3", column: str = "odradek",
+                          program: list[str] | None = None) -> ClusterTarget:
+    """Three `odradek serve` processes (broker.testing_cluster's layout) with the cluster settings;
+    `program` replaces `python -m broker.cli` (an A/B candidate's command)."""
     from broker.testing_cluster import Cluster
 
     root = Path(tempfile.mkdtemp(prefix=f"{name}-bench-"))
     cluster = Cluster(root, nodes=NODES, overrides={**ODRADEK_CLUSTER_SETTINGS, **(overrides or {})})
     for node in cluster.nodes.values():
         node.log_path = str(log_dir / f"{name}-node-{node.node_id}.log")
+        if program:
+            node.program = list(program)
         node.start()
     processes = {node_id: node.process for node_id, node in cluster.nodes.items()}
     logs = {node_id: Path(node.log_path) for node_id, node in cluster.nodes.items()}

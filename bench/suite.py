@@ -211,8 +211,9 @@ class Suite:
         rows = {metric: Row(case.name, metric, better) for metric, better in case.metrics}
         self.rows.extend(rows.values())
         names = list(case.targets)
-        if "odradek" in names:  # an A/B candidate runs wherever Odradek runs, right after it
-            names.insert(names.index("odradek") + 1, "candidate")
+        for odradek, candidate in (("odradek", "candidate"), ("odradek-rf3", "candidate-rf3")):
+            if odradek in names:  # an A/B candidate runs wherever Odradek runs, right after it
+                names.insert(names.index(odradek) + 1, candidate)
         active = [self.targets[name] for name in names
                   if name in self.targets and self._strikes.get(name, 0) < MAX_STRIKES]
         failed: set[str] = set()

@@ -89,6 +89,8 @@ class ClusterNode:
         self.node_id = node_id
         self.host = host                        # the address every listener binds and advertises
         self.launcher = list(launcher or [])    # a prefix for the command (e.g. `ip netns exec ns`)
+        # what runs the broker (before `serve`): this checkout, unless an A/B bench names another
+        self.program = [sys.executable, "-m", "broker.cli"]
         self.roles = roles
         self.data_dir = os.path.join(root, f"node-{node_id}")
         self.log_path = os.path.join(root, f"node-{node_id}.log")
@@ -125,7 +127,7 @@ class ClusterNode:
         settings = {"node.id": str(self.node_id), "process.roles": self.roles,
                     "listeners": ",".join(listeners), "log.dirs": self.data_dir,
                     "controller.listener.names": "CONTROLLER", **self.settings}
-        command = self.launcher + [sys.executable, "-m", "broker.cli", "serve"]
+        command = self.launcher + self.program + ["serve"]
         for key, value in settings.items():
             command += ["--override", f"{key}={value}"]
         return command
