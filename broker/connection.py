@@ -27,6 +27,7 @@ version we do not serve (other than ApiVersions, KIP-511) close the connection, 
 from __future__ import annotations
 
 import collections
+import contextlib
 import logging
 import os
 import struct
@@ -193,6 +194,8 @@ class Connection(ResponseWrites):
         self.closed = False
         self.on_close: list = []  # callables run once the connection is gone (share sessions end with it)
         self._muted_until = 0.0   # trio clock: a quota throttle (KIP-219) stops reading till then
+        self._reading_holds = 0   # requests that hold reading back (reading_held)
+        self._reading_resumed: trio.Event | None = None   # while the reader waits for them
 
     def set_principal(self, principal) -> None:
         """Authentication decided who this connection is (TLS certificate or SASL)."""
@@ -239,6 +242,26 @@ class Connection(ResponseWrites):
     async def _wait_unmuted(self):
         while self._muted_until > trio.current_time():
             await trio.sleep_until(self._muted_until)
+
+    @contextlib.contextmanager
+    def reading_held(self):
+        """Read no further request from this client while the block runs. A produce waiting for
+        its replicas holds the next one back, as Kafka mutes a connection until it has answered:
+        the client's batches go on filling meanwhile, instead of leaving half full one after
+        another to wait on the same replica round trip."""
+        self._reading_holds += 1
+        try:
+            yield
+        finally:
+            self._reading_holds -= 1
+            if not self._reading_holds and self._reading_resumed is not None:
+                self._reading_resumed.set()
+                self._reading_resumed = None
+
+    async def _wait_reading_resumed(self):
+        while self._reading_holds:
+            self._reading_resumed = self._reading_resumed or trio.Event()
+            await self._reading_resumed.wait()
 
     def stop_reading(self):
         """Take no new requests; in-flight ones finish and their responses are sent (shutdown)."""
@@ -396,6 +419,8 @@ class Connection(ResponseWrites):
                 return
             if self._muted_until:
                 await self._wait_unmuted()
+            if self._reading_holds:   # (checked once the frame is in: the wait for it may be long)
+                await self._wait_reading_resumed()
             self._queue.append((frame, size, slot, time.monotonic()))
             if not self._runner_active:
                 self._runner_active = True

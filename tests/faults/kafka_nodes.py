@@ -131,7 +131,10 @@ class KafkaCluster(Cluster):
 
     @staticmethod
     def _kafka_node(node: ClusterNode, root: str) -> KafkaNode:
-        return KafkaNode(node.node_id, node.roles, root, node.settings, node.host, node.launcher)
+        kafka = KafkaNode(node.node_id, node.roles, root, node.settings, node.host, node.launcher)
+        # on loopback each node took free ports, which the voters setting already names
+        kafka.port, kafka.controller_port = node.port, node.controller_port
+        return kafka
 
     def format(self, timeout: float = 180) -> None:
         """Format every node's log dir with the cluster's one id (all at once: a JVM each)."""
