@@ -49,6 +49,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("odradek.connection")
 
 MAX_IN_FLIGHT = 64
+# Bytes of produce requests waiting for their replicas at which a connection stops reading more
+# (reading_held): a full request's worth (max.request.size and message.max.bytes are ~1 MiB).
+HOLD_READING_AT_BYTES = 1 << 20
 READ_AHEAD = 65536     # read-ahead chunk of a busy connection; larger frames get their own buffer
 FIRST_READ = 4096      # chunk of a connection starting a burst (kept small: idle ones are many)
 FRAME_STEP = 1 << 20   # a large frame's buffer grows by at most this much ahead of its bytes
@@ -194,7 +197,7 @@ class Connection(ResponseWrites):
         self.closed = False
         self.on_close: list = []  # callables run once the connection is gone (share sessions end with it)
         self._muted_until = 0.0   # trio clock: a quota throttle (KIP-219) stops reading till then
-        self._reading_holds = 0   # requests that hold reading back (reading_held)
+        self._held_bytes = 0      # of requests that hold reading back (reading_held)
         self._reading_resumed: trio.Event | None = None   # while the reader waits for them
 
     def set_principal(self, principal) -> None:
@@ -244,22 +247,23 @@ class Connection(ResponseWrites):
             await trio.sleep_until(self._muted_until)
 
     @contextlib.contextmanager
-    def reading_held(self):
-        """Read no further request from this client while the block runs. A produce waiting for
-        its replicas holds the next one back, as Kafka mutes a connection until it has answered:
-        the client's batches go on filling meanwhile, instead of leaving half full one after
-        another to wait on the same replica round trip."""
-        self._reading_holds += 1
+    def reading_held(self, size: int):
+        """While the block runs, this request's `size` bytes count against HOLD_READING_AT_BYTES:
+        past it the connection reads no further request. A produce waiting for its replicas holds
+        the next ones back, much as Kafka mutes a connection until it has answered: the client's
+        batches go on filling meanwhile instead of leaving half full one after another to wait on
+        the same replica round trip. Small requests still pipeline."""
+        self._held_bytes += size
         try:
             yield
         finally:
-            self._reading_holds -= 1
-            if not self._reading_holds and self._reading_resumed is not None:
+            self._held_bytes -= size
+            if self._reading_resumed is not None:
                 self._reading_resumed.set()
                 self._reading_resumed = None
 
     async def _wait_reading_resumed(self):
-        while self._reading_holds:
+        while self._held_bytes >= HOLD_READING_AT_BYTES:
             self._reading_resumed = self._reading_resumed or trio.Event()
             await self._reading_resumed.wait()
 
@@ -419,7 +423,7 @@ class Connection(ResponseWrites):
                 return
             if self._muted_until:
                 await self._wait_unmuted()
-            if self._reading_holds:   # (checked once the frame is in: the wait for it may be long)
+            if self._held_bytes >= HOLD_READING_AT_BYTES:   # (checked once the frame is in)
                 await self._wait_reading_resumed()
             self._queue.append((frame, size, slot, time.monotonic()))
             if not self._runner_active:

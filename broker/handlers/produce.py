@@ -156,7 +156,7 @@ async def _wait_for_replicas(ctx, appended, timeout_ms: int) -> None:
     waiting = [(p, result, answer) for p, result, answer, _ in appended if not answer.error_code]
     if not waiting:
         return
-    with ctx.connection.reading_held():   # as Kafka: the client's next request waits for this answer
+    with ctx.connection.reading_held(ctx.size):   # the client's next requests may wait for this answer
         codes = await ctx.partitions.replication.wait_for_replicas(
             [(p, result.last_offset + 1) for p, result, _ in waiting], timeout_ms / 1000)
     _note_acks_codes(waiting, codes)

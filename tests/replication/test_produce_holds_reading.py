@@ -1,7 +1,8 @@
-"""A produce waiting for its replicas holds its connection's next request back, as Kafka does: a
-Kafka broker mutes a connection until it has answered the request it read. Observed on three real
-`odradek serve` processes: the followers are stopped (SIGSTOP), so an acks=all produce waits, and a
-second produce pipelined behind it on the same socket must not reach the log before that answer.
+"""Produce requests waiting for their replicas hold their connection's next request back once they
+are a full request's worth (1 MiB), much as Kafka mutes a connection until it has answered the
+request it read. Observed on three real `odradek serve` processes: the followers are stopped
+(SIGSTOP), so two acks=all produces of 600 kB wait, and a third pipelined behind them on the same
+socket must not reach the log before the first answer. Kafka holds back the second one already.
 """
 
 from __future__ import annotations
@@ -36,11 +37,14 @@ def _leader_with_full_isr(cluster):
     return leader if os.path.isdir(os.path.join(cluster.nodes[leader].data_dir, f"{TOPIC}-0")) else None
 
 
-def _log_size(node) -> int:
-    """Bytes in the node's log of the partition (what it appended, replicated or not)."""
+def _log(node) -> bytes:
+    """The node's log of the partition (what it appended, replicated or not)."""
     directory = os.path.join(node.data_dir, f"{TOPIC}-0")
-    return sum(os.path.getsize(os.path.join(directory, name))
-               for name in os.listdir(directory) if name.endswith(".log"))
+    out = b""
+    for name in sorted(name for name in os.listdir(directory) if name.endswith(".log")):
+        with open(os.path.join(directory, name), "rb") as segment:
+            out += segment.read()
+    return out
 
 
 SETTINGS = {"min.insync.replicas": "2"}
@@ -73,21 +77,26 @@ def _check_the_next_request_waits(cluster):
     followers = [node for node in cluster.nodes.values() if node is not leader]
     for node in followers:
         node.signal(signal.SIGSTOP)
+    big = os.urandom(600_000)
     try:
         with RawClient(*leader.address) as client:
-            waiting = client.send(0, 9, _produce(-1, b"waits for the replicas"))
-            time.sleep(0.5)   # it is in the log and waits (2.5 s) when the next one comes
-            behind = client.send(0, 9, _produce(1, b"pipelined behind it"))
+            waiting = [client.send(0, 9, _produce(-1, big))]
+            time.sleep(0.5)   # in the log and waiting (2.5 s) when the next one comes
+            waiting.append(client.send(0, 9, _produce(-1, big)))
             time.sleep(0.5)
-            size_while_waiting = _log_size(leader)
-            first = client.receive(0, 9)
-            second = client.receive(0, 9)
+            behind = client.send(0, 9, _produce(1, b"pipelined behind them"))
+            time.sleep(0.5)
+            log_while_waiting = _log(leader)
+            answers = [client.receive(0, 9) for _ in range(3)]
     finally:
         for node in followers:
             node.signal(signal.SIGCONT)
-    assert (first[0], second[0]) == (waiting, behind)
-    first, second = (answer[1].responses[0].partition_responses[0] for answer in (first, second))
-    assert first.error_code == ErrorCode.REQUEST_TIMED_OUT   # in the log, not acknowledged
-    assert (second.error_code, second.base_offset) == (ErrorCode.NONE, 1)
-    # only the first batch was in the log while it waited: the second was read after its answer
-    assert 0 < size_while_waiting < _log_size(leader)
+    assert [correlation_id for correlation_id, _ in answers] == waiting + [behind]
+    answers = [answer.responses[0].partition_responses[0] for _, answer in answers]
+    # in the log, not acknowledged
+    assert [answer.error_code for answer in answers[:2]] == [ErrorCode.REQUEST_TIMED_OUT] * 2
+    assert (answers[2].error_code, answers[2].base_offset) == (ErrorCode.NONE, 2)
+    # the first big batch was in the log while it waited; the small one was read after its answer
+    held = (big in log_while_waiting, b"pipelined behind them" in log_while_waiting)
+    assert held == (True, False)
+    assert b"pipelined behind them" in _log(leader)
