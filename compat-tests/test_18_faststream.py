@@ -11,7 +11,8 @@ Each scenario runs once on ``faststream.kafka`` (aiokafka inside) and once on ``
 - ``publish_batch`` and a batch subscriber: every message, in order, in batches of more than one;
 - manual ack (at-least-once): what was not acked is delivered again after the application restarts, and
   a nack rewinds the partition to redeliver in the same run;
-- two applications in one group split the partitions between them, each partition read by one only.
+- two applications in one group split the partitions between them, each partition read by one only;
+- static members (``group_instance_id``): one restarts and gets its own partition back, no rebalance.
 
 FastStream declares the topics it subscribes to (``Topic(name, num_partitions=...)``: CreateTopics).
 Skips unless faststream is importable (``pip install 'faststream[kafka,confluent]'``).
@@ -145,7 +146,8 @@ def test_reply_to(faststream_kafka, helper, names):
 
 def test_batch_publish_and_batch_subscriber(faststream_kafka, helper, names):
     topic, group = names("batch"), names("fs")
-    broker = new_broker(faststream_kafka, helper)
+    broker = faststream_kafka.KafkaBroker(helper.bootstrap, compression_type="zstd", enable_idempotence=True,
+                                          acks="all")
     batches = []
     got = []
 
@@ -223,6 +225,59 @@ def test_manual_ack_redelivers_what_was_not_acked(faststream_kafka, helper, name
     assert helper.committed(group, topic, [0]) == {0: (6, None)}
 
 
+def group_members(helper, group) -> list[tuple]:
+    """(group.instance.id, partitions) of each member, as DescribeGroups answers."""
+    (future,) = helper.admin.describe_consumer_groups([group], request_timeout=10).values()
+    return sorted((m.group_instance_id, sorted(tp.partition for tp in m.assignment.topic_partitions))
+                  for m in future.result().members)
+
+
+def test_static_members_keep_their_partitions(faststream_kafka, helper, names):
+    topic, group = names("static"), names("fs")
+    helper.create_topic(topic, 2)
+    got = []
+
+    def app(instance):
+        broker = new_broker(faststream_kafka, helper)
+
+        @broker.subscriber(topic, group_id=group, group_instance_id=instance, auto_offset_reset="earliest",
+                           heartbeat_interval_ms=500, session_timeout_ms=10000)
+        async def handle(body: dict, message=Context("message")):
+            got.append((instance, key_and_partition(message.raw_message)[1], body["n"]))
+        return broker
+
+    async def assignment(want, who):
+        deadline = time.monotonic() + WAIT
+        while (members := await asyncio.to_thread(group_members, helper, group)) not in want:
+            assert time.monotonic() < deadline, f"{who}: {members}"
+            await asyncio.sleep(0.2)
+        return members
+
+    split = ([("one", [0]), ("two", [1])], [("one", [1]), ("two", [0])])
+
+    async def scenario():
+        async with app("two") as two:
+            await two.start()
+            async with app("one") as one:
+                await one.start()
+                before = await assignment(split, "two static members")
+                for n in range(10):
+                    await one.publish({"n": n}, topic, partition=n % 2)
+                await arrive("first round", got, 10)
+            # a static member leaves no gap: its partition waits for it until its session times out
+            assert await asyncio.to_thread(group_members, helper, group) == before
+            async with app("one") as one:
+                await one.start()
+                assert await assignment([before], "rejoined") == before
+                for n in range(10, 14):
+                    await one.publish({"n": n}, topic, partition=n % 2)
+                await arrive("second round", got, 14)
+        return dict(before)
+    assigned = run(scenario)
+    assert sorted(n for *_, n in got) == list(range(14))
+    assert all([partition] == assigned[instance] for instance, partition, _ in got), got
+
+
 def test_two_subscribers_split_partitions(faststream_kafka, helper, names):
     topic, group, partitions = names("split"), names("fs"), 4
     helper.create_topic(topic, partitions)
@@ -237,8 +292,7 @@ def test_two_subscribers_split_partitions(faststream_kafka, helper, names):
         return broker
 
     def members():
-        (future,) = helper.admin.describe_consumer_groups([group], request_timeout=10).values()
-        return sorted(sorted(tp.partition for tp in m.assignment.topic_partitions) for m in future.result().members)
+        return sorted(partitions for _, partitions in group_members(helper, group))
 
     async def scenario():
         async with app("a") as a, app("b") as b:
