@@ -70,8 +70,9 @@ def key_and_partition(raw) -> tuple[bytes, int]:
     return raw.key, raw.partition
 
 
-def new_broker(faststream_kafka, helper):
-    return faststream_kafka.KafkaBroker(helper.bootstrap)
+def new_broker(faststream_kafka, helper, **options):
+    # a list: aiokafka reads one string as a single host:port, even with commas (COMPAT_CLUSTER=3)
+    return faststream_kafka.KafkaBroker(helper.bootstrap.split(","), **options)
 
 
 def test_publish_subscribe_in_a_group(faststream_kafka, helper, names):
@@ -146,8 +147,7 @@ def test_reply_to(faststream_kafka, helper, names):
 
 def test_batch_publish_and_batch_subscriber(faststream_kafka, helper, names):
     topic, group = names("batch"), names("fs")
-    broker = faststream_kafka.KafkaBroker(helper.bootstrap, compression_type="zstd", enable_idempotence=True,
-                                          acks="all")
+    broker = new_broker(faststream_kafka, helper, compression_type="zstd", enable_idempotence=True, acks="all")
     batches = []
     got = []
 
