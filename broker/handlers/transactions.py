@@ -148,7 +148,9 @@ async def _settle_txn(service, transactional_id: str, mark: int) -> ErrorCode:
     partition to commit what it holds, as Kafka answers only from written state."""
     code = await service.settle(since=mark)
     if code is E.NONE and service.write_mark() == mark:
-        code = await service.caught_up(TRANSACTION_TOPIC, service.txn_partition(transactional_id))
+        txn = service.txns.view(transactional_id)    # waited for as long as its own writes would be
+        code = await service.caught_up(TRANSACTION_TOPIC, service.txn_partition(transactional_id),
+                                       timeout_ms=txn.timeout_ms if txn is not None else None)
     return code
 
 
