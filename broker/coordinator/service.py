@@ -247,6 +247,14 @@ class CoordinatorService(DurableWritesMixin):
             return exc.code
         return self.coordinator_error(OFFSETS_TOPIC, self.offsets_partition(group_id))
 
+    def existing_group_coordinator_error(self, group_id: str) -> ErrorCode:
+        """As `group_coordinator_error`, but without creating `__consumer_offsets`: before it exists
+        no broker coordinates the group (NOT_COORDINATOR, as Kafka answers TxnOffsetCommit then; the
+        client's FindCoordinator creates it)."""
+        if OFFSETS_TOPIC not in self.broker.image.topics:
+            return E.NOT_COORDINATOR
+        return self.coordinator_error(OFFSETS_TOPIC, self.offsets_partition(group_id))
+
     async def txn_coordinator_error(self, transactional_id: str) -> ErrorCode:
         try:
             await self.ensure_topic(TRANSACTION_TOPIC)
