@@ -61,7 +61,7 @@ def create_topic(bootstrap, topic):
 def fill(bootstrap, topic, total_bytes, client_id="filler"):
     """Produce `total_bytes` of VALUE records without any quota; returns the record count."""
     producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "client.id": client_id,
-                                         "linger.ms": 5})
+                                         "linger.ms": 5, "batch.size": 64 * 1024})
     count = total_bytes // len(VALUE)
     for _ in range(count):
         while True:
@@ -110,6 +110,7 @@ def test_librdkafka_reports_throttling_and_loses_nothing(quota_broker):
         producer.poll(0.2)
     assert [err for err, _ in delivered if err is not None] == []
     assert sorted(offset for _, offset in delivered) == list(range(count))
+    print(f"librdkafka produce throttle max {seen.max_ms} ms")
     assert seen.max_ms > 0, "librdkafka saw no produce throttle"
 
     seen_by_consumer = StatsThrottle()
@@ -129,6 +130,7 @@ def test_librdkafka_reports_throttling_and_loses_nothing(quota_broker):
     finally:
         consumer.close()
     assert keys == list(range(count)), "every record, in order, once"
+    print(f"librdkafka fetch throttle max {seen_by_consumer.max_ms} ms")
     assert seen_by_consumer.max_ms > 0, "librdkafka saw no fetch throttle"
 
 
@@ -284,11 +286,13 @@ def _check_rates(measured, quota, low, high):
 @pytest.mark.parametrize("consume", [False, True], ids=["producer", "consumer"])
 def test_quota_holds_the_rate_short_run(quota_broker, consume):
     """Four one-second windows are coarse: for this very run Apache Kafka 3.9 (same settings)
-    held a producer at 1.10x and a consumer at 0.63x the quota (a throttled fetch returns
-    nothing, and a 1 MB fetch is two seconds of this quota); Odradek 1.17x and 0.63-0.79x."""
+    held a producer at 1.17x the quota and a consumer at 0.57-0.88x; Odradek 1.17x and
+    0.85-0.94x. A consumer stays below the quota: a fetch that would exceed it is answered empty
+    (only throttled), so data flows when a sample rolls out of the window; and a fetch returns at
+    least a whole batch, so the topic is filled in 64 KiB batches (1 MB ones: 0.55-0.67x)."""
     quota = MiB // 2
     _check_rates(measure(quota_broker.bootstrap, consume=consume, warm_up=3, seconds=6,
-                         quota=quota, span=4), quota, low=0.5, high=1.3)
+                         quota=quota, span=4), quota, low=0.5 if consume else 0.8, high=1.3)
 
 
 @pytest.fixture(scope="module")
@@ -308,7 +312,7 @@ def test_quota_holds_1mib_per_second_over_30s(default_windows_broker, consume):
 
     The rate is the quota's own, over a trailing 11 s window averaged at each second of the 30 s
     (which start one whole window after the warm-up; see _check_rates). Apache Kafka 3.9, this
-    very run: producer 0.96 MiB/s, consumer 0.84 (its fetches end in partial batches, which
-    count against the quota but are dropped by the client); Odradek 0.97 and 0.91."""
+    very run: producer 0.96-0.97 MiB/s, consumer 0.84-0.88 (held below the quota as in the short
+    run); Odradek 0.96-0.97 and 0.91-0.98."""
     _check_rates(measure(default_windows_broker.bootstrap, consume=consume, warm_up=12,
-                         seconds=30, quota=MiB, span=11), MiB, low=0.9, high=1.1)
+                         seconds=30, quota=MiB, span=11), MiB, low=0.75 if consume else 0.9, high=1.1)

@@ -8,8 +8,11 @@ One pass over a log:
    has passed for the oldest dirty data).
 2. An offset map (key -> last offset) is built over the dirty section, leaving
    out control batches and records of aborted transactions.
-3. Every segment below the first uncleanable offset is rewritten into
-   `<base>.log.cleaned` (+ indexes): a record stays if it is its key's latest; a
+3. The segments below the first uncleanable offset are grouped as Kafka groups
+   them (`_groups`: consecutive segments whose log and index bytes fit one
+   segment), so segments an earlier pass shrank or emptied merge instead of
+   piling up as small or 0-byte files. Each group is rewritten into one
+   `<first base>.log.cleaned` (+ indexes): a record stays if it is its key's latest; a
    tombstone stays until its batch's delete horizon (now + delete.retention.ms,
    stamped in the batch header on the first pass) has passed; aborted
    transactional data goes; a commit/abort marker goes once its horizon passed.
@@ -18,8 +21,10 @@ One pass over a log:
    producer fields; an emptied batch that holds a producer's last sequence stays
    as an empty batch so idempotence survives.
 4. The cleaned files replace the originals atomically: `.cleaned` -> `.swap`
-   (the log file first) -> live name.  A crash before the `.swap` rename leaves
-   the original; after it, start-up completes the swap (see Log._load).
+   (the log file first), the group's other segments deleted, -> live name.  A
+   crash before the `.swap` rename leaves the originals; after it, start-up
+   completes the swap and drops what is left of segments the swapped one covers
+   (see Log._load and `drop_absorbed`).
 
 The work runs outside the partition lock; only the swap takes it, and a segment
 that disappeared meanwhile (retention, truncation) just drops its cleaned copy.
@@ -38,6 +43,7 @@ from storage.segment import (
 
 
 DEFAULT_MAX_KEYS = 1_000_000
+MAX_RELATIVE_OFFSET = 2**31 - 1   # an index entry holds an offset relative to its segment's base
 
 
 @dataclasses.dataclass
@@ -119,20 +125,40 @@ def clean(log, now_ms: int | None = None, *, force: bool = False,
     horizon = now + log.config.delete_retention_ms
     last_offsets = log.producer_last_offsets()
     open_txns: dict[int, bool] = {}  # producer id -> its current transaction kept some data
+    for group in _groups(candidates, end, log.config):
+        try:
+            cleaned = _clean_group(log, group, offset_map, aborted, last_offsets, now, horizon, stats, open_txns)
+        except OSError:
+            if all(_still_live(log, segment) for segment in group):
+                raise
+            continue
+        if log.swap_cleaned_segments(group, cleaned):
+            stats.segments += len(group)
+    log.cleaner_checkpoint = max(log.cleaner_checkpoint, end)
+    return stats
+
+
+def _groups(candidates, end: int, config) -> list[list[LogSegment]]:
+    """The segments below `end` in runs that are each cleaned into one segment, as Kafka groups
+    them: consecutive segments while their log bytes fit `segment.bytes`, each index's bytes
+    `segment.index.bytes`, and their offsets an index's relative offsets (sizes before cleaning,
+    so what a pass shrinks merges on a later one)."""
+    groups: list[list[LogSegment]] = []
+    totals = (0, 0, 0)
     for segment, upper in candidates:
         if upper > end:
             break
-        try:
-            cleaned = _clean_segment(log, segment, offset_map, aborted, last_offsets, now, horizon, stats,
-                                     open_txns)
-        except OSError:
-            if _still_live(log, segment):
-                raise
-            continue
-        if log.swap_cleaned_segment(segment, cleaned):
-            stats.segments += 1
-    log.cleaner_checkpoint = max(log.cleaner_checkpoint, end)
-    return stats
+        sizes = (segment.size, segment.offset_index.size_bytes, segment.time_index.size_bytes)
+        if groups:
+            merged = tuple(a + b for a, b in zip(totals, sizes))
+            if (merged[0] <= config.segment_bytes and max(merged[1:]) <= config.segment_index_bytes
+                    and (segment.size == 0 or upper - 1 - groups[-1][0].base_offset <= MAX_RELATIVE_OFFSET)):
+                groups[-1].append(segment)
+                totals = merged
+                continue
+        groups.append([segment])
+        totals = sizes
+    return groups
 
 
 def _still_live(log, segment: LogSegment) -> bool:
@@ -177,19 +203,20 @@ def _build_offset_map(candidates, first_dirty: int, aborted, stats, max_keys: in
     return offset_map, end
 
 
-def _clean_segment(log, segment: LogSegment, offset_map, aborted, last_offsets, now: int,
-                   horizon: int, stats: CleanerStats, open_txns: dict[int, bool]) -> LogSegment:
-    directory = segment.directory
-    prefix = os.path.join(directory, filename_prefix(segment.base_offset))
+def _clean_group(log, group: list[LogSegment], offset_map, aborted, last_offsets, now: int,
+                 horizon: int, stats: CleanerStats, open_txns: dict[int, bool]) -> LogSegment:
+    """The group's retained batches in one `.cleaned` segment at its first base offset."""
+    directory = group[0].directory
+    prefix = os.path.join(directory, filename_prefix(group[0].base_offset))
     for stem in SEGMENT_SUFFIXES:
         for suffix in (CLEANED_SUFFIX, SWAP_SUFFIX):
             if os.path.exists(prefix + stem + suffix):
                 os.remove(prefix + stem + suffix)
-    cleaned = LogSegment(directory, segment.base_offset, log.handles, created_ms=now, suffix=CLEANED_SUFFIX)
+    cleaned = LogSegment(directory, group[0].base_offset, log.handles, created_ms=now, suffix=CLEANED_SUFFIX)
     try:
         cleaned.activate()
         interval = log.config.index_interval_bytes
-        for batch in _batches(segment):
+        for batch in (batch for segment in group for batch in _batches(segment)):
             data = _retained(batch, offset_map, aborted, last_offsets, now, horizon, stats, open_txns)
             if data is None:
                 continue
@@ -198,7 +225,7 @@ def _clean_segment(log, segment: LogSegment, offset_map, aborted, last_offsets, 
             cleaned.write([data], len(data))
             cleaned.note_appended(position, out, out.last_offset, out.max_timestamp, interval)
             stats.bytes_written += len(data)
-        entries = segment.txn_index.entries
+        entries = [entry for segment in group for entry in segment.txn_index.entries]
         if entries:
             cleaned.txn_index.rewrite(entries)
         cleaned.seal()
@@ -277,13 +304,33 @@ def _rebuild(batch: RecordBatch, records, horizon, stats: CleanerStats) -> bytes
         delete_horizon_ms=horizon, last_offset_delta=batch.last_offset_delta)
 
 
-def swap_files(cleaned: LogSegment) -> None:
-    """Commit a cleaned segment's files: `.cleaned` -> `.swap` (the log file first),
-    then `.swap` -> live names (see segment.finish_swap, which start-up reuses)."""
+def swap_files(cleaned: LogSegment, absorbed: list[LogSegment]) -> None:
+    """Commit a cleaned segment's files: `.cleaned` -> `.swap` (the log file first), delete the
+    `absorbed` segments (the rest of its group, whose data it holds now), then `.swap` -> live
+    names (see segment.finish_swap, which start-up reuses)."""
     prefix = os.path.join(cleaned.directory, filename_prefix(cleaned.base_offset))
     cleaned.close()
     for stem in SEGMENT_SUFFIXES:  # LOG_SUFFIX comes first
         if os.path.exists(prefix + stem + CLEANED_SUFFIX):
             os.replace(prefix + stem + CLEANED_SUFFIX, prefix + stem + SWAP_SUFFIX)
     fsync_dir(cleaned.directory)
+    for segment in absorbed:
+        for path in segment.paths():
+            if os.path.exists(path):
+                os.remove(path)
     finish_swap(cleaned.directory, cleaned.base_offset)
+
+
+def drop_absorbed(directory: str, base_offset: int, handles) -> None:
+    """After start-up finished an interrupted swap at `base_offset`: remove what is left of the
+    segments its group absorbed (those starting inside the swapped segment's offsets), so no
+    offset is held twice."""
+    swapped = LogSegment(directory, base_offset, handles)
+    last = max((header.last_offset for _, header in swapped.iter_headers(0, swapped.size)), default=base_offset)
+    swapped.release()
+    for name in os.listdir(directory):
+        stem = name.split(".")[0]
+        if stem.isdigit() and base_offset < int(stem) <= last and \
+                any(name == stem + suffix for suffix in SEGMENT_SUFFIXES):
+            os.remove(os.path.join(directory, name))
+    fsync_dir(directory)

@@ -126,8 +126,11 @@ class Log(LogAppends, LogReads, LogRetention, LogTruncation):
                 os.remove(path)  # leftovers of deletion or of a cleaner run that never swapped
             elif name.endswith(SWAP_SUFFIX) and name.split(".")[0].isdigit():
                 swapped.add(int(name.split(".")[0]))
+        if swapped:
+            from storage.cleaner import drop_absorbed
         for base in sorted(swapped):
             finish_swap(self.directory, base)  # a compaction swap interrupted by the stop
+            drop_absorbed(self.directory, base, self.handles)
         for name in os.listdir(self.directory):
             if name.endswith(LOG_SUFFIX) and name[:-len(LOG_SUFFIX)].isdigit():
                 bases.append(int(name[:-len(LOG_SUFFIX)]))
@@ -437,29 +440,34 @@ class Log(LogAppends, LogReads, LogRetention, LogTruncation):
             self.flush()
 
     # ======================================================================= compaction
-    def swap_cleaned_segment(self, old: LogSegment, cleaned: LogSegment) -> bool:
-        """Atomically replace a sealed segment by its cleaned copy (storage.cleaner).
-        A segment that went away or became active meanwhile keeps its original."""
+    def swap_cleaned_segments(self, olds: list[LogSegment], cleaned: LogSegment) -> bool:
+        """Atomically replace a run of sealed segments by their cleaned copy (storage.cleaner),
+        which starts at the first one's base offset. A run that changed meanwhile (a segment went
+        away or became active) keeps its originals."""
         from storage.cleaner import swap_files
         with self._lock:
-            idx = next((i for i, s in enumerate(self._segments) if s is old), None)
-            if idx is None or idx == len(self._segments) - 1 or self.offline is not None:
+            idx = next((i for i, s in enumerate(self._segments) if s is olds[0]), None)
+            end = len(olds) + (idx or 0)
+            if idx is None or end >= len(self._segments) or self.offline is not None or \
+                    any(a is not b for a, b in zip(self._segments[idx:end], olds)):
                 cleaned.close()
                 for path in cleaned.paths():
                     if os.path.exists(path):
                         os.remove(path)
                 return False
             try:
-                old.close()
-                swap_files(cleaned)
-                fresh = LogSegment(self.directory, old.base_offset, self.handles, created_ms=old.created_ms)
+                for old in olds:
+                    old.close()
+                swap_files(cleaned, olds[1:])
+                fresh = LogSegment(self.directory, olds[0].base_offset, self.handles, created_ms=olds[-1].created_ms)
                 if not self._index_sane(fresh):
                     fresh.recover(index_interval=self.config.index_interval_bytes)
                     fresh.seal()
                 fresh.load_sealed()
             except OSError as exc:
                 raise self._go_offline(exc) from exc
-            self._segments[idx] = fresh
+            self._segments[idx:end] = [fresh]
+            self._bases[idx:end] = [fresh.base_offset]
             return True
 
     def clean(self, now_ms: int | None = None, *, force: bool = False, **options):

@@ -58,7 +58,7 @@ class CoordinatorService(DurableWritesMixin):
         self.timers = Timers()
         self.offsets_partitions = config["offsets.topic.num.partitions"]
         self.txn_partitions = config["transaction.state.log.num.partitions"]
-        self._unacked: list = []               # (write seq, partition, append result, ack) not yet settled
+        self._unacked: list = []   # (write seq, partition, append result, ack, timeout ms) not yet settled
         self._next_write = 0
         self._outstanding: set[int] = set()     # write seqs appended and not yet acknowledged
         self._acked = trio.Event()              # set (and replaced) whenever acknowledgements finish
@@ -245,6 +245,14 @@ class CoordinatorService(DurableWritesMixin):
             await self.ensure_topic(OFFSETS_TOPIC)
         except CoordinatorError as exc:
             return exc.code
+        return self.coordinator_error(OFFSETS_TOPIC, self.offsets_partition(group_id))
+
+    def existing_group_coordinator_error(self, group_id: str) -> ErrorCode:
+        """As `group_coordinator_error`, but without creating `__consumer_offsets`: before it exists
+        no broker coordinates the group (NOT_COORDINATOR, as Kafka answers TxnOffsetCommit then; the
+        client's FindCoordinator creates it)."""
+        if OFFSETS_TOPIC not in self.broker.image.topics:
+            return E.NOT_COORDINATOR
         return self.coordinator_error(OFFSETS_TOPIC, self.offsets_partition(group_id))
 
     async def txn_coordinator_error(self, transactional_id: str) -> ErrorCode:
@@ -484,7 +492,10 @@ class _TxnLog:
     def append(self, record: TransactionRecord) -> Pending[ErrorCode]:
         key, value = encode_txn_record(record)
         batch = build_batch([SimpleRecord(value=value, key=key, timestamp=self.service.clock.now_ms())])
-        return self.service.append(TRANSACTION_TOPIC, self.service.txn_partition(record.transactional_id), batch)
+        # as Kafka, a transaction's write may take the transaction's timeout to commit
+        timeout_ms = record.value.timeout_ms if record.value is not None else None
+        return self.service.append(TRANSACTION_TOPIC, self.service.txn_partition(record.transactional_id), batch,
+                                   timeout_ms=timeout_ms)
 
 
 class _BlockProducerIds:

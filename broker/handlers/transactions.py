@@ -148,7 +148,9 @@ async def _settle_txn(service, transactional_id: str, mark: int) -> ErrorCode:
     partition to commit what it holds, as Kafka answers only from written state."""
     code = await service.settle(since=mark)
     if code is E.NONE and service.write_mark() == mark:
-        code = await service.caught_up(TRANSACTION_TOPIC, service.txn_partition(transactional_id))
+        txn = service.txns.view(transactional_id)    # waited for as long as its own writes would be
+        code = await service.caught_up(TRANSACTION_TOPIC, service.txn_partition(transactional_id),
+                                       timeout_ms=txn.timeout_ms if txn is not None else None)
     return code
 
 
@@ -167,16 +169,12 @@ async def add_offsets_to_txn(ctx, header, body):
     service = await CoordinatorService.of(ctx.broker)
     code = await service.txn_coordinator_error(body.transactional_id)
     if code is E.NONE:
-        # the group's offsets partition joins the transaction, wherever its group coordinator is
-        try:
-            await service.ensure_topic(OFFSETS_TOPIC)
-        except CoordinatorError as exc:
-            code = exc.code
-        if code is E.NONE:
-            mark = service.write_mark()
-            code = service.txns.add_offsets(body.transactional_id, body.producer_id, body.producer_epoch,
-                                            body.group_id)
-            code = await _settled(service, body.transactional_id, mark, code)
+        # the group's offsets partition joins the transaction, wherever its group coordinator is and
+        # whether or not `__consumer_offsets` exists yet (as Kafka, which only computes the partition)
+        mark = service.write_mark()
+        code = service.txns.add_offsets(body.transactional_id, body.producer_id, body.producer_epoch,
+                                        body.group_id)
+        code = await _settled(service, body.transactional_id, mark, code)
     return messages.AddOffsetsToTxnResponse(error_code=_fenced(code, header.api_version, 2))
 
 
@@ -192,7 +190,7 @@ async def txn_offset_commit(ctx, header, body):
         code = E.GROUP_AUTHORIZATION_FAILED
     else:
         readable = access.allowed_names(ctx, Op.READ, RT.TOPIC, (t.name for t in body.topics))
-        code = await service.group_coordinator_error(body.group_id)
+        code = service.existing_group_coordinator_error(body.group_id)
     if code is E.NONE:
         code = await _check_producer(service, body.transactional_id, body.producer_id, body.producer_epoch,
                                      body.group_id)

@@ -3,6 +3,7 @@
 - default: `odradek serve` on a free loopback port with a fresh data dir (`BrokerProcess`);
 - ``COMPAT_BROKER_CMD``: a shell-style command template started the same way instead of Odradek, with
   ``{port}`` and ``{data_dir}`` filled in (e.g. a peer broker binary, to check the drivers themselves);
+  a test's broker settings go to ``{data_dir}/extra.properties``, which Apache Kafka's run.sh appends;
 - ``COMPAT_BOOTSTRAP=host:port``: an already running broker; nothing is started, restart scenarios skip.
 """
 
@@ -52,7 +53,7 @@ class BrokerProcess:
 
     def __init__(self, name: str = "broker", advertised_port: int | None = None,
                  overrides: dict[str, str] | None = None) -> None:
-        self.overrides = dict(overrides or {})   # extra server.properties for Odradek
+        self.overrides = dict(overrides or {})   # extra server.properties
         self.port = free_port()
         self.advertised_port = advertised_port or self.port
         self.controller_port = free_port()   # for brokers that need a second listener (Kafka's KRaft)
@@ -78,6 +79,8 @@ class BrokerProcess:
                 *[arg for key, value in self.overrides.items() for arg in ("--override", f"{key}={value}")]]
 
     def start(self) -> None:
+        if os.environ.get("COMPAT_BROKER_CMD") and self.overrides:
+            self._write_extra_properties()
         log = open(self.log_path, "ab")
         repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, cwd=repo,
@@ -91,6 +94,12 @@ class BrokerProcess:
                 self.stop()
                 raise RuntimeError(f"broker not listening on {self.port} after {STARTUP_TIMEOUT}s:\n{self.log_tail()}")
             time.sleep(0.05)
+
+    def _write_extra_properties(self) -> None:
+        data = os.path.join(self.data_dir, "data")
+        os.makedirs(data, exist_ok=True)
+        with open(os.path.join(data, "extra.properties"), "w") as f:
+            f.writelines(f"{key}={value}\n" for key, value in self.overrides.items())
 
     # A clean stop on SIGTERM: Odradek exits 0; a JVM broker (Kafka) exits 143 (128 + SIGTERM).
     CLEAN_EXIT_CODES = (0, 143) if os.environ.get("COMPAT_BROKER_CMD") else (0,)

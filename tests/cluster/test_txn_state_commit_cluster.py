@@ -2,7 +2,9 @@
 only for a decision that has.
 
 Its followers are paused (SIGSTOP), so the `__transaction_state` write of an AddPartitionsToTxn cannot
-replicate: the call times out (`request.timeout.ms`) with COORDINATOR_NOT_AVAILABLE, but the write stays
+replicate: the call times out with COORDINATOR_NOT_AVAILABLE after the transaction's own timeout (as Kafka
+3.9 does: a 7 s transaction heard so after 7.0 s, a 12 s one after 12.0 s, with request.timeout.ms at
+30 s), but the write stays
 in the coordinator's log. The client's retry finds the partition already in the transaction and writes
 nothing; answering NONE then would rest on a write a coordinator elected later may never have seen (the
 fault suite's lost transactional offsets under a paused controller had that shape). Once the followers
@@ -27,12 +29,13 @@ from tests.broker.raw_client import batch
 from tests.cluster.test_offsets_commit_cluster import find_coordinator
 
 OVERRIDES = {"transaction.state.log.num.partitions": "1", "transaction.state.log.replication.factor": "3",
-             "transaction.state.log.min.isr": "2", "request.timeout.ms": "3000"}
+             "transaction.state.log.min.isr": "2", "request.timeout.ms": "30000"}
 TXN = "paused-followers"
+TXN_TIMEOUT_MS = 3000    # how long its transaction state writes may take to commit
 
 
-def init_producer_id(cluster, node: int):
-    body = m.InitProducerIdRequest(transactional_id=TXN, transaction_timeout_ms=60_000, producer_id=-1,
+def init_producer_id(cluster, node: int, timeout_ms: int = TXN_TIMEOUT_MS):
+    body = m.InitProducerIdRequest(transactional_id=TXN, transaction_timeout_ms=timeout_ms, producer_id=-1,
                                    producer_epoch=-1)
     answer = call(cluster.nodes[node].address, 22, 4, body, timeout=15)
     return (answer.producer_id, answer.producer_epoch) if answer.error_code == E.NONE else None
@@ -102,8 +105,10 @@ def test_a_retry_is_not_answered_from_an_uncommitted_write(tmp_path):
 
         followers = [b for b in cluster.brokers if b != coordinator]
         with paused(cluster, followers):
-            # the write cannot replicate
+            # the write cannot replicate: the client hears so once the transaction's timeout has passed
+            started = time.monotonic()
             assert in_thread(lambda: add_partition(cluster, coordinator, producer)) == E.COORDINATOR_NOT_AVAILABLE
+            assert TXN_TIMEOUT_MS / 1000 - 0.5 < time.monotonic() - started < 15    # request.timeout.ms is 30 s
             # the retry writes nothing (the partition is in the state already) and must not say NONE
             assert add_partition(cluster, coordinator, producer) == E.COORDINATOR_NOT_AVAILABLE
 
@@ -134,7 +139,7 @@ def test_commit_markers_wait_for_the_decision_to_replicate(tmp_path):
 
 
 def init_error(cluster, node: int) -> int:
-    body = m.InitProducerIdRequest(transactional_id=TXN, transaction_timeout_ms=60_000, producer_id=-1,
+    body = m.InitProducerIdRequest(transactional_id=TXN, transaction_timeout_ms=15_000, producer_id=-1,
                                    producer_epoch=-1)
     return call(cluster.nodes[node].address, 22, 4, body, timeout=15).error_code
 
@@ -153,13 +158,13 @@ def test_requests_racing_a_transaction_state_write_are_told_to_retry(tmp_path):
     write is in flight, EndTxn, another AddPartitionsToTxn and InitProducerId get
     CONCURRENT_TRANSACTIONS at once, and a produce to the partition being added is refused (it is not
     in the transaction until the write commits). The commit then marks every partition it holds."""
-    overrides = dict(OVERRIDES, **{"request.timeout.ms": "15000"})
-    with running_cluster(tmp_path, nodes=3, overrides=overrides) as cluster:
+    with running_cluster(tmp_path, nodes=3, overrides=OVERRIDES) as cluster:
         coordinator = find_coordinator(cluster, TXN, key_type=1)
         for topic in ("first", "late"):
             create_topic(cluster, topic, replicas=[coordinator])
             cluster.wait_until(lambda: log_end(cluster, coordinator, topic) == 0, 60, f"{topic} led")
-        producer = cluster.wait_until(lambda: init_producer_id(cluster, coordinator), 60, "a producer id")
+        # a transaction whose writes may wait for the followers longer than they are paused
+        producer = cluster.wait_until(lambda: init_producer_id(cluster, coordinator, 15_000), 60, "a producer id")
         assert add_partition(cluster, coordinator, producer, topic="first") == E.NONE
 
         followers = [b for b in cluster.brokers if b != coordinator]

@@ -225,6 +225,51 @@ def test_transaction_apis(client):
     assert again.error_code == E.INVALID_TXN_STATE
 
 
+def _txn_offset_commit(client, pid, epoch, offset):
+    T = m.TxnOffsetCommitRequest
+    answer = client.request(28, 3, T(transactional_id="tx", group_id="g", producer_id=pid, producer_epoch=epoch,
+                                     generation_id=-1, member_id="", group_instance_id=None,
+                                     topics=[T.TxnOffsetCommitRequestTopic(name="t", partitions=[
+                                         T.TxnOffsetCommitRequestPartition(partition_index=0, committed_offset=offset,
+                                                                           committed_leader_epoch=-1,
+                                                                           committed_metadata="")])]))
+    return answer.topics[0].partitions[0].error_code
+
+
+def _offsets_topic_error(client):
+    M = m.MetadataRequest
+    answer = client.request(3, 12, M(topics=[M.MetadataRequestTopic(name="__consumer_offsets")],
+                                     allow_auto_topic_creation=False))
+    return answer.topics[0].error_code
+
+
+def test_add_offsets_to_txn_before_the_offsets_topic_exists(client):
+    """As Kafka 3.9 answers: AddOffsetsToTxn only computes the group's `__consumer_offsets` partition
+    (it creates nothing, so it answers without the controller); TxnOffsetCommit is NOT_COORDINATOR
+    until the client's FindCoordinator has created the topic; the commit completes either way."""
+    init = client.request(22, 4, m.InitProducerIdRequest(transactional_id="tx", transaction_timeout_ms=60_000))
+    pid, epoch = init.producer_id, init.producer_epoch
+    add = m.AddOffsetsToTxnRequest(transactional_id="tx", producer_id=pid, producer_epoch=epoch, group_id="g")
+    assert client.request(25, 3, add).error_code == E.NONE
+    assert _offsets_topic_error(client) == E.UNKNOWN_TOPIC_OR_PARTITION
+    dt = client.request(65, 0, m.DescribeTransactionsRequest(transactional_ids=["tx"])).transaction_states[0]
+    assert [(t.topic, len(t.partitions)) for t in dt.topics] == [("__consumer_offsets", 1)]   # the group's
+    assert _txn_offset_commit(client, pid, epoch, 5) == E.NOT_COORDINATOR
+    assert _offsets_topic_error(client) == E.UNKNOWN_TOPIC_OR_PARTITION
+    deadline = time.monotonic() + 15
+    while find(client, "g").error_code != E.NONE and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _txn_offset_commit(client, pid, epoch, 5) == E.NONE
+    end = m.EndTxnRequest(transactional_id="tx", producer_id=pid, producer_epoch=epoch, committed=True)
+    assert client.request(26, 3, end).error_code == E.NONE
+    O = m.OffsetFetchRequest
+    fetch = O(group_id="g", topics=[O.OffsetFetchRequestTopic(name="t", partition_indexes=[0])], require_stable=True)
+    while (offset := client.request(9, 7, fetch).topics[0].partitions[0].committed_offset) != 5 \
+            and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert offset == 5
+
+
 def test_describe_producers(client):
     from protocol.records import SimpleRecord, build_batch
     init = client.request(22, 0, m.InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=0))

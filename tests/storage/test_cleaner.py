@@ -248,3 +248,62 @@ def test_commit_markers_stay_while_their_transaction_has_data(make_log, clock):
     again.set_high_watermark(again.log_end_offset)
     again.clean(force=True)
     assert not [b for seg in again.segments for b in _segment_batches(again, seg) if b.is_control]
+
+
+def _one_key_log(make_log, name, other_key_at=None):
+    """Kafka 3.9's own run (segment.bytes 1024, a 100-byte value per batch: five batches per
+    segment): 30 values of one key (but at `other_key_at`), cleaned; 12 more, to be cleaned again."""
+    log = make_log(dict(COMPACT, **{"segment.bytes": 1024}), name=name)
+
+    def append(count):
+        for _ in range(count):
+            key = b"b" if log.log_end_offset == other_key_at else b"a"
+            log.append(kv(key, b"x" * 100))
+        log.set_high_watermark(log.log_end_offset)
+
+    append(30)
+    log.clean(force=True)
+    # the first pass cleans each segment alone (their sizes before cleaning fill one): four empty
+    assert [(s.base_offset, s.size == 0) for s in log.segments] == [
+        (0, True), (5, True), (10, True), (15, True), (20, False), (25, False)]
+    append(12)
+    return log
+
+
+def _layout(log):
+    return [(s.base_offset, s.size == 0) for s in log.segments]
+
+
+def test_segments_a_pass_emptied_merge_on_the_next(make_log):
+    """As Kafka groups segments to clean: 0-20 (four empty, one record) fit one segment and are
+    rewritten as one, here emptied too; Kafka 3.9 left exactly these segments."""
+    log = _one_key_log(make_log, "c-0")
+    log.clean(force=True)
+    assert _layout(log) == [(0, True), (25, True), (30, True), (35, False), (40, False)]
+    assert [rec.offset for rec in all_records(log)] == [39, 40, 41]
+    assert log.log_start_offset == 0 and log.log_end_offset == 42
+    assert log.read_batches(0)[0].base_offset == 39      # a fetch from the start finds the next record
+    again = make_log(COMPACT, name="c-0")
+    assert _layout(again) == _layout(log) and [rec.offset for rec in all_records(again)] == [39, 40, 41]
+
+
+def test_a_group_swap_interrupted_before_its_segments_went_is_finished_at_start_up(make_log, tmp_path):
+    log = _one_key_log(make_log, "c-0", other_key_at=20)   # 0-20 are cleaned into one holding offset 20
+    from storage import cleaner
+    original_fsync = cleaner.fsync_dir
+
+    def killed(*_args):   # right after the .cleaned -> .swap renames, before the group's others go
+        raise RuntimeError("killed")
+
+    cleaner.fsync_dir = killed
+    try:
+        with pytest.raises(RuntimeError):
+            log.clean(force=True)
+    finally:
+        cleaner.fsync_dir = original_fsync
+    assert "00000000000000000005.log" in os.listdir(tmp_path / "c-0")
+    again = make_log(COMPACT, name="c-0", clean_shutdown=False)
+    # segment 20 went (offset 20 is in the swapped segment 0 now); the pass stopped before 25-35
+    assert [rec.offset for rec in all_records(again)] == [20, *range(25, 42)]
+    assert [s.base_offset for s in again.segments] == [0, 25, 30, 35, 40]
+    assert not [n for n in os.listdir(tmp_path / "c-0") if n.endswith((".swap", ".cleaned"))]
