@@ -7,7 +7,7 @@ from dataclasses import replace
 from .ip_overrides import check_ip_overrides
 from .kafka_catalog import KAFKA_BROKER_CONFIGS
 from .values import (INT_MAX, LONG_MAX, COMPRESSION_TYPES, TIMESTAMP_TYPES, ConfigDef, ConfigType, _defs,
-                     at_least, between, one_of)
+                     at_least, between, gzip_level, one_of)
 
 T = ConfigType
 BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
@@ -62,7 +62,7 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("leader.imbalance.per.broker.percentage", T.INT, 10, between(0, 100)),
     ConfigDef("message.max.bytes", T.INT, 1048588, at_least(0), dynamic=True),
     ConfigDef("compression.type", T.STRING, "producer", one_of(*COMPRESSION_TYPES), dynamic=True),
-    ConfigDef("compression.gzip.level", T.INT, -1, between(-1, 9), dynamic=True),
+    ConfigDef("compression.gzip.level", T.INT, -1, gzip_level, dynamic=True),
     ConfigDef("compression.lz4.level", T.INT, 9, between(1, 17), dynamic=True),
     ConfigDef("compression.zstd.level", T.INT, 3, between(-131072, 22), dynamic=True),
     ConfigDef("min.insync.replicas", T.INT, 1, at_least(1), dynamic=True),

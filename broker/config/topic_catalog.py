@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from .values import (COMPRESSION_TYPES, TIMESTAMP_TYPES, ConfigError, ConfigType, Validator, at_least,
-                     between, one_of, parse_checked)
+                     between, gzip_level, one_of, parse_checked)
 
 T = ConfigType
 
@@ -36,7 +36,7 @@ def _topic(name, ctype, *synonyms, validator=None, default=None) -> TopicConfigD
 TOPIC_CONFIGS: dict[str, TopicConfigDef] = {d.name: d for d in (
     _topic("cleanup.policy", T.LIST, "log.cleanup.policy", validator=one_of("compact", "delete")),
     _topic("compression.type", T.STRING, "compression.type", validator=one_of(*COMPRESSION_TYPES)),
-    _topic("compression.gzip.level", T.INT, "compression.gzip.level", validator=between(-1, 9)),
+    _topic("compression.gzip.level", T.INT, "compression.gzip.level", validator=gzip_level),
     _topic("compression.lz4.level", T.INT, "compression.lz4.level", validator=between(1, 17)),
     _topic("compression.zstd.level", T.INT, "compression.zstd.level",
            validator=between(-131072, 22)),

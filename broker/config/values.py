@@ -68,7 +68,7 @@ def parse_value(ctype: ConfigType, text: str | None) -> Any:
         lowered = text.strip().lower()
         if lowered in ("true", "false"):
             return lowered == "true"
-        raise ValueError("expected true or false")
+        raise ValueError("Expected value to be either true or false")
     if ctype in _INT_RANGES:
         try:
             value = int(text.strip(), 10)
@@ -76,7 +76,7 @@ def parse_value(ctype: ConfigType, text: str | None) -> Any:
             raise ValueError(f"Not a number of type {ctype.name}") from None
         low, high = _INT_RANGES[ctype]
         if not low <= value <= high:
-            raise ValueError(f"out of range for {ctype.name.lower()}")
+            raise ValueError(f"Not a number of type {ctype.name}")
         return value
     if ctype == ConfigType.DOUBLE:
         try:
@@ -123,15 +123,34 @@ Validator = Callable[[Any], None]
 def at_least(minimum: float) -> Validator:
     def check(value):
         if value is not None and value < minimum:
-            raise ValueError(f"value must be at least {minimum}")
+            raise ValueError(f"Value must be at least {minimum}")
     return check
 
 
 def between(low: float, high: float) -> Validator:
+    """Kafka's Range.between: its messages name the bound that was crossed."""
     def check(value):
-        if value is not None and not low <= value <= high:
-            raise ValueError(f"value must be between {low} and {high}")
+        if value is None:
+            return
+        if value < low:
+            raise ValueError(f"Value must be at least {low}")
+        if value > high:
+            raise ValueError(f"Value must be no more than {high}")
     return check
+
+
+def gzip_level(value):
+    """compression.gzip.level: zlib's levels, or -1 for its default."""
+    if value is not None and value != -1 and not 1 <= value <= 9:
+        raise ValueError("Value must be between 1 and 9 or equal to -1")
+
+
+class InvalidItem(ValueError):
+    """A list value refused for one of its items, which Kafka's message names instead of the list."""
+
+    def __init__(self, item, message: str):
+        super().__init__(message)
+        self.item = item
 
 
 def one_of(*choices: str, case_sensitive: bool = True) -> Validator:
@@ -142,7 +161,7 @@ def one_of(*choices: str, case_sensitive: bool = True) -> Validator:
         for item in items:
             candidates = choices if case_sensitive else [c.lower() for c in choices]
             if (item if case_sensitive else item.lower()) not in candidates:
-                raise ValueError(f"String must be one of: {', '.join(choices)}")
+                raise InvalidItem(item, f"String must be one of: {', '.join(choices)}")
     return check
 
 
@@ -174,10 +193,14 @@ TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
 def parse_checked(name: str, ctype: ConfigType, validator: Validator | None, text):
     try:
         value = parse_value(ctype, text)
-        if validator is not None:
-            validator(value)
     except ValueError as exc:
         raise ConfigError(f"Invalid value {text} for configuration {name}: {exc}", name) from None
+    try:
+        if validator is not None:
+            validator(value)
+    except ValueError as exc:   # Kafka names the parsed value then ("-5" for "-05", "2.0" for "2")
+        shown = exc.item if isinstance(exc, InvalidItem) else render(value)
+        raise ConfigError(f"Invalid value {shown} for configuration {name}: {exc}", name) from None
     return value
 
 
