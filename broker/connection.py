@@ -407,6 +407,11 @@ class Connection(ResponseWrites):
                     if frame is None:
                         memory.release(size)
                         return
+                    # (waits before the request takes a slot: one cancelled here leaves none behind)
+                    if self._muted_until:
+                        await self._wait_unmuted()
+                    if self._held_bytes >= HOLD_READING_AT_BYTES:
+                        await self._wait_reading_resumed()
                     while len(slots) >= MAX_IN_FLIGHT:   # wait for the writer to make room
                         self._room = trio.Event()
                         await self._room.wait()
@@ -421,10 +426,6 @@ class Connection(ResponseWrites):
                 # run to completion (a produce that arrived is appended), only unanswered.
                 log.debug("connection %s: read failed: %s", self.peer, exc)
                 return
-            if self._muted_until:
-                await self._wait_unmuted()
-            if self._held_bytes >= HOLD_READING_AT_BYTES:   # (checked once the frame is in)
-                await self._wait_reading_resumed()
             self._queue.append((frame, size, slot, time.monotonic()))
             if not self._runner_active:
                 self._runner_active = True
