@@ -50,6 +50,7 @@ ALLOWED = {
     "partition_leader_epoch": "leader epochs count each broker's own elections",
     "generation_id": "counts each coordinator's rebalances",
     "epoch": "leader epochs count each broker's own elections",
+    "coordinator_epoch": "the transaction coordinator's epoch counts each broker's own elections",
 }
 
 
@@ -105,7 +106,8 @@ def _fields(body) -> list[str]:
 
 
 def _key(value):
-    for name in ("name", "topic", "partition_index", "index", "partition", "key", "group_id", "api_key"):
+    for name in ("name", "topic", "partition_index", "index", "partition", "key", "group_id", "api_key",
+                 "transactional_id"):
         item = getattr(value, name, None)
         if item is not None:
             return (0, str(item))
