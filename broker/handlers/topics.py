@@ -111,9 +111,12 @@ async def handle_create_topics(ctx, header, body):
 async def handle_delete_topics(ctx, header, body):
     Response = messages.DeleteTopicsResponse
     version = header.api_version
+    malformed = []
     if version >= 6:
-        names = [t.name for t in body.topics if t.name is not None]
-        ids = [t.topic_id for t in body.topics if t.name is None]
+        malformed = [t for t in body.topics if _malformed_deletion(t)]
+        wellformed = [t for t in body.topics if not _malformed_deletion(t)]
+        names = [t.name for t in wellformed if t.name is not None]
+        ids = [t.topic_id for t in wellformed if t.name is None]
     else:
         names, ids = list(body.topic_names), []
     image = ctx.image
@@ -135,6 +138,9 @@ async def handle_delete_topics(ctx, header, body):
     quota.finish()
     out = [_throttled_deletion(name, topic_id, version) for name, topic_id in
            [(n, None) for n in refused_names] + [(None, i) for i in refused_ids]]
+    out += [Response.DeletableTopicResult(name=t.name, topic_id=t.topic_id,
+                                          error_code=ErrorCode.INVALID_REQUEST,
+                                          error_message=_malformed_deletion(t)) for t in malformed]
     # Refused by name or id: TOPIC_AUTHORIZATION_FAILED, the name never revealed for an id.
     results = list(results) + [
         DeleteTopicResult(name=n, topic_id=ZERO_UUID, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
@@ -151,6 +157,15 @@ async def handle_delete_topics(ctx, header, body):
                 entry.name = None
         out.append(entry)
     return Response(throttle_time_ms=0, responses=out)
+
+
+def _malformed_deletion(state) -> str | None:
+    """Why a v6+ DeleteTopics entry names its topic wrongly (by both name and id, or by neither)."""
+    if state.name is not None and state.topic_id != ZERO_UUID:
+        return "You may not specify both topic name and topic id."
+    if state.name is None and state.topic_id == ZERO_UUID:
+        return "Neither topic name nor id were specified."
+    return None
 
 
 def _refused_deletions(ctx, quota, names, ids) -> tuple[list, list]:

@@ -1,5 +1,7 @@
 """Admin APIs over the raw protocol: topics, partitions, records, configs, cluster views."""
 
+import uuid
+
 from protocol import ErrorCode, messages
 
 from tests.broker.raw_client import batch
@@ -53,6 +55,30 @@ def test_delete_topics_by_name_and_id(client):
     # the topic can be created again, empty
     create(client, ("doomed", 1, 1, {}))
     assert client.list_offset("doomed", 0, -1).offset == 0
+
+
+def test_delete_topics_naming_a_topic_by_both_or_neither_or_twice_is_invalid(client):
+    """As Kafka 3.9 (checked side by side): INVALID_REQUEST with its reason, nothing deleted; a name or
+    id asked twice gets one answer."""
+    [kept] = create(client, ("kept", 1, 1, {}))
+    D, zero = messages.DeleteTopicsRequest, uuid.UUID(int=0)
+
+    def delete(*states, version=6):
+        body = D(topics=list(states), timeout_ms=5000) if version >= 6 else \
+            D(topic_names=list(states), timeout_ms=5000)
+        return [(r.name, r.error_code, r.error_message) for r in client.request(20, version, body).responses]
+    invalid = ErrorCode.INVALID_REQUEST
+    assert delete(D.DeleteTopicState(name="kept", topic_id=kept.topic_id)) == [
+        ("kept", invalid, "You may not specify both topic name and topic id.")]
+    assert delete(D.DeleteTopicState(name=None, topic_id=zero)) == [
+        (None, invalid, "Neither topic name nor id were specified.")]
+    assert delete(D.DeleteTopicState(name="kept", topic_id=zero), D.DeleteTopicState(name="kept", topic_id=zero)) \
+        == [("kept", invalid, "Duplicate topic name.")]
+    assert delete(*[D.DeleteTopicState(name=None, topic_id=kept.topic_id)] * 2) == [
+        (None, invalid, "Duplicate topic id.")]
+    assert delete("kept", "kept", version=5) == [("kept", invalid, "Duplicate topic name.")]
+    assert client.list_offset("kept", 0, -1).error_code == 0
+    assert delete(D.DeleteTopicState(name=None, topic_id=kept.topic_id)) == [("kept", 0, None)]
 
 
 def test_create_partitions(client):
