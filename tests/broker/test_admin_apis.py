@@ -146,6 +146,23 @@ def test_describe_and_alter_configs(client):
         validate_only=False))
     assert response.responses[0].error_code == ErrorCode.INVALID_CONFIG
 
+    # APPEND and SUBTRACT on a list start from its default; the last item taken leaves an empty list
+    # (Kafka 3.9: an override of "", not the default back)
+    def step(name, op, value):
+        answer = client.request(44, 1, I(validate_only=False, resources=[I.AlterConfigsResource(
+            resource_type=TOPIC, resource_name="listed", configs=[
+                I.AlterableConfig(name=name, config_operation=op, value=value)])])).responses[0]
+        entry = describe(client, TOPIC, "listed", [name]).configs[0]
+        return answer.error_code, answer.error_message, entry.value, entry.config_source
+    create(client, ("listed", 1, 1, {}))
+    assert step("cleanup.policy", 2, "compact") == (0, None, "delete,compact", 1)
+    assert step("cleanup.policy", 3, "delete,compact") == (0, None, "", 1)
+    assert step("cleanup.policy", 1, None) == (0, None, "delete", 5)
+    assert step("cleanup.policy", 3, "delete") == (0, None, "", 1)
+    assert step("retention.ms", 2, "5") == (
+        ErrorCode.INVALID_CONFIG, "Can't APPEND to key retention.ms because its type is not LIST.",
+        "604800000", 5)
+
     # a cluster-wide dynamic broker default reaches topics that do not override it
     response = client.request(44, 1, I(resources=[I.AlterConfigsResource(
         resource_type=BROKER, resource_name="", configs=[
