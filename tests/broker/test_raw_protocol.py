@@ -125,6 +125,17 @@ def test_list_offsets_by_timestamp_and_on_an_empty_partition(client):
     assert (latest.offset, latest.timestamp) == (3, 4000)
 
 
+def test_list_offsets_of_a_special_timestamp_this_version_does_not_know(client):
+    """Kafka 3.9: -3, -4, -5 before the version that brought them, and any lower one at every
+    version, are UNSUPPORTED_VERSION (not a search by timestamp)."""
+    client.create_topic("special")
+    client.produce("special", 0, batch([b"a", b"b"]))
+    for timestamp, version in ((-6, 9), (-6, 0), (-100, 5), (-5, 8), (-4, 7), (-3, 6)):
+        answer = client.list_offset("special", 0, timestamp, version=version)
+        assert (answer.error_code, answer.offset) == (ErrorCode.UNSUPPORTED_VERSION, -1), (timestamp, version)
+    assert client.list_offset("special", 0, -5, version=9).error_code == 0
+
+
 def test_produce_errors(client):
     client.create_topic("small", configs={"max.message.bytes": "1000"})
     too_big = client.produce("small", 0, batch([b"x" * 2000]))
