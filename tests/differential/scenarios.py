@@ -16,6 +16,7 @@ import uuid
 from protocol import messages
 
 from tests.differential.compare import differences, record_differences
+from tests.differential.scenarios_clients import group_errors, produce_errors, transaction_errors
 from tests.differential.session import Session
 
 # Fields of these answers that are per-broker clocks: {api_key: field names}.
@@ -341,7 +342,8 @@ def topic_ids(s: Session, p: str):
 
 SCENARIOS = {f.__name__: f for f in (list_offsets_special, fetch_edges, delete_records_edges,
                                      offset_delete_active, offset_fetch_groups, transactions_admin,
-                                     incremental_alter_configs, create_partitions_assigned, topic_ids)}
+                                     incremental_alter_configs, create_partitions_assigned, topic_ids,
+                                     produce_errors, transaction_errors, group_errors)}
 
 
 def run(address, scenario, prefix: str) -> list:

@@ -80,9 +80,10 @@ class Session(RawClient):
             self.end_transaction(txn_id, pid, epoch, commit)
         return pid, epoch
 
-    def init_producer(self, txn_id: str) -> tuple[int, int]:
+    def init_producer(self, txn_id: str | None) -> tuple[int, int]:
         # as a client does: finding the coordinator makes Kafka create __transaction_state
-        self.settled(10, 3, messages.FindCoordinatorRequest(key=txn_id, key_type=1))
+        if txn_id is not None:
+            self.settled(10, 3, messages.FindCoordinatorRequest(key=txn_id, key_type=1))
         answer = self.settled(22, 4, messages.InitProducerIdRequest(
             transactional_id=txn_id, transaction_timeout_ms=600_000, producer_id=-1, producer_epoch=-1))
         assert answer.error_code == 0, answer
