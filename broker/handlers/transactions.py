@@ -241,18 +241,10 @@ async def txn_offset_commit(ctx, header, body):
 
 
 async def _check_producer(service, transactional_id, producer_id, producer_epoch, group_id) -> ErrorCode:
-    """The offsets must belong to the transaction's current producer, and AddOffsetsToTxn came first.
-
-    A transaction coordinated here is checked directly; one coordinated by another broker is asked
-    whether the group's offsets partition is in the transaction (KIP-890's AddPartitionsToTxn verify),
-    its answer translated as Kafka translates it for TxnOffsetCommit."""
-    if service.coordinator_error(TRANSACTION_TOPIC, service.txn_partition(transactional_id)) is E.NONE:
-        txn = service.txns.view(transactional_id)
-        if txn is None or txn.producer_id != producer_id:
-            return E.INVALID_PRODUCER_ID_MAPPING
-        if producer_epoch != txn.producer_epoch:
-            return E.PRODUCER_FENCED
-        return E.NONE
+    """The offsets must belong to the transaction's current producer, and AddOffsetsToTxn came first:
+    the transaction coordinator, here or on another broker, is asked whether the group's offsets
+    partition is in the transaction (KIP-890's verification), its answer translated as Kafka
+    translates it for TxnOffsetCommit (a zombie's epoch: INVALID_PRODUCER_EPOCH)."""
     offsets_partition = (OFFSETS_TOPIC, service.offsets_partition(group_id))
     code = (await verify_with_coordinator(service, transactional_id, producer_id, producer_epoch,
                                           [offsets_partition]))[offsets_partition]

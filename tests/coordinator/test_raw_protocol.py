@@ -225,6 +225,29 @@ def test_transaction_apis(client):
     assert again.error_code == E.INVALID_TXN_STATE
 
 
+def test_txn_offset_commit_needs_add_offsets_first_and_the_current_epoch(client):
+    """As Kafka 3.9 (checked side by side): offsets of a group whose offsets partition is not in the
+    transaction yet are INVALID_TXN_STATE; a zombie's epoch is INVALID_PRODUCER_EPOCH."""
+    I, T = m.InitProducerIdRequest, m.TxnOffsetCommitRequest
+    client.request(22, 4, I(transactional_id="tx-off", transaction_timeout_ms=60_000))
+    init = client.request(22, 4, I(transactional_id="tx-off", transaction_timeout_ms=60_000))
+    pid, epoch = init.producer_id, init.producer_epoch
+    assert epoch == 1
+
+    def txn_commit(producer_epoch):
+        answer = client.request(28, 3, T(transactional_id="tx-off", group_id="g-off", producer_id=pid,
+                                         producer_epoch=producer_epoch, generation_id=-1, member_id="",
+                                         group_instance_id=None, topics=[T.TxnOffsetCommitRequestTopic(
+                                             name="t", partitions=[T.TxnOffsetCommitRequestPartition(
+                                                 partition_index=0, committed_offset=3)])]))
+        return answer.topics[0].partitions[0].error_code
+    assert txn_commit(epoch) == E.INVALID_TXN_STATE
+    assert client.request(25, 3, m.AddOffsetsToTxnRequest(transactional_id="tx-off", producer_id=pid,
+                                                           producer_epoch=epoch, group_id="g-off")).error_code == 0
+    assert txn_commit(epoch - 1) == E.INVALID_PRODUCER_EPOCH
+    assert txn_commit(epoch) == E.NONE
+
+
 def test_describe_producers(client):
     from protocol.records import SimpleRecord, build_batch
     init = client.request(22, 0, m.InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=0))
