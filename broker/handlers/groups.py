@@ -449,7 +449,7 @@ async def delete_groups(ctx, header, body):
     Response = messages.DeleteGroupsResponse
     service = await CoordinatorService.of(ctx.broker)
     results = []
-    for group_id in body.groups_names:
+    for group_id in dict.fromkeys(body.groups_names):     # a group named twice: one answer, as Kafka
         if not _group_allowed(ctx, Op.DELETE, group_id):
             results.append(Response.DeletableGroupResult(group_id=group_id,
                                                          error_code=E.GROUP_AUTHORIZATION_FAILED))

@@ -157,8 +157,8 @@ def test_list_describe_delete_groups_and_offset_delete(client):
     od = client.request(47, 0, O(group_id="simple", topics=[O.OffsetDeleteRequestTopic(
         name="t", partitions=[O.OffsetDeleteRequestPartition(partition_index=0)])]))
     assert od.error_code == 0 and od.topics[0].partitions[0].error_code == 0
-    dg = client.request(42, 2, m.DeleteGroupsRequest(groups_names=["simple", "live", "zzz"]))
-    assert [(x.group_id, x.error_code) for x in dg.results] == [
+    dg = client.request(42, 2, m.DeleteGroupsRequest(groups_names=["simple", "live", "zzz", "zzz"]))
+    assert [(x.group_id, x.error_code) for x in dg.results] == [   # a group named twice: one answer
         ("simple", 0), ("live", E.NON_EMPTY_GROUP), ("zzz", E.GROUP_ID_NOT_FOUND)]
 
 
