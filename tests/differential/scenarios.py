@@ -16,6 +16,8 @@ import uuid
 from protocol import messages
 
 from tests.differential.compare import differences, record_differences
+from tests.differential.scenarios_admin import (acls_and_scram, client_quotas, create_topics_shapes,
+                                                describe_topic_partitions_cursor, reassignments_and_elections)
 from tests.differential.scenarios_clients import group_errors, produce_errors, transaction_errors
 from tests.differential.session import Session
 
@@ -343,7 +345,9 @@ def topic_ids(s: Session, p: str):
 SCENARIOS = {f.__name__: f for f in (list_offsets_special, fetch_edges, delete_records_edges,
                                      offset_delete_active, offset_fetch_groups, transactions_admin,
                                      incremental_alter_configs, create_partitions_assigned, topic_ids,
-                                     produce_errors, transaction_errors, group_errors)}
+                                     produce_errors, transaction_errors, group_errors,
+                                     create_topics_shapes, describe_topic_partitions_cursor, client_quotas,
+                                     reassignments_and_elections, acls_and_scram)}
 
 
 def run(address, scenario, prefix: str) -> list:

@@ -137,6 +137,11 @@ SCENARIO_DECISIONS = {
     "topic_ids [metadata zero id, no name v12] *":
         "a Metadata v12 topic with neither name nor id: Kafka fails the whole request inside "
         "(UNKNOWN_SERVER_ERROR, no brokers); Odradek answers UNKNOWN_TOPIC_ID (v10 both INVALID_REQUEST)",
+    "create_topics_shapes [*] .topics[0].configs: 36 entries != 33":
+        "the three 3.9-only topic configs (as in the golden conversations above)",
+    "client_quotas [entity twice] .entries[0].entity: 1 entries != 2":
+        "an AlterClientQuotas entity naming a type twice (refused by both): Kafka echoes the entity as "
+        "the map it parsed, Odradek as sent; clients read it as a map either way",
 }
 _SCENARIO_DECIDED = [_pattern(p) for p in SCENARIO_DECISIONS]
 
