@@ -63,7 +63,7 @@ async def handle_create_topics(ctx, header, body):
     except ApiError as exc:
         return Response(throttle_time_ms=0, topics=[
             Response.CreatableTopicResult(name=spec.name, error_code=exc.code,
-                                          error_message=exc.message) for spec in specs])
+                                          error_message=exc.message, configs=[]) for spec in specs])
     quota.finish()
     out = []
     specs_by_name = iter(enumerate(specs))
@@ -77,19 +77,19 @@ async def handle_create_topics(ctx, header, body):
         if i in refused:
             out.append(Response.CreatableTopicResult(
                 name=spec.name, error_code=ErrorCode.THROTTLING_QUOTA_EXCEEDED,
-                error_message=THROTTLED_MESSAGE, configs=None))
+                error_message=THROTTLED_MESSAGE, configs=[]))
             continue
         result = next(created)
+        # a topic not created has no configs: an empty list, as Kafka (never null)
         entry = Response.CreatableTopicResult(
             name=result.name, error_code=result.error_code,
-            error_message=result.error_message if version >= 1 else None)
+            error_message=result.error_message if version >= 1 else None, configs=[])
         if result.error_code == 0:
             entry.topic_id = result.topic_id
             if version >= 5 and result.name not in describable:
                 # Created, but its settings are not the caller's to see (KIP-525): as Kafka,
                 # no configs and -1 for the counts.
                 entry.topic_config_error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-                entry.configs = []
                 out.append(entry)
                 continue
             entry.num_partitions = result.num_partitions
@@ -100,8 +100,6 @@ async def handle_create_topics(ctx, header, body):
                         name=described.name, value=described.value, read_only=described.read_only,
                         config_source=int(described.source), is_sensitive=described.sensitive)
                     for described in ctx.config.describe_topic(dict(result.configs))]
-        elif version >= 5:
-            entry.configs = None
         out.append(entry)
     return Response(throttle_time_ms=0, topics=out)
 

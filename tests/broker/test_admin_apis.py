@@ -23,6 +23,7 @@ def test_create_topics_results_and_errors(client):
                      ("cfg", 1, 1, {"retention.ms": "soon"}), ("unknown-cfg", 1, 1, {"no.such": "1"}),
                      ("zero", 0, 1, {}), ("rf", 1, 3, {}))
     codes = {r.name: r.error_code for r in results}
+    assert all(r.configs == [] for r in results if r.error_code)   # never null, as Kafka
     assert codes == {"good": 0, "bad/name": ErrorCode.INVALID_TOPIC_EXCEPTION,
                      "cfg": ErrorCode.INVALID_CONFIG, "unknown-cfg": ErrorCode.INVALID_CONFIG,
                      "zero": ErrorCode.INVALID_PARTITIONS, "rf": ErrorCode.INVALID_REPLICATION_FACTOR}
