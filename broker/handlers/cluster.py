@@ -44,6 +44,12 @@ async def handle_describe_cluster(ctx, header, body):
 
 async def handle_describe_topic_partitions(ctx, header, body):
     Response = messages.DescribeTopicPartitionsResponse
+    if body.cursor is not None and body.cursor.partition_index < 0:
+        # as Kafka: the request is refused, INVALID_REQUEST for each topic it names
+        return Response(throttle_time_ms=0, next_cursor=None, topics=[
+            Response.DescribeTopicPartitionsResponseTopic(error_code=ErrorCode.INVALID_REQUEST, name=t.name,
+                                                          is_internal=False, partitions=[])
+            for t in body.topics])
     image = ctx.image
     live = {b.broker_id for b in image.brokers.values() if not b.fenced}
     if body.topics:

@@ -202,6 +202,13 @@ def test_cluster_views(client, broker):
     assert page.next_cursor is None
     missing = client.request(75, 0, D(topics=[D.TopicRequest(name="nope")], cursor=None))
     assert missing.topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    # a cursor at a negative partition: the request is refused topic by topic (Kafka 3.9)
+    bad = client.request(75, 0, D(topics=[D.TopicRequest(name="view-a"), D.TopicRequest(name="nope")],
+                                  response_partition_limit=4, cursor=D.Cursor(topic_name="view-a",
+                                                                              partition_index=-1)))
+    assert [(t.name, t.error_code, t.partitions) for t in bad.topics] == [
+        ("view-a", ErrorCode.INVALID_REQUEST, []), ("nope", ErrorCode.INVALID_REQUEST, [])]
+    assert bad.next_cursor is None
 
     client.produce("view-a", 0, batch([b"x" * 100]))
     L = messages.DescribeLogDirsRequest
