@@ -18,7 +18,8 @@ from protocol import messages
 from tests.differential.compare import differences, record_differences
 from tests.differential.scenarios_admin import (acls_and_scram, client_quotas, create_topics_shapes,
                                                 describe_topic_partitions_cursor, reassignments_and_elections)
-from tests.differential.scenarios_clients import group_errors, produce_errors, transaction_errors
+from tests.differential.scenarios_clients import (consumer_reads, fetch_sessions, group_errors,
+                                                  produce_errors, transaction_errors)
 from tests.differential.session import Session
 
 # Fields of these answers that are per-broker clocks: {api_key: field names}.
@@ -347,7 +348,8 @@ SCENARIOS = {f.__name__: f for f in (list_offsets_special, fetch_edges, delete_r
                                      incremental_alter_configs, create_partitions_assigned, topic_ids,
                                      produce_errors, transaction_errors, group_errors,
                                      create_topics_shapes, describe_topic_partitions_cursor, client_quotas,
-                                     reassignments_and_elections, acls_and_scram)}
+                                     reassignments_and_elections, acls_and_scram, consumer_reads,
+                                     fetch_sessions)}
 
 
 def run(address, scenario, prefix: str) -> list:

@@ -177,3 +177,71 @@ def group_errors(s: Session, p: str):
     out.append(("list unknown type", 16, listed([], ["nonsense"])))
     out.append(("delete the empty group", 42, s.request(42, 2, D(groups_names=[group, group]))))
     return out
+
+
+def consumer_reads(s: Session, p: str):
+    """What consumers and kafka-consumer-groups meet: offsets pending in a transaction (require_stable),
+    Metadata auto-creation, internal and invalid topics."""
+    out = []
+    topic = f"{p}-cr"
+    s.topic(topic)
+    txn, group = f"{p}-crt", f"{p}-crg"
+    pid, epoch = s.transaction(txn, topic, [b"x"], commit=None)
+    A, T = messages.AddOffsetsToTxnRequest, messages.TxnOffsetCommitRequest
+    s.settled(25, 3, A(transactional_id=txn, producer_id=pid, producer_epoch=epoch, group_id=group))
+    s.settled(28, 3, T(transactional_id=txn, group_id=group, producer_id=pid, producer_epoch=epoch,
+                       generation_id=-1, member_id="", group_instance_id=None, topics=[
+                           T.TxnOffsetCommitRequestTopic(name=topic, partitions=[
+                               T.TxnOffsetCommitRequestPartition(partition_index=0, committed_offset=1,
+                                                                 committed_leader_epoch=-1)])]))
+    F = messages.OffsetFetchRequest
+    for version, stable in ((7, True), (7, False), (6, False), (1, False)):
+        body = F(group_id=group, topics=[F.OffsetFetchRequestTopic(name=topic, partition_indexes=[0])],
+                 require_stable=stable)
+        out.append((f"pending offsets v{version} stable={stable}", 9, s.request(9, version, body)))
+    out.append(("pending offsets v9, all topics", 9, s.request(9, 9, F(require_stable=True, groups=[
+        F.OffsetFetchRequestGroup(group_id=group, topics=None)]))))
+    M = messages.MetadataRequest
+    for version, auto in ((12, True), (4, True), (3, True), (12, False)):
+        out.append((f"auto-create v{version} {auto}", 3, s.request(3, version, M(
+            topics=[M.MetadataRequestTopic(name=f"{p}-auto{version}{auto}")], allow_auto_topic_creation=auto))))
+    for name in ("bad name!", "__consumer_offsets", "__transaction_state", "a" * 260):
+        out.append((f"metadata {name[:20]}", 3, s.request(3, 12, M(
+            topics=[M.MetadataRequestTopic(name=name)], allow_auto_topic_creation=True))))
+    out.append(("produce to __consumer_offsets", 0, s.produce("__consumer_offsets", 0, _batch([b"x"]))))
+    return out
+
+
+def fetch_sessions(s: Session, p: str):
+    """Incremental fetch sessions (KIP-227) as the Java client and librdkafka use them, and topic ids."""
+    out = []
+    topic = f"{p}-fs"
+    topic_id = s.topic(topic, 2)
+    s.append(topic, [b"a", b"b"])
+    F = messages.FetchRequest
+
+    def fetch(session, epoch, parts, forgotten=(), version=12, ids=False):
+        return s.request(1, version, F(
+            replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
+            session_id=session, session_epoch=epoch, rack_id="", topics=[F.FetchTopic(
+                topic=name, topic_id=topic_id if ids else None, partitions=[F.FetchPartition(
+                    partition=index, fetch_offset=offset, partition_max_bytes=1 << 20, current_leader_epoch=-1,
+                    last_fetched_epoch=-1, log_start_offset=-1)]) for name, index, offset in parts],
+            forgotten_topics_data=[F.ForgottenTopic(topic=name, topic_id=topic_id if ids else None,
+                                                    partitions=[index]) for name, index in forgotten]))
+    first = fetch(0, 0, [(topic, 0, 0), (topic, 1, 0)])
+    out.append(("new session", 1, first))
+    session = first.session_id
+    out.append(("nothing new", 1, fetch(session, 1, [])))
+    s.append(topic, [b"c"], partition=1)
+    out.append(("new data on one partition", 1, fetch(session, 2, [])))
+    out.append(("advance and forget", 1, fetch(session, 3, [(topic, 1, 1)], forgotten=[(topic, 0)])))
+    out.append(("epoch repeated", 1, fetch(session, 3, [])))
+    out.append(("epoch skipped", 1, fetch(session, 9, [])))
+    out.append(("unknown session", 1, fetch(session + 7, 1, [])))
+    out.append(("full fetch naming a session", 1, fetch(session, 0, [(topic, 0, 0)])))
+    out.append(("sessionless", 1, fetch(0, -1, [(topic, 0, 1)])))
+    out.append(("close", 1, fetch(session, -1, [])))
+    out.append(("by topic id v13", 1, fetch(0, -1, [("", 0, 0)], version=13, ids=True)))
+    out.append(("new session by topic id", 1, fetch(0, 0, [("", 0, 0)], version=13, ids=True)))
+    return out
