@@ -16,7 +16,8 @@ import uuid
 from protocol import messages
 
 from tests.differential.compare import differences, record_differences
-from tests.differential.scenarios_admin import (acls_and_scram, client_quotas, create_topics_shapes,
+from tests.differential.scenarios_admin import (acls_and_scram, client_quotas, cluster_misc, configs_views,
+                                                create_topics_shapes,
                                                 describe_topic_partitions_cursor, reassignments_and_elections)
 from tests.differential.scenarios_clients import (consumer_reads, fetch_sessions, group_errors,
                                                   produce_errors, transaction_errors)
@@ -349,7 +350,7 @@ SCENARIOS = {f.__name__: f for f in (list_offsets_special, fetch_edges, delete_r
                                      produce_errors, transaction_errors, group_errors,
                                      create_topics_shapes, describe_topic_partitions_cursor, client_quotas,
                                      reassignments_and_elections, acls_and_scram, consumer_reads,
-                                     fetch_sessions)}
+                                     fetch_sessions, configs_views, cluster_misc)}
 
 
 def run(address, scenario, prefix: str) -> list:

@@ -202,3 +202,69 @@ def acls_and_scram(s: Session, p: str):
     out.append(("describe", 50, s.request(50, 0, S(users=[S.UserName(name=user), S.UserName(name=f"{p}-nobody"),
                                                          S.UserName(name=user)]))))
     return out
+
+
+def configs_views(s: Session, p: str):
+    """kafka-configs --describe (synonyms, documentation, named keys) and legacy AlterConfigs."""
+    out = []
+    topic = f"{p}-cv"
+    s.topic(topic, configs={"retention.ms": "12345", "cleanup.policy": "compact,delete"})
+    node = str(s.node_id())
+    C, A = messages.DescribeConfigsRequest, messages.AlterConfigsRequest
+
+    def describe(resources, synonyms=True, docs=False, version=4):
+        return s.request(32, version, C(include_synonyms=synonyms, include_documentation=docs, resources=[
+            C.DescribeConfigsResource(resource_type=t, resource_name=n, configuration_keys=keys)
+            for t, n, keys in resources]))
+    out.append(("topic named keys", 32, describe([(2, topic, ["retention.ms", "cleanup.policy", "segment.ms",
+                                                               "no.such.key"])])))
+    out.append(("topic named keys v1", 32, describe([(2, topic, ["retention.ms", "cleanup.policy"])], version=1)))
+    out.append(("topic named keys v0", 32, describe([(2, topic, ["retention.ms"])], synonyms=False, version=0)))
+    out.append(("topic documentation", 32, describe([(2, topic, ["retention.ms", "min.insync.replicas"])],
+                                                    docs=True)))
+    out.append(("broker named keys", 32, describe([(4, node, ["log.retention.hours", "num.io.threads",
+                                                               "log.cleanup.policy", "no.such.key"])])))
+    out.append(("broker default resource", 32, describe([(4, "", ["log.retention.ms"])])))
+    out.append(("unknown broker", 32, describe([(4, "77", ["log.retention.ms"])])))
+    out.append(("bad broker name", 32, describe([(4, "abc", None)])))
+    out.append(("unknown topic", 32, describe([(2, f"{p}-nosuch", None)])))
+    out.append(("bad topic name", 32, describe([(2, "bad name!", None)])))
+    out.append(("unknown resource type", 32, describe([(99, "x", None)])))
+    out.append(("broker logger", 32, describe([(8, node, ["kafka.server.ReplicaManager"])])))
+    out.append(("topic twice", 32, describe([(2, topic, ["retention.ms"]), (2, topic, ["segment.ms"])])))
+
+    def alter(resources, validate=False):
+        return s.request(33, 2, A(validate_only=validate, resources=[A.AlterConfigsResource(
+            resource_type=t, resource_name=n, configs=[A.AlterableConfig(name=k, value=v) for k, v in configs])
+            for t, n, configs in resources]))
+    out.append(("legacy alter topic", 33, alter([(2, topic, [("segment.ms", "100000")])])))
+    out.append(("legacy alter then", 32, describe([(2, topic, ["segment.ms", "retention.ms"])], synonyms=False)))
+    out.append(("legacy alter null value", 33, alter([(2, topic, [("segment.ms", None)])])))
+    out.append(("legacy alter bad value", 33, alter([(2, topic, [("segment.ms", "soon")])])))
+    out.append(("legacy alter unknown key", 33, alter([(2, topic, [("no.such", "1")])])))
+    out.append(("legacy alter duplicate key", 33, alter([(2, topic, [("segment.ms", "1"), ("segment.ms", "2")])])))
+    out.append(("legacy alter broker read-only", 33, alter([(4, node, [("num.io.threads", "3")])], validate=True)))
+    out.append(("legacy alter broker default dynamic", 33, alter([(4, "", [("log.cleaner.threads", "2")])],
+                                                                 validate=True)))
+    return out
+
+
+def cluster_misc(s: Session, p: str):
+    """DescribeCluster endpoint types, SASL and delegation tokens on a PLAINTEXT listener, log dirs."""
+    out = []
+    s.topic(f"{p}-cm")
+    D = messages.DescribeClusterRequest
+    for endpoint in (1, 2, 0):
+        out.append((f"describe cluster endpoint {endpoint}", 60, s.request(60, 1, D(
+            include_cluster_authorized_operations=False, endpoint_type=endpoint))))
+    out.append(("sasl handshake on plaintext", 17, s.request(17, 1, messages.SaslHandshakeRequest(mechanism="PLAIN"))))
+    T = messages.CreateDelegationTokenRequest
+    out.append(("token on plaintext", 38, s.request(38, 3, T(owner_principal_type=None, owner_principal_name=None,
+                                                             renewers=[], max_lifetime_ms=-1))))
+    L = messages.DescribeLogDirsRequest
+    answer = s.request(35, 4, L(topics=[L.DescribableLogDirTopic(topic=f"{p}-cm", partitions=[0, 5]),
+                                        L.DescribableLogDirTopic(topic=f"{p}-nosuch", partitions=[0])]))
+    for result in answer.results:
+        result.log_dir = result.total_bytes = result.usable_bytes = None   # each broker's own disk
+    out.append(("log dirs of some partitions", 35, answer))
+    return out
