@@ -190,6 +190,14 @@ def test_cluster_views(client, broker):
         include_cluster_authorized_operations=True, endpoint_type=1))
     assert cluster.error_code == 0 and cluster.controller_id == 1
     assert [(b.broker_id, b.port) for b in cluster.brokers] == [(1, broker.port)]
+    # asking a broker listener for controllers, or for a kind it does not know: Kafka 3.9's answers
+    for endpoint, code, message in (
+            (2, ErrorCode.MISMATCHED_ENDPOINT_TYPE,
+             "The request was sent to an endpoint of type BROKER, but we wanted an endpoint of type CONTROLLER"),
+            (0, ErrorCode.UNSUPPORTED_ENDPOINT_TYPE, "Unsupported endpoint type 0")):
+        refused = client.request(60, 1, messages.DescribeClusterRequest(endpoint_type=endpoint))
+        assert (refused.error_code, refused.error_message, refused.endpoint_type, refused.brokers) == \
+            (code, message, 1, [])
 
     D = messages.DescribeTopicPartitionsRequest
     page = client.request(75, 0, D(topics=[], response_partition_limit=4, cursor=None))
