@@ -244,6 +244,12 @@ def configs_views(s: Session, p: str):
     out.append(("legacy alter unknown key", 33, alter([(2, topic, [("no.such", "1")])])))
     out.append(("legacy alter duplicate key", 33, alter([(2, topic, [("segment.ms", "1"), ("segment.ms", "2")])])))
     out.append(("legacy alter broker read-only", 33, alter([(4, node, [("num.io.threads", "3")])], validate=True)))
+    I = messages.IncrementalAlterConfigsRequest
+    for name, value in (("num.io.threads", "3"), ("num.io.threads", "17"), ("num.io.threads", "16"),
+                        ("num.network.threads", "7"), ("background.threads", "25"), ("num.replica.fetchers", "3")):
+        out.append((f"thread pool {name}={value}", 44, s.request(44, 1, I(validate_only=True, resources=[
+            I.AlterConfigsResource(resource_type=4, resource_name=node, configs=[
+                I.AlterableConfig(name=name, config_operation=0, value=value)])]))))
     out.append(("legacy alter broker default dynamic", 33, alter([(4, "", [("log.cleaner.threads", "2")])],
                                                                  validate=True)))
     return out
