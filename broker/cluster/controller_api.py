@@ -112,7 +112,7 @@ class ControllerApi:
         return run
 
     async def _alter_configs(self, header, body):
-        resources = [(r.resource_type, r.resource_name, {c.name: c.value for c in r.configs})
+        resources = [(r.resource_type, r.resource_name, [(c.name, c.value) for c in r.configs])
                      for r in body.resources]
         return await self._configs_answer(
             m.AlterConfigsResponse, resources,

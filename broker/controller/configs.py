@@ -67,12 +67,21 @@ def diff_records(resource_type: int, name: str, before: Mapping[str, str],
     return out
 
 
-def apply_legacy(configs: Mapping[str, str | None]) -> dict[str, str]:
-    """AlterConfigs replaces the whole dynamic config set of the resource."""
-    for key, value in configs.items():
+def config_pairs(configs) -> list[tuple[str, str | None]]:
+    """AlterConfigs' (key, value) pairs, as sent (a key may come twice), from pairs or a mapping."""
+    return list(configs.items()) if isinstance(configs, Mapping) else list(configs)
+
+
+def apply_legacy(configs) -> dict[str, str]:
+    """AlterConfigs replaces the whole dynamic config set of the resource with `configs`, (key,
+    value) pairs or a mapping; a key given twice is INVALID_REQUEST, as Kafka's controller says."""
+    pairs = config_pairs(configs)
+    if len({key for key, _ in pairs}) != len(pairs):
+        raise ApiError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
+    for key, value in pairs:
         if value is None:
             raise ApiError(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {key}")
-    return dict(configs)
+    return dict(pairs)
 
 
 def apply_incremental(resource_type: int, current: Mapping[str, str], ops) -> dict[str, str]:

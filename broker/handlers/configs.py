@@ -193,7 +193,7 @@ async def _alter(ctx, resources, validate_only, call, response_class):
 
 
 async def handle_alter_configs(ctx, header, body):
-    resources = [(r.resource_type, r.resource_name, {c.name: c.value for c in r.configs})
+    resources = [(r.resource_type, r.resource_name, [(c.name, c.value) for c in r.configs])
                  for r in body.resources]
     return await _alter(ctx, resources, body.validate_only, ctx.controller.alter_configs,
                         messages.AlterConfigsResponse)

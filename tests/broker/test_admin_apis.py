@@ -181,6 +181,12 @@ def test_describe_and_alter_configs(client):
     entries = {c.name: c for c in describe(client, TOPIC, "conf").configs}
     assert entries["max.message.bytes"].value == "2000"
     assert entries["cleanup.policy"].value == "delete"     # legacy AlterConfigs replaces the set
+    response = client.request(33, 2, A(resources=[A.AlterConfigsResource(    # a key twice: as Kafka 3.9
+        resource_type=TOPIC, resource_name="conf", configs=[
+            A.AlterableConfig(name="segment.ms", value="100000"),
+            A.AlterableConfig(name="segment.ms", value="200000")])], validate_only=False))
+    assert (response.responses[0].error_code, response.responses[0].error_message) == (
+        ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
     assert client.produce("conf", 0, batch([b"x" * 3000])).error_code == ErrorCode.MESSAGE_TOO_LARGE
 
 
