@@ -3,6 +3,8 @@ same state on each (session.py): both must answer alike, field by field (compare
 
     python -m tests.differential.scenarios KAFKA_HOST:PORT ODRADEK_HOST:PORT [scenario ...]
 
+(consumer_group_protocol, not run by default, needs a Kafka with the KIP-848 protocol switched on.)
+
 Each scenario builds its own topics and groups under a name prefix fresh for the run (the same on both
 brokers) and returns [(label, api_key, answer)]; answers are compared label by label.
 """
@@ -21,6 +23,7 @@ from tests.differential.scenarios_admin import (acls_and_scram, client_quotas, c
                                                 describe_topic_partitions_cursor, reassignments_and_elections)
 from tests.differential.scenarios_clients import (consumer_reads, fetch_sessions, group_errors,
                                                   produce_errors, transaction_errors)
+from tests.differential.scenarios_kip848 import consumer_group_protocol
 from tests.differential.session import Session
 
 # Fields of these answers that are per-broker clocks: {api_key: field names}.
@@ -353,9 +356,13 @@ SCENARIOS = {f.__name__: f for f in (list_offsets_special, fetch_edges, delete_r
                                      fetch_sessions, configs_views, cluster_misc)}
 
 
+# Only against a Kafka 3.9 started with group.coordinator.rebalance.protocols=classic,consumer, by name.
+CONSUMER_PROTOCOL_SCENARIOS = {"consumer_group_protocol": consumer_group_protocol}
+
+
 def run(address, scenario, prefix: str) -> list:
     with Session(*address, timeout=30) as session:
-        return SCENARIOS[scenario](session, prefix)
+        return {**SCENARIOS, **CONSUMER_PROTOCOL_SCENARIOS}[scenario](session, prefix)
 
 
 def compare(kafka: list, odradek: list, scenario: str) -> list[str]:
