@@ -134,6 +134,28 @@ def fetch_edges(s: Session, p: str):
     return out
 
 
+def fetch_across_segments(s: Session, p: str):
+    """read_committed over aborted transactions whose batches lie in several 1 MiB segments."""
+    out = []
+    topic = f"{p}-seg"
+    s.topic(topic, configs={"segment.bytes": "1048576"})
+    big = b"x" * 400_000
+    s.append(topic, [big])
+    s.transaction(f"{p}-sa", topic, [big, big], commit=False)       # crosses into the second segment
+    s.append(topic, [big])
+    s.transaction(f"{p}-sc", topic, [big], commit=True)
+    s.transaction(f"{p}-sa", topic, [big, big], commit=False)       # into the third
+    s.append(topic, [b"last"])
+    s.wait_stable(topic)
+    end = s.list_offset(topic, 0, -1).offset
+    for iso in (0, 1):
+        for offset in range(0, end + 1):
+            out.append((f"iso={iso} from {offset}", 1, _fetch(s, topic, offset, isolation_level=iso,
+                                                              max_bytes=900_000)))
+    out.append(("committed, small limit", 1, _fetch(s, topic, 1, isolation_level=1, max_bytes=1000)))
+    return out
+
+
 def delete_records_edges(s: Session, p: str):
     out = []
     topic = f"{p}-dr"
@@ -347,7 +369,8 @@ def topic_ids(s: Session, p: str):
     return out
 
 
-SCENARIOS = {f.__name__: f for f in (list_offsets_special, fetch_edges, delete_records_edges,
+SCENARIOS = {f.__name__: f for f in (list_offsets_special, fetch_edges, fetch_across_segments,
+                                     delete_records_edges,
                                      offset_delete_active, offset_fetch_groups, transactions_admin,
                                      incremental_alter_configs, create_partitions_assigned, topic_ids,
                                      produce_errors, transaction_errors, group_errors,
