@@ -21,8 +21,8 @@ from tests.differential.compare import differences, record_differences
 from tests.differential.scenarios_admin import (acls_and_scram, client_quotas, cluster_misc, configs_views,
                                                 create_topics_shapes,
                                                 describe_topic_partitions_cursor, reassignments_and_elections)
-from tests.differential.scenarios_clients import (consumer_reads, fetch_sessions, group_errors,
-                                                  produce_errors, transaction_errors)
+from tests.differential.scenarios_clients import (consumer_reads, fetch_sessions, group_errors, old_versions,
+                                                  produce_errors, produce_shapes, transaction_errors)
 from tests.differential.scenarios_kip848 import consumer_group_protocol
 from tests.differential.session import Session
 
@@ -376,7 +376,8 @@ SCENARIOS = {f.__name__: f for f in (list_offsets_special, fetch_edges, fetch_ac
                                      produce_errors, transaction_errors, group_errors,
                                      create_topics_shapes, describe_topic_partitions_cursor, client_quotas,
                                      reassignments_and_elections, acls_and_scram, consumer_reads,
-                                     fetch_sessions, configs_views, cluster_misc)}
+                                     fetch_sessions, configs_views, cluster_misc, produce_shapes,
+                                     old_versions)}
 
 
 # Only against a Kafka 3.9 started with group.coordinator.rebalance.protocols=classic,consumer, by name.

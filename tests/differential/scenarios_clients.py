@@ -245,3 +245,74 @@ def fetch_sessions(s: Session, p: str):
     out.append(("by topic id v13", 1, fetch(0, -1, [("", 0, 0)], version=13, ids=True)))
     out.append(("new session by topic id", 1, fetch(0, 0, [("", 0, 0)], version=13, ids=True)))
     return out
+
+
+def produce_shapes(s: Session, p: str):
+    """Record batches a broker must refuse or take apart: timestamps out of range, bad CRC, sizes."""
+    import time
+    out = []
+    topic = f"{p}-ps"
+    s.topic(topic, configs={"message.timestamp.before.max.ms": "3600000", "max.message.bytes": "2000"})
+    now = int(time.time() * 1000)
+    from protocol.records import SimpleRecord, build_batch
+
+    def send(records, label, **kwargs):
+        out.append((label, 0, s.produce(topic, 0, records, **kwargs)))
+    send(build_batch([SimpleRecord(value=b"old", key=None, timestamp=now - 7_200_000)]), "too old")
+    send(build_batch([SimpleRecord(value=b"ok", key=None, timestamp=now),
+                      SimpleRecord(value=b"old", key=None, timestamp=now - 7_200_000)]), "one of two too old")
+    send(build_batch([SimpleRecord(value=b"x" * 3000, key=None, timestamp=now)]), "too large")
+    corrupt = bytearray(build_batch([SimpleRecord(value=b"crc", key=None, timestamp=now)]))
+    corrupt[-1] ^= 0xFF
+    send(bytes(corrupt), "bad crc")
+    send(b"", "empty records")
+    send(build_batch([SimpleRecord(value=b"v3", key=None, timestamp=now)]), "acks 0 v3", acks=1, version=3)
+    txn_id = f"{p}-pst"
+    send(build_batch([SimpleRecord(value=b"plain", key=None, timestamp=now)]), "transactional id, plain batch",
+         transactional_id=txn_id)
+    P = messages.ProduceRequest
+    batch = build_batch([SimpleRecord(value=b"twice", key=None, timestamp=now)])
+    out.append(("a partition twice", 0, s.request(0, 9, P(transactional_id=None, acks=-1, timeout_ms=5000,
+                                                          topic_data=[P.TopicProduceData(name=topic, partition_data=[
+                                                              P.PartitionProduceData(index=0, records=batch),
+                                                              P.PartitionProduceData(index=0, records=batch)])]))))
+    out.append(("unknown topic", 0, s.request(0, 9, P(transactional_id=None, acks=-1, timeout_ms=5000, topic_data=[
+        P.TopicProduceData(name=f"{p}-nosuch", partition_data=[P.PartitionProduceData(index=0, records=batch)])]))))
+    out.append(("end offsets", 2, _earliest_and_latest(s, topic)))
+    return out
+
+
+def old_versions(s: Session, p: str):
+    """Old clients' versions: Fetch v0-v3 (message sets converted down to magic 0 and 1), Produce of
+    magic 0/1 message sets, ListOffsets v0 with several offsets, Metadata v0."""
+    from protocol.legacy_records import _message
+
+    out = []
+    topic = f"{p}-old"
+    s.topic(topic)
+    stamp = 1_700_000_000_000
+    from protocol.records import SimpleRecord, build_batch
+    s.produce(topic, 0, build_batch([SimpleRecord(value=b"a", key=b"k", timestamp=stamp),
+                                     SimpleRecord(value=b"b", key=None, timestamp=stamp + 1)]))
+    s.produce(topic, 0, build_batch([SimpleRecord(value=b"c" * 50, key=None, timestamp=stamp + 2)],
+                                    compression_type=1))
+    out.append(("produce magic 1", 0, s.produce(topic, 0, _message(0, 1, 0, stamp + 3, b"m1", b"v1"), version=2)))
+    out.append(("produce magic 0", 0, s.produce(topic, 0, _message(0, 0, 0, -1, None, b"v0"), version=1)))
+    F = messages.FetchRequest
+    for version in (0, 1, 2, 3, 4):
+        for offset in (0, 1, 2, 4):
+            answer = s.request(1, version, F(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20,
+                                              isolation_level=0, topics=[F.FetchTopic(topic=topic, partitions=[
+                                                  F.FetchPartition(partition=0, fetch_offset=offset,
+                                                                   partition_max_bytes=1 << 20)])]))
+            out.append((f"fetch v{version} from {offset}", 1, answer))
+    L = messages.ListOffsetsRequest
+    for ts in (-1, -2):
+        out.append((f"list offsets v0 {ts}", 2, s.request(2, 0, L(replica_id=-1, topics=[L.ListOffsetsTopic(
+            name=topic, partitions=[L.ListOffsetsPartition(partition_index=0, timestamp=ts, max_num_offsets=5)])]))))
+    out.append(("list offsets v1 by time", 2, s.request(2, 1, L(replica_id=-1, topics=[L.ListOffsetsTopic(
+        name=topic, partitions=[L.ListOffsetsPartition(partition_index=0, timestamp=stamp + 1)])]))))
+    M = messages.MetadataRequest
+    answer = s.request(3, 0, M(topics=[M.MetadataRequestTopic(name=topic)]))
+    out.append(("metadata v0", 3, answer))
+    return out
