@@ -130,7 +130,7 @@ def _fields(body) -> list[str]:
 
 def _key(value):
     for name in ("name", "topic", "partition_index", "index", "partition", "key", "group_id", "api_key",
-                 "transactional_id", "entity_type"):
+                 "transactional_id", "entity_type", "user"):
         item = getattr(value, name, None)
         if item is not None:
             return (0, str(item))

@@ -22,7 +22,8 @@ from tests.differential.scenarios_admin import (acls_and_scram, client_quotas, c
                                                 create_topics_shapes,
                                                 describe_topic_partitions_cursor, reassignments_and_elections)
 from tests.differential.scenarios_clients import (consumer_reads, fetch_sessions, group_errors, old_versions,
-                                                  produce_errors, produce_shapes, transaction_errors)
+                                                  produce_errors, produce_shapes, transaction_errors,
+                                                  transaction_lifecycle)
 from tests.differential.scenarios_kip848 import consumer_group_protocol
 from tests.differential.session import Session
 
@@ -377,7 +378,7 @@ SCENARIOS = {f.__name__: f for f in (list_offsets_special, fetch_edges, fetch_ac
                                      create_topics_shapes, describe_topic_partitions_cursor, client_quotas,
                                      reassignments_and_elections, acls_and_scram, consumer_reads,
                                      fetch_sessions, configs_views, cluster_misc, produce_shapes,
-                                     old_versions)}
+                                     old_versions, transaction_lifecycle)}
 
 
 # Only against a Kafka 3.9 started with group.coordinator.rebalance.protocols=classic,consumer, by name.

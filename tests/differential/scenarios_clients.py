@@ -316,3 +316,36 @@ def old_versions(s: Session, p: str):
     answer = s.request(3, 0, M(topics=[M.MetadataRequestTopic(name=topic)]))
     out.append(("metadata v0", 3, answer))
     return out
+
+
+def transaction_lifecycle(s: Session, p: str):
+    """AddPartitionsToTxn's answers, a producer re-initialised mid-transaction, and after-effects."""
+    out = []
+    topic = f"{p}-tl"
+    s.topic(topic, 2)
+    txn = f"{p}-tlx"
+    pid, epoch = s.init_producer(txn)
+    A = messages.AddPartitionsToTxnRequest
+
+    def add(parts, producer_epoch=epoch, version=3):
+        return s.request(24, version, A(v3_and_below_transactional_id=txn, v3_and_below_producer_id=pid,
+                                        v3_and_below_producer_epoch=producer_epoch, v3_and_below_topics=[
+                                            A.AddPartitionsToTxnTopic(name=n, partitions=ps) for n, ps in parts]))
+    out.append(("add unknown partition", 24, add([(topic, [0, 7])])))
+    out.append(("add unknown topic", 24, add([(f"{p}-nosuch", [0]), (topic, [0])])))
+    out.append(("add", 24, s.settled(24, 3, A(v3_and_below_transactional_id=txn, v3_and_below_producer_id=pid,
+                                              v3_and_below_producer_epoch=epoch, v3_and_below_topics=[
+                                                  A.AddPartitionsToTxnTopic(name=topic, partitions=[0])]))))
+    out.append(("add again", 24, add([(topic, [0])])))
+    out.append(("add, zombie epoch", 24, add([(topic, [1])], producer_epoch=epoch - 1 if epoch else 7)))
+    out.append(("add v1, newer epoch", 24, add([(topic, [1])], producer_epoch=epoch + 1, version=1)))
+    out.append(("add internal topic", 24, add([("__consumer_offsets", [0])])))
+    I = messages.InitProducerIdRequest
+    again = s.settled(22, 4, I(transactional_id=txn, transaction_timeout_ms=60_000, producer_id=-1,
+                               producer_epoch=-1))
+    out.append(("re-init mid-transaction", 22, again))
+    D = messages.DescribeTransactionsRequest
+    out.append(("state after", 65, s.request(65, 0, D(transactional_ids=[txn]))))
+    out.append(("old epoch ends it", 26, s.request(26, 3, messages.EndTxnRequest(
+        transactional_id=txn, producer_id=pid, producer_epoch=epoch, committed=True))))
+    return out

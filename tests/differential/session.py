@@ -142,10 +142,17 @@ class Session(RawClient):
         assert all(p.error_code == 0 for t in answer.topics for p in t.partitions), answer
 
 
+_last_stamp = 0
+
+
 def _batch(values, **kwargs) -> bytes:
-    now = int(time.time() * 1000)
-    return build_batch([SimpleRecord(value=v, key=k, timestamp=now + i)
-                        for i, (k, v) in enumerate(_keyed(values))], **kwargs)
+    """A batch of `values` stamped after every record built before (two appends in one millisecond
+    would otherwise tie, and which record has the largest timestamp would depend on the clock)."""
+    global _last_stamp
+    now = max(int(time.time() * 1000), _last_stamp + 1)
+    records = [SimpleRecord(value=v, key=k, timestamp=now + i) for i, (k, v) in enumerate(_keyed(values))]
+    _last_stamp = now + len(records)
+    return build_batch(records, **kwargs)
 
 
 def _keyed(values):

@@ -145,6 +145,12 @@ SCENARIO_DECISIONS = {
     "produce_shapes [a partition twice] *":
         "a Produce naming one partition twice (no client does): Kafka keeps the last copy, Odradek "
         "appends both; not worth a per-request check on the hot path",
+    "consumer_reads [metadata __*] .topics[0].partitions: 50 entries != 1":
+        "configuration: the test broker has one partition of each internal topic",
+    "configs_views [topic documentation] *":
+        "documentation is each broker's own text (Odradek's own words, never Kafka's copied)",
+    "configs_views [broker logger] .results[0].configs: 1 entries != 0":
+        "logger names are each broker's own (Kafka's log4j class names are not Odradek's loggers)",
     "client_quotas [entity twice] .entries[0].entity: 1 entries != 2":
         "an AlterClientQuotas entity naming a type twice (refused by both): Kafka echoes the entity as "
         "the map it parsed, Odradek as sent; clients read it as a map either way",
