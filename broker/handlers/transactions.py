@@ -102,7 +102,9 @@ async def _add_partitions(ctx, service, version, transactional_id, producer_id, 
     requested = [(t.name, p) for t in topics for p in t.partitions]
     if version <= 3 and not _may_write_txn(ctx, transactional_id):
         return {tp: E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED for tp in requested}
-    writable = {t.name for t in topics}
+    # A client may not add an internal topic, authorizer or not (TOPIC_AUTHORIZATION_FAILED, as
+    # Kafka); brokers verifying (v4+) may ask about the offsets topic's partitions.
+    writable = {t.name for t in topics if version >= 4 or not common.is_internal(t.name)}
     if version <= 3 and access.enabled(ctx):   # clients need WRITE on each (non-internal) topic
         writable = access.allowed_names(ctx, Op.WRITE, RT.TOPIC,
                                         (t.name for t in topics if not common.is_internal(t.name)))

@@ -182,6 +182,13 @@ def test_transaction_apis(client):
     assert {(t.name, p.partition_index): p.partition_error_code for t in bad.results_by_topic_v3_and_below
             for p in t.results_by_partition} == {("t", 0): E.OPERATION_NOT_ATTEMPTED,
                                                  ("nope", 0): E.UNKNOWN_TOPIC_OR_PARTITION}
+    internal = client.request(24, 3, A(v3_and_below_transactional_id="tx", v3_and_below_producer_id=pid,
+                                       v3_and_below_producer_epoch=epoch, v3_and_below_topics=[
+                                           A.AddPartitionsToTxnTopic(name="__consumer_offsets", partitions=[0]),
+                                           A.AddPartitionsToTxnTopic(name="t", partitions=[0])]))
+    assert {(t.name, p.partition_index): p.partition_error_code for t in internal.results_by_topic_v3_and_below
+            for p in t.results_by_partition} == {("__consumer_offsets", 0): E.TOPIC_AUTHORIZATION_FAILED,
+                                                 ("t", 0): E.OPERATION_NOT_ATTEMPTED}   # as Kafka 3.9
     ok = client.request(24, 3, A(v3_and_below_transactional_id="tx", v3_and_below_producer_id=pid,
                                  v3_and_below_producer_epoch=epoch,
                                  v3_and_below_topics=[A.AddPartitionsToTxnTopic(name="t", partitions=[0, 1])]))
