@@ -129,6 +129,9 @@ def _fields(body) -> list[str]:
 
 
 def _key(value):
+    entity = getattr(value, "entity", None)
+    if isinstance(entity, list):     # a client-quota entry: by its entity
+        return (0, str(sorted((e.entity_type, e.entity_name or "") for e in entity)))
     for name in ("name", "topic", "partition_index", "index", "partition", "key", "group_id", "api_key",
                  "transactional_id", "entity_type", "user"):
         item = getattr(value, name, None)

@@ -21,7 +21,7 @@ from tests.differential.compare import differences, record_differences
 from tests.differential.scenarios_admin import (acls_and_scram, client_quotas, cluster_misc, configs_views,
                                                 create_topics_shapes,
                                                 describe_topic_partitions_cursor, reassignments_and_elections)
-from tests.differential.scenarios_clients import (consumer_reads, fetch_sessions, group_errors, old_versions,
+from tests.differential.scenarios_clients import (abort_hanging, consumer_reads, fetch_sessions, group_errors, old_versions,
                                                   produce_errors, produce_shapes, transaction_errors,
                                                   transaction_lifecycle)
 from tests.differential.scenarios_kip848 import consumer_group_protocol
@@ -378,7 +378,7 @@ SCENARIOS = {f.__name__: f for f in (list_offsets_special, fetch_edges, fetch_ac
                                      create_topics_shapes, describe_topic_partitions_cursor, client_quotas,
                                      reassignments_and_elections, acls_and_scram, consumer_reads,
                                      fetch_sessions, configs_views, cluster_misc, produce_shapes,
-                                     old_versions, transaction_lifecycle)}
+                                     old_versions, transaction_lifecycle, abort_hanging)}
 
 
 # Only against a Kafka 3.9 started with group.coordinator.rebalance.protocols=classic,consumer, by name.

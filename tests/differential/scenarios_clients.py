@@ -349,3 +349,34 @@ def transaction_lifecycle(s: Session, p: str):
     out.append(("old epoch ends it", 26, s.request(26, 3, messages.EndTxnRequest(
         transactional_id=txn, producer_id=pid, producer_epoch=epoch, committed=True))))
     return out
+
+
+def abort_hanging(s: Session, p: str):
+    """kafka-transactions find-hanging / abort: DescribeProducers, then WriteTxnMarkers to the leader."""
+    out = []
+    topic = f"{p}-ah"
+    s.topic(topic)
+    pid, epoch = s.transaction(f"{p}-ahx", topic, [b"hanging"], commit=None)
+    s.append(topic, [b"after"])
+    D = messages.DescribeProducersRequest
+    described = s.request(61, 0, D(topics=[D.TopicRequest(name=topic, partition_indexes=[0])]))
+    out.append(("describe producers", 61, described))
+    state = next(x for x in described.topics[0].partitions[0].active_producers if x.producer_id == pid)
+    W = messages.WriteTxnMarkersRequest
+
+    def markers(committed, coordinator_epoch, producer_epoch=epoch, name=topic):
+        return s.request(27, 1, W(markers=[W.WritableTxnMarker(
+            producer_id=pid, producer_epoch=producer_epoch, transaction_result=committed,
+            coordinator_epoch=coordinator_epoch, topics=[W.WritableTxnMarkerTopic(name=name, partition_indexes=[0])])]))
+    out.append(("abort, older coordinator epoch", 27, markers(False, state.coordinator_epoch - 1)))
+    out.append(("abort, unknown topic", 27, markers(False, state.coordinator_epoch, name=f"{p}-nosuch")))
+    out.append(("abort", 27, markers(False, state.coordinator_epoch)))
+    out.append(("abort again", 27, markers(False, state.coordinator_epoch)))
+    out.append(("offsets after", 2, _earliest_and_latest(s, topic)))
+    L = messages.ListOffsetsRequest
+    out.append(("stable offset after", 2, s.request(2, 7, L(replica_id=-1, isolation_level=1, topics=[
+        L.ListOffsetsTopic(name=topic, partitions=[L.ListOffsetsPartition(partition_index=0, timestamp=-1)])]))))
+    out.append(("producers after", 61, s.request(61, 0, D(topics=[D.TopicRequest(name=topic, partition_indexes=[0])]))))
+    out.append(("coordinator's view", 65, s.request(65, 0, messages.DescribeTransactionsRequest(
+        transactional_ids=[f"{p}-ahx"]))))
+    return out
