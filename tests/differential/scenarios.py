@@ -263,6 +263,12 @@ def transactions_admin(s: Session, p: str):
     out.append(("list duration 0", 66, listed([], [], 0)))
     out.append(("list duration long", 66, listed([], [], 3_600_000)))
     out.append(("list v0", 66, listed(["Ongoing"], [], version=0)))
+    out.append(("list lower-case state", 66, listed(["ongoing"], [])))
+    out.append(("list negative producer id", 66, listed([], [-1])))
+    out.append(("list negative duration", 66, listed([], [], -5)))
+    s.init_producer(f"{p}-fresh")
+    out.append(("describe a fresh one", 65, s.request(65, 0, T(transactional_ids=[f"{p}-fresh"]))))
+    out.append(("list empty", 66, listed(["Empty"], [])))
     return out
 
 
