@@ -211,6 +211,8 @@ def test_transaction_apis(client):
     lt = client.request(66, 1, m.ListTransactionsRequest(state_filters=["Ongoing"], duration_filter=-1))
     assert [(s.transactional_id, s.producer_id, s.transaction_state) for s in lt.transaction_states] == [
         ("tx", pid, "Ongoing")]
+    lt = client.request(66, 1, m.ListTransactionsRequest(state_filters=["ongoing"], duration_filter=-1))
+    assert (lt.unknown_state_filters, lt.transaction_states) == (["ongoing"], [])   # names exact, as Kafka
     dt = client.request(65, 0, m.DescribeTransactionsRequest(transactional_ids=["tx", "nope", ""]))
     tx, nope, empty = dt.transaction_states
     assert empty.error_code == E.INVALID_REQUEST
