@@ -207,7 +207,7 @@ def offset_delete_active(s: Session, p: str):
 
 def _offset_fetch(s, groups, version=9, require_stable=False):
     F = messages.OffsetFetchRequest
-    return s.request(9, version, F(require_stable=require_stable, groups=[
+    return s.settled(9, version, F(require_stable=require_stable, groups=[
         F.OffsetFetchRequestGroup(group_id=g, member_id=None, member_epoch=-1, topics=None if topics is None else [
             F.OffsetFetchRequestTopics(name=t, partition_indexes=ps) for t, ps in topics])
         for g, topics in groups]))

@@ -198,8 +198,8 @@ def consumer_reads(s: Session, p: str):
     for version, stable in ((7, True), (7, False), (6, False), (1, False)):
         body = F(group_id=group, topics=[F.OffsetFetchRequestTopic(name=topic, partition_indexes=[0])],
                  require_stable=stable)
-        out.append((f"pending offsets v{version} stable={stable}", 9, s.request(9, version, body)))
-    out.append(("pending offsets v9, all topics", 9, s.request(9, 9, F(require_stable=True, groups=[
+        out.append((f"pending offsets v{version} stable={stable}", 9, s.settled(9, version, body)))
+    out.append(("pending offsets v9, all topics", 9, s.settled(9, 9, F(require_stable=True, groups=[
         F.OffsetFetchRequestGroup(group_id=group, topics=None)]))))
     M = messages.MetadataRequest
     for version, auto in ((12, True), (4, True), (3, True), (12, False)):
