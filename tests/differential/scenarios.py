@@ -18,7 +18,8 @@ import uuid
 from protocol import messages
 
 from tests.differential.compare import differences, record_differences
-from tests.differential.scenarios_admin import (acls_and_scram, client_quotas, cluster_misc, configs_views,
+from tests.differential.scenarios_admin import (acls_and_scram, client_metrics_configs, client_quotas,
+                                                cluster_misc, configs_views,
                                                 create_topics_shapes,
                                                 describe_topic_partitions_cursor, reassignments_and_elections)
 from tests.differential.scenarios_clients import (abort_hanging, consumer_reads, fetch_sessions, group_errors, old_versions,
@@ -384,7 +385,8 @@ SCENARIOS = {f.__name__: f for f in (list_offsets_special, fetch_edges, fetch_ac
                                      create_topics_shapes, describe_topic_partitions_cursor, client_quotas,
                                      reassignments_and_elections, acls_and_scram, consumer_reads,
                                      fetch_sessions, configs_views, cluster_misc, produce_shapes,
-                                     old_versions, transaction_lifecycle, abort_hanging)}
+                                     old_versions, transaction_lifecycle, abort_hanging,
+                                     client_metrics_configs)}
 
 
 # Only against a Kafka 3.9 started with group.coordinator.rebalance.protocols=classic,consumer, by name.

@@ -274,3 +274,35 @@ def cluster_misc(s: Session, p: str):
         result.log_dir = result.total_bytes = result.usable_bytes = None   # each broker's own disk
     out.append(("log dirs of some partitions", 35, answer))
     return out
+
+
+def client_metrics_configs(s: Session, p: str):
+    """kafka-client-metrics: subscriptions as CLIENT_METRICS config resources (KIP-714)."""
+    out = []
+    I, C = messages.IncrementalAlterConfigsRequest, messages.DescribeConfigsRequest
+    name = f"{p}-sub"
+
+    def alter(configs, resource=name, validate=False):
+        return s.request(44, 1, I(validate_only=validate, resources=[I.AlterConfigsResource(
+            resource_type=16, resource_name=resource, configs=[
+                I.AlterableConfig(name=k, config_operation=op, value=v) for k, op, v in configs])]))
+
+    def describe(resource=name, keys=None):
+        return s.request(32, 4, C(include_synonyms=False, include_documentation=False, resources=[
+            C.DescribeConfigsResource(resource_type=16, resource_name=resource, configuration_keys=keys)]))
+    out.append(("create", 44, alter([("metrics", 0, "org.apache.kafka.producer."), ("interval.ms", 0, "60000"),
+                                     ("match", 0, "client_id=app.*,client_software_name=apache-kafka-java")])))
+    out.append(("describe", 32, describe()))
+    out.append(("interval too short", 44, alter([("interval.ms", 0, "10")])))
+    out.append(("interval not a number", 44, alter([("interval.ms", 0, "soon")])))
+    out.append(("bad match key", 44, alter([("match", 0, "colour=red")])))
+    out.append(("bad match regex", 44, alter([("match", 0, "client_id=[")])))
+    out.append(("unknown key", 44, alter([("nonsense", 0, "1")])))
+    out.append(("all metrics", 44, alter([("metrics", 0, "*")])))
+    out.append(("delete interval", 44, alter([("interval.ms", 1, None)])))
+    out.append(("describe after", 32, describe()))
+    out.append(("describe unknown", 32, describe(f"{p}-nosuch")))
+    out.append(("describe empty name", 32, describe("")))
+    out.append(("delete all", 44, alter([("metrics", 1, None), ("match", 1, None)])))
+    out.append(("describe deleted", 32, describe()))
+    return out
