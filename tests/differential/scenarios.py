@@ -286,6 +286,7 @@ def incremental_alter_configs(s: Session, p: str):
     C = messages.DescribeConfigsRequest
 
     def describe(names):
+        s.metadata_settles()
         return s.request(32, 4, C(include_synonyms=False, include_documentation=False, resources=[
             C.DescribeConfigsResource(resource_type=2, resource_name=topic, configuration_keys=names)]))
     steps = [("append compact", "cleanup.policy", 2, "compact"),

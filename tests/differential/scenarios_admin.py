@@ -83,6 +83,7 @@ def client_quotas(s: Session, p: str):
             ops=[A.OpData(key=k, value=v, remove=r) for k, v, r in ops])]))
 
     def describe(components, strict=False):
+        s.metadata_settles()
         answer = s.request(48, 1, D(strict=strict, components=[
             D.ComponentData(entity_type=t, match_type=m, match=n) for t, m, n in components]))
         if answer.entries is not None:   # only this run's entities (each broker has other tests')

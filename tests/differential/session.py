@@ -17,6 +17,9 @@ from tests.broker.raw_client import RawClient
 from tests.differential.replay import RETRIABLE, RETRIES, RETRY_PAUSE_S, _retriable
 
 
+METADATA_SETTLE_S = 0.2
+
+
 class Session(RawClient):
     def settled(self, api_key: int, version: int, body):
         """The answer once it holds no error a client would retry."""
@@ -34,6 +37,12 @@ class Session(RawClient):
                 return answer
             time.sleep(RETRY_PAUSE_S)
         return answer
+
+    @staticmethod
+    def metadata_settles() -> None:
+        """A moment for a change the controller committed to reach the broker's view: Kafka answers
+        an alteration once committed, and its broker may describe the old state just after."""
+        time.sleep(METADATA_SETTLE_S)
 
     # ---------------------------------------------------------------------------------- topics
     def topic(self, name: str, partitions: int = 1, configs: dict | None = None) -> bytes:
