@@ -56,7 +56,7 @@ ALLOWED = {
 }
 
 
-def differences(kafka, odradek, path: str = "") -> list[str]:
+def differences(kafka, odradek, path: str = "", allowed=ALLOWED) -> list[str]:
     if type(kafka) is not type(odradek) and not (kafka is None or odradek is None):
         if not (isinstance(kafka, (bytes, bytearray, memoryview)) and
                 isinstance(odradek, (bytes, bytearray, memoryview))):
@@ -64,16 +64,17 @@ def differences(kafka, odradek, path: str = "") -> list[str]:
     if hasattr(kafka, "__slots__") and hasattr(kafka, "NAME") or _is_body(kafka):
         out = []
         for name in _fields(kafka):
-            if name in ALLOWED or name.startswith("_"):
+            if name in allowed or name.startswith("_"):
                 continue
-            out += differences(getattr(kafka, name, None), getattr(odradek, name, None), f"{path}.{name}")
+            out += differences(getattr(kafka, name, None), getattr(odradek, name, None), f"{path}.{name}",
+                               allowed)
         return out
     if isinstance(kafka, list) and isinstance(odradek, list):
         if len(kafka) != len(odradek):
             return [f"{path}: {len(kafka)} entries != {len(odradek)}"]
         out = []
         for i, (a, b) in enumerate(zip(_sorted(kafka), _sorted(odradek))):
-            out += differences(a, b, f"{path}[{i}]")
+            out += differences(a, b, f"{path}[{i}]", allowed)
         return out
     if isinstance(kafka, (bytes, bytearray, memoryview)) or isinstance(odradek, (bytes, bytearray, memoryview)):
         return []

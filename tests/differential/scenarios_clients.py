@@ -255,6 +255,9 @@ def produce_shapes(s: Session, p: str):
     s.topic(topic, configs={"message.timestamp.before.max.ms": "3600000", "max.message.bytes": "2000"})
     now = int(time.time() * 1000)
     from protocol.records import SimpleRecord, build_batch
+    from tests.differential.scenarios import _delete_records
+    s.append(topic, [b"seed", b"seed"])
+    _delete_records(s, topic, 1)     # errors that report the log start offset show 1
 
     def send(records, label, **kwargs):
         out.append((label, 0, s.produce(topic, 0, records, **kwargs)))
@@ -279,6 +282,12 @@ def produce_shapes(s: Session, p: str):
     out.append(("unknown topic", 0, s.request(0, 9, P(transactional_id=None, acks=-1, timeout_ms=5000, topic_data=[
         P.TopicProduceData(name=f"{p}-nosuch", partition_data=[P.PartitionProduceData(index=0, records=batch)])]))))
     out.append(("end offsets", 2, _earliest_and_latest(s, topic)))
+    guarded = f"{p}-psg"
+    s.topic(guarded, configs={"min.insync.replicas": "2"})
+    s.append(guarded, [b"a", b"b"], acks=1)
+    _delete_records(s, guarded, 1)
+    out.append(("not enough replicas", 0, s.produce(guarded, 0, build_batch(
+        [SimpleRecord(value=b"x", key=None, timestamp=now)]))))
     return out
 
 

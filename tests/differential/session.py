@@ -33,7 +33,7 @@ class Session(RawClient):
     def produce(self, *args, **kwargs):
         for _ in range(RETRIES):
             answer = super().produce(*args, **kwargs)
-            if answer.error_code not in RETRIABLE:
+            if answer is None or answer.error_code not in RETRIABLE:     # None: acks=0
                 return answer
             time.sleep(RETRY_PAUSE_S)
         return answer
@@ -67,8 +67,8 @@ class Session(RawClient):
     def leader_epoch(self, topic: str, partition: int = 0) -> int:
         return self.metadata([topic]).topics[0].partitions[partition].leader_epoch
 
-    def append(self, topic: str, values, partition: int = 0, **batch_args):
-        answer = self.produce(topic, partition, _batch(values, **batch_args))
+    def append(self, topic: str, values, partition: int = 0, acks: int = -1, **batch_args):
+        answer = self.produce(topic, partition, _batch(values, **batch_args), acks=acks)
         assert answer.error_code == 0, answer
         return answer.base_offset
 
