@@ -37,10 +37,11 @@ log = logging.getLogger("odradek.partitions")
 
 
 class PartitionError(Exception):
-    def __init__(self, code: int, message: str | None = None):
+    def __init__(self, code: int, message: str | None = None, log_start_offset: int = -1):
         super().__init__(message or ErrorCode(code).name)
         self.code = code
         self.message = message
+        self.log_start_offset = log_start_offset   # what a Produce answer reports with it (-1: none)
 
 
 @dataclass(eq=False)
