@@ -389,3 +389,31 @@ def abort_hanging(s: Session, p: str):
     out.append(("coordinator's view", 65, s.request(65, 0, messages.DescribeTransactionsRequest(
         transactional_ids=[f"{p}-ahx"]))))
     return out
+
+
+def offsets_by_version(s: Session, p: str):
+    """OffsetCommit v0-v8 and OffsetFetch v0-v9 of one group, as old and new clients send them."""
+    out = []
+    topic = f"{p}-ov"
+    s.topic(topic, 2)
+    group = f"{p}-og"
+    s.settled(10, 3, messages.FindCoordinatorRequest(key=group, key_type=0))
+    C, F = messages.OffsetCommitRequest, messages.OffsetFetchRequest
+    for version in range(0, 9):
+        body = C(group_id=group, generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
+                 retention_time_ms=-1, topics=[C.OffsetCommitRequestTopic(name=topic, partitions=[
+                     C.OffsetCommitRequestPartition(partition_index=version % 2, committed_offset=10 + version,
+                                                    committed_leader_epoch=-1, commit_timestamp=-1,
+                                                    committed_metadata=f"v{version}")])])
+        out.append((f"commit v{version}", 8, s.settled(8, version, body)))
+        for fetch_version in (0, 1, 3, 5, 7):
+            out.append((f"fetch v{fetch_version} after commit v{version}", 9, s.settled(9, fetch_version, F(
+                group_id=group, topics=[F.OffsetFetchRequestTopic(name=topic, partition_indexes=[0, 1])]))))
+    out.append(("fetch v2 all topics", 9, s.settled(9, 2, F(group_id=group, topics=None))))
+    out.append(("commit v2 retention", 8, s.settled(8, 2, C(
+        group_id=group, generation_id_or_member_epoch=-1, member_id="", retention_time_ms=1000,
+        topics=[C.OffsetCommitRequestTopic(name=topic, partitions=[C.OffsetCommitRequestPartition(
+            partition_index=0, committed_offset=99, committed_metadata=None)])]))))
+    out.append(("fetch after null metadata", 9, s.settled(9, 5, F(
+        group_id=group, topics=[F.OffsetFetchRequestTopic(name=topic, partition_indexes=[0])]))))
+    return out

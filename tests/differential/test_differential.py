@@ -145,7 +145,7 @@ SCENARIO_DECISIONS = {
     "produce_shapes [a partition twice] *":
         "a Produce naming one partition twice (no client does): Kafka keeps the last copy, Odradek "
         "appends both; not worth a per-request check on the hot path",
-    "produce_shapes [end offsets] .topics[0].partitions[0].offset: 3 != 4": "the same partition named twice",
+    "produce_shapes [end offsets] .topics[0].partitions[0].offset: *": "the same partition named twice",
     "consumer_reads [metadata __*] .topics[0].partitions: 50 entries != 1":
         "configuration: the test broker has one partition of each internal topic",
     "configs_views [topic documentation] *":
