@@ -18,7 +18,8 @@ import uuid
 from protocol import messages
 
 from tests.differential.compare import ALLOWED, differences, record_differences
-from tests.differential.scenarios_admin import (acls_and_scram, client_metrics_configs, client_quotas,
+from tests.differential.scenarios_admin import (acls_and_scram, broker_list_configs, client_metrics_configs,
+                                                client_quotas,
                                                 cluster_misc, configs_views,
                                                 create_topics_shapes,
                                                 describe_topic_partitions_cursor, reassignments_and_elections)
@@ -390,7 +391,7 @@ SCENARIOS = {f.__name__: f for f in (list_offsets_special, fetch_edges, fetch_ac
                                      reassignments_and_elections, acls_and_scram, consumer_reads,
                                      fetch_sessions, configs_views, cluster_misc, produce_shapes,
                                      old_versions, transaction_lifecycle, abort_hanging,
-                                     client_metrics_configs, offsets_by_version)}
+                                     client_metrics_configs, offsets_by_version, broker_list_configs)}
 
 
 # Only against a Kafka 3.9 started with group.coordinator.rebalance.protocols=classic,consumer, by name.

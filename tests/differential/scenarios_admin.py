@@ -307,3 +307,34 @@ def client_metrics_configs(s: Session, p: str):
     out.append(("delete all", 44, alter([("metrics", 1, None), ("match", 1, None)])))
     out.append(("describe deleted", 32, describe()))
     return out
+
+
+def broker_list_configs(s: Session, p: str):
+    """APPEND / SUBTRACT on a broker's list configs (kafka-configs --entity-type brokers), put back after."""
+    out = []
+    node = str(s.node_id())
+    I, C = messages.IncrementalAlterConfigsRequest, messages.DescribeConfigsRequest
+
+    def alter(name, op, value):
+        return s.request(44, 1, I(validate_only=False, resources=[I.AlterConfigsResource(
+            resource_type=4, resource_name=node, configs=[I.AlterableConfig(name=name, config_operation=op,
+                                                                            value=value)])]))
+
+    def describe(name):
+        s.metadata_settles()
+        answer = s.request(32, 4, C(include_synonyms=False, include_documentation=False, resources=[
+            C.DescribeConfigsResource(resource_type=4, resource_name=node, configuration_keys=[name])]))
+        return answer
+    try:
+        for name, op, value in (("ssl.cipher.suites", 2, "TLS_AES_128_GCM_SHA256"),
+                                ("ssl.cipher.suites", 2, "TLS_AES_256_GCM_SHA384"),
+                                ("ssl.cipher.suites", 3, "TLS_AES_128_GCM_SHA256"),
+                                ("ssl.cipher.suites", 3, "TLS_AES_256_GCM_SHA384"),
+                                ("log.cleanup.policy", 2, "compact"),
+                                ("log.cleanup.policy", 3, "delete")):
+            out.append((f"{name} {'append' if op == 2 else 'subtract'} {value}", 44, alter(name, op, value)))
+            out.append((f"{name} then", 32, describe(name)))
+    finally:
+        alter("ssl.cipher.suites", 1, None)
+        alter("log.cleanup.policy", 1, None)
+    return out
