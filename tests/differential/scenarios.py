@@ -131,6 +131,18 @@ def fetch_edges(s: Session, p: str):
     out.append(("newer leader epoch", 1, _fetch(s, topic, 0, epoch=epoch + 5)))
     out.append(("unknown partition", 1, _fetch(s, topic, 0, partition=7)))
     out.append(("unknown topic id v13", 1, _fetch(s, "", 0, version=13, topic_id=uuid.uuid4())))
+    two = f"{p}-f2"
+    s.topic(two, 2)
+    s.append(two, [b"x" * 300], partition=0)
+    s.append(two, [b"y" * 300], partition=1)
+    F = messages.FetchRequest
+    for limit in (10, 400, 1 << 20):
+        out.append((f"two partitions, response limit {limit}", 1, s.request(1, 16, F(
+            replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=limit, isolation_level=0, session_id=0,
+            session_epoch=-1, forgotten_topics_data=[], rack_id="", topics=[F.FetchTopic(
+                topic=two, topic_id=s.metadata([two]).topics[0].topic_id, partitions=[F.FetchPartition(
+                    partition=i, fetch_offset=0, partition_max_bytes=1 << 20, current_leader_epoch=-1,
+                    last_fetched_epoch=-1, log_start_offset=-1) for i in (0, 1)])]))))
     trimmed = f"{p}-ft"
     s.topic(trimmed)
     s.append(trimmed, [b"a", b"b", b"c", b"d"])
