@@ -214,6 +214,7 @@ def configs_views(s: Session, p: str):
     C, A = messages.DescribeConfigsRequest, messages.AlterConfigsRequest
 
     def describe(resources, synonyms=True, docs=False, version=4):
+        s.metadata_settles()
         return s.request(32, version, C(include_synonyms=synonyms, include_documentation=docs, resources=[
             C.DescribeConfigsResource(resource_type=t, resource_name=n, configuration_keys=keys)
             for t, n, keys in resources]))

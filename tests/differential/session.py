@@ -51,7 +51,10 @@ class Session(RawClient):
         assert answer.error_code in (0, 36), (name, answer)
         for _ in range(RETRIES):
             meta = self.metadata([name])
-            if all(p.error_code == 0 for p in meta.topics[0].partitions) and meta.topics[0].partitions:
+            partitions = meta.topics[0].partitions
+            # the metadata may name a leader before that broker leads: wait until each answers too
+            if partitions and all(p.error_code == 0 for p in partitions) and \
+                    all(self.list_offset(name, p.partition_index, -1).error_code == 0 for p in partitions):
                 return meta.topics[0].topic_id
             time.sleep(RETRY_PAUSE_S)
         raise AssertionError(f"{name} has no leader")
