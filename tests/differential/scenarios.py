@@ -23,7 +23,8 @@ from tests.differential.scenarios_admin import (acls_and_scram, broker_list_conf
                                                 cluster_misc, configs_views,
                                                 create_topics_shapes,
                                                 describe_topic_partitions_cursor, reassignments_and_elections)
-from tests.differential.scenarios_clients import (abort_hanging, consumer_reads, fetch_sessions, group_errors,
+from tests.differential.scenarios_clients import (abort_hanging, consumer_reads, fetch_sessions, find_coordinators,
+                                                  group_errors,
                                                   offsets_by_version, old_versions,
                                                   produce_errors, produce_shapes, transaction_errors,
                                                   transaction_lifecycle)
@@ -403,7 +404,8 @@ SCENARIOS = {f.__name__: f for f in (list_offsets_special, fetch_edges, fetch_ac
                                      reassignments_and_elections, acls_and_scram, consumer_reads,
                                      fetch_sessions, configs_views, cluster_misc, produce_shapes,
                                      old_versions, transaction_lifecycle, abort_hanging,
-                                     client_metrics_configs, offsets_by_version, broker_list_configs)}
+                                     client_metrics_configs, offsets_by_version, broker_list_configs,
+                                     find_coordinators)}
 
 
 # Only against a Kafka 3.9 started with group.coordinator.rebalance.protocols=classic,consumer, by name.

@@ -417,3 +417,24 @@ def offsets_by_version(s: Session, p: str):
     out.append(("fetch after null metadata", 9, s.settled(9, 5, F(
         group_id=group, topics=[F.OffsetFetchRequestTopic(name=topic, partition_indexes=[0])]))))
     return out
+
+
+def find_coordinators(s: Session, p: str):
+    """FindCoordinator, one key (v0-v3) and batched (v4+), of every key type, empty keys included."""
+    out = []
+    s.settled(10, 3, messages.FindCoordinatorRequest(key=f"{p}-g", key_type=0))
+    s.settled(10, 3, messages.FindCoordinatorRequest(key=f"{p}-t", key_type=1))
+    F = messages.FindCoordinatorRequest
+    for version in (0, 1, 2, 3):
+        for key_type in (0, 1):
+            if version == 0 and key_type:
+                continue
+            for key in (f"{p}-g", ""):
+                out.append((f"v{version} type {key_type} {key!r}", 10, s.request(10, version, F(
+                    key=key, key_type=key_type))))
+    out.append(("v3 unknown type", 10, s.request(10, 3, F(key=f"{p}-g", key_type=7))))
+    for version in (4, 5):
+        for key_type in (0, 1, 7):
+            out.append((f"v{version} batch type {key_type}", 10, s.request(10, version, F(
+                key_type=key_type, coordinator_keys=[f"{p}-g", "", f"{p}-t"]))))
+    return out
