@@ -245,6 +245,15 @@ def offset_fetch_groups(s: Session, p: str):
     txn = f"{p}-oft"
     pid, epoch = s.transaction(txn, topic, [b"x"], commit=None)
     out.append(("require stable, none pending", 9, _offset_fetch(s, [(f"{p}-ga", None)], 9, True)))
+    G, L, D = messages.DescribeGroupsRequest, messages.ListGroupsRequest, messages.DeleteGroupsRequest
+    for version in (0, 3, 5):
+        out.append((f"describe offsets-only groups v{version}", 15, s.request(15, version, G(
+            groups=[f"{p}-ga", f"{p}-unknown"], include_authorized_operations=False))))
+    listed = s.request(16, 5, L(states_filter=[], types_filter=[]))
+    listed.groups = [g for g in listed.groups if g.group_id in (f"{p}-ga", f"{p}-gb")]
+    out.append(("list offsets-only groups", 16, listed))
+    out.append(("delete an offsets-only group", 42, s.request(42, 2, D(groups_names=[f"{p}-gb"]))))
+    out.append(("its offsets after", 9, _offset_fetch(s, [(f"{p}-gb", None)])))
     return out
 
 
