@@ -121,6 +121,16 @@ def group_errors(s: Session, p: str):
         group_id=group, generation_id=generation, member_id="who", group_instance_id=None))))
     out.append(("heartbeat, unknown group", 12, s.request(12, 4, H(
         group_id=f"{p}-nogroup", generation_id=1, member_id="who", group_instance_id=None))))
+    S = messages.SyncGroupRequest
+    for label, fields in (("sync, old generation", dict(generation_id=generation - 1)),
+                          ("sync, unknown member", dict(member_id="who")),
+                          ("sync, another protocol", dict(protocol_name="roundrobin")),
+                          ("sync, another protocol type", dict(protocol_type="connect")),
+                          ("sync, unknown group", dict(group_id=f"{p}-nogroup"))):
+        body = dict(group_id=group, generation_id=generation, member_id=member, group_instance_id=None,
+                    protocol_type="consumer", protocol_name="range", assignments=[])
+        body.update(fields)
+        out.append((label, 14, s.request(14, 5, S(**body))))
     C = messages.OffsetCommitRequest
 
     def commit(generation_id, member_id, name=topic, version=8, group_id=group):
