@@ -37,10 +37,11 @@ log = logging.getLogger("odradek.partitions")
 
 
 class PartitionError(Exception):
-    def __init__(self, code: int, message: str | None = None):
+    def __init__(self, code: int, message: str | None = None, log_start_offset: int = -1):
         super().__init__(message or ErrorCode(code).name)
         self.code = code
         self.message = message
+        self.log_start_offset = log_start_offset   # what a Produce answer reports with it (-1: none)
 
 
 @dataclass(eq=False)
@@ -195,9 +196,13 @@ class PartitionManager:
         return list(self._partitions.values())
 
     # ------------------------------------------------------------------------- image changes
-    def _min_insync_replicas(self, topic: str) -> int:
-        overrides = self.broker.image.topic_configs.get(topic, {})
-        return self.broker.config.topic_config(overrides)["min.insync.replicas"]
+    def _min_insync_replicas(self, topic: str, index: int) -> int:
+        """min.insync.replicas as acks=all applies it: never more than the partition's replicas
+        (Kafka's effective minimum ISR: a one-replica topic takes acks=all writes at any setting)."""
+        image = self.broker.image
+        configured = self.broker.config.topic_config(image.topic_configs.get(topic, {}))["min.insync.replicas"]
+        placed = image.partition(topic, index)
+        return min(configured, len(placed.replicas)) if placed is not None and placed.replicas else configured
 
     async def load_image(self, image, *, delete_orphans: bool = True) -> None:
         """Open every log the image places here (at start-up; recovery runs off the loop).
@@ -230,7 +235,7 @@ class PartitionManager:
                           log=opened_log, leader=partition.leader,
                           leader_epoch=partition.leader_epoch, isr=tuple(partition.isr))
         self._partitions[(topic.name, partition.partition_id)] = state
-        state.min_insync_replicas = self._min_insync_replicas(topic.name)
+        state.min_insync_replicas = self._min_insync_replicas(topic.name, partition.partition_id)
         self.replication.on_partition(state, partition)
         return state
 
@@ -290,6 +295,7 @@ class PartitionManager:
                 state.leader = partition.leader
                 state.leader_epoch = partition.leader_epoch
                 state.isr = tuple(partition.isr)
+                state.min_insync_replicas = self._min_insync_replicas(topic.name, partition.partition_id)
                 self.replication.on_partition(state, partition)
                 state.wake()
         if (len(fresh) > INLINE_OPENS or self._retiring) and self._opener_running:
@@ -316,13 +322,13 @@ class PartitionManager:
                                                    for n in {*b, *a} if b.get(n) != a.get(n)})
             self.logs.set_defaults(self.broker.config.topic_defaults())
             for state in self._partitions.values():
-                state.min_insync_replicas = self._min_insync_replicas(state.topic)
+                state.min_insync_replicas = self._min_insync_replicas(state.topic, state.index)
         for name in change.changed_topic_configs:
             if name in new.topics:
                 self.logs.set_topic_config(name, dict(new.topic_configs.get(name, {})))
             for state in self._partitions.values():
                 if state.topic == name:
-                    state.min_insync_replicas = self._min_insync_replicas(name)
+                    state.min_insync_replicas = self._min_insync_replicas(name, state.index)
 
     async def _open_queued(self) -> None:
         """Open the logs of partitions queued by a large image change (a CreateTopics of

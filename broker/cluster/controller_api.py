@@ -23,7 +23,7 @@ from broker.controller import admin
 from broker.controller.acls import AclCreateResult, AclDeleteResult
 from broker.controller.errors import ApiError
 from broker.handlers.api_versions import handle_api_versions
-from broker.handlers.cluster import handle_elect_leaders
+from broker.handlers.cluster import CONTROLLERS_ENDPOINT_TYPE, handle_elect_leaders, refused_endpoint_type
 from broker.handlers.features import handle_update_features
 from broker.handlers.reassignments import (
     handle_alter_partition_reassignments, handle_list_partition_reassignments,
@@ -37,7 +37,6 @@ from . import security_wire, token_wire
 log = logging.getLogger("odradek.cluster")
 
 
-CONTROLLERS_ENDPOINT_TYPE = 2
 # The KRaft RPCs on this listener (transport.py answers them) with the versions it speaks.
 RAFT_VERSIONS = {52: (0, 2), 53: (0, 1), 54: (0, 1), 1: (15, 17), 59: (0, 1)}
 SASL_APIS = (17, 36)   # SaslHandshake, SaslAuthenticate
@@ -113,7 +112,7 @@ class ControllerApi:
         return run
 
     async def _alter_configs(self, header, body):
-        resources = [(r.resource_type, r.resource_name, {c.name: c.value for c in r.configs})
+        resources = [(r.resource_type, r.resource_name, [(c.name, c.value) for c in r.configs])
                      for r in body.resources]
         return await self._configs_answer(
             m.AlterConfigsResponse, resources,
@@ -226,11 +225,9 @@ class ControllerApi:
         with --bootstrap-controller); brokers are asked on a broker listener."""
         Response = m.DescribeClusterResponse
         image = self.controller.image
-        if header.api_version < 1 or body.endpoint_type != CONTROLLERS_ENDPOINT_TYPE:
-            return Response(error_code=ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,
-                            error_message="The endpoint type is not supported by this controller",
-                            endpoint_type=getattr(body, "endpoint_type", 1),
-                            cluster_id=image.cluster_id, controller_id=-1, brokers=[])
+        refused = refused_endpoint_type(header, body, CONTROLLERS_ENDPOINT_TYPE)
+        if refused is not None:
+            return refused
         name = (self.config.controller_listener_names or [""])[0]
         brokers = []
         for controller in sorted(image.controllers.values(), key=lambda c: c.controller_id):

@@ -21,6 +21,7 @@ from broker.controller.controller import (
     ConfigResult, CreatePartitionsResult, CreatePartitionsSpec, CreateTopicResult, CreateTopicSpec,
     DeleteTopicResult, HeartbeatResult, ProducerIdBlock,
 )
+from broker.controller.configs import config_pairs
 from broker.controller.errors import ApiError
 from broker.controller.wire import METADATA_TOPIC
 
@@ -261,7 +262,7 @@ class ClusterController:
         R = m.AlterConfigsRequest
         body = R(validate_only=validate_only, resources=[
             R.AlterConfigsResource(resource_type=t, resource_name=n, configs=[
-                R.AlterableConfig(name=k, value=v) for k, v in configs.items()])
+                R.AlterableConfig(name=k, value=v) for k, v in config_pairs(configs)])
             for t, n, configs in resources])
         return await self._configs_answer(await self.client.call(33, 2, body), validate_only)
 

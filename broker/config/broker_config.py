@@ -189,6 +189,7 @@ class BrokerConfig:
                 parsed[name] = parse_checked(name, definition.type, definition.validator, text)
             except ConfigError as exc:
                 raise ConfigError(str(exc), name, ErrorCode.INVALID_REQUEST) from None
+        _check_thread_counts(parsed, self.get)
         return parsed
 
     def set_dynamic(self, cluster_defaults: Mapping[str, str | None],
@@ -452,6 +453,29 @@ _BROKER_SYNONYM_GROUPS: dict[str, tuple[str, ...]] = {
     synonym.name: tuple(s.name for s in definition.synonyms)
     for definition in TOPIC_CONFIGS.values() if len(definition.synonyms) > 1
     for synonym in definition.synonyms}
+
+
+# Thread pools Kafka resizes at runtime: by at most half or double the current size at a time.
+THREAD_POOLS = ("num.network.threads", "num.io.threads", "num.replica.fetchers",
+                "num.recovery.threads.per.data.dir", "background.threads")
+
+
+def _check_thread_counts(parsed: Mapping[str, Any], current) -> None:
+    for name in THREAD_POOLS:
+        new, old = parsed.get(name), current(name)
+        if new is None or new == old:
+            continue
+        if new <= 0:
+            problem = "value should be at least 1"
+        elif new < old // 2:
+            problem = f"value should be at least half the current value {old}"
+        elif new > old * 2:
+            problem = f"value should not be greater than double the current value {old}"
+        else:
+            continue
+        raise ConfigError("Invalid value org.apache.kafka.common.config.ConfigException: Dynamic thread "
+                          f"count update validation failed for {name}={new}, {problem} for configuration "
+                          "Invalid dynamic configuration", name, ErrorCode.INVALID_REQUEST)
 
 
 def _refuse(names: list[str], message: str) -> None:

@@ -4,22 +4,16 @@ from __future__ import annotations
 
 from typing import Callable, Mapping
 
+from broker.config.broker_catalog import BROKER_CONFIGS
+from broker.config.topic_catalog import TOPIC_CONFIGS
+from broker.config.values import ConfigType, render
+
 from . import records as r
 from .errors import ApiError, ErrorCode
 from .image import (BROKER_RESOURCE, CLIENT_METRICS_RESOURCE, GROUP_RESOURCE, TOPIC_RESOURCE,
                     MetadataImage)
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
-
-# Configs whose values are comma-separated lists (the only ones APPEND/SUBTRACT may touch).
-LIST_CONFIGS = {
-    TOPIC_RESOURCE: {"cleanup.policy", "leader.replication.throttled.replicas",
-                     "follower.replication.throttled.replicas"},
-    BROKER_RESOURCE: {"listeners", "advertised.listeners", "listener.security.protocol.map",
-                      "log.dirs", "log.cleanup.policy", "sasl.enabled.mechanisms",
-                      "ssl.cipher.suites", "ssl.enabled.protocols", "metric.reporters",
-                      "super.users"},
-}
 
 ConfigValidator = Callable[[int, str, Mapping[str, str]], None]
 
@@ -73,12 +67,21 @@ def diff_records(resource_type: int, name: str, before: Mapping[str, str],
     return out
 
 
-def apply_legacy(configs: Mapping[str, str | None]) -> dict[str, str]:
-    """AlterConfigs replaces the whole dynamic config set of the resource."""
-    for key, value in configs.items():
+def config_pairs(configs) -> list[tuple[str, str | None]]:
+    """AlterConfigs' (key, value) pairs, as sent (a key may come twice), from pairs or a mapping."""
+    return list(configs.items()) if isinstance(configs, Mapping) else list(configs)
+
+
+def apply_legacy(configs) -> dict[str, str]:
+    """AlterConfigs replaces the whole dynamic config set of the resource with `configs`, (key,
+    value) pairs or a mapping; a key given twice is INVALID_REQUEST, as Kafka's controller says."""
+    pairs = config_pairs(configs)
+    if len({key for key, _ in pairs}) != len(pairs):
+        raise ApiError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
+    for key, value in pairs:
         if value is None:
             raise ApiError(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {key}")
-    return dict(configs)
+    return dict(pairs)
 
 
 def apply_incremental(resource_type: int, current: Mapping[str, str], ops) -> dict[str, str]:
@@ -95,24 +98,43 @@ def apply_incremental(resource_type: int, current: Mapping[str, str], ops) -> di
         elif op == DELETE:
             result.pop(key, None)
         elif op in (APPEND, SUBTRACT):
-            if resource_type == CLIENT_METRICS_RESOURCE:   # Kafka's controller says it so
-                verb = "APPEND" if op == APPEND else "SUBTRACT"
-                raise ApiError(ErrorCode.INVALID_CONFIG,
-                               f"Can't {verb} to key {key} because its type is not LIST.")
-            if key not in LIST_CONFIGS.get(resource_type, ()):
-                verb = "append" if op == APPEND else "subtract"
-                raise ApiError(ErrorCode.INVALID_CONFIG,
-                               f"Config value {verb} is not allowed for config key: {key}")
-            items = [x for x in result.get(key, "").split(",") if x]
-            changes = [x.strip() for x in (value or "").split(",") if x.strip()]
-            if op == APPEND:
-                items += [x for x in changes if x not in items]
-            else:
-                items = [x for x in items if x not in changes]
-            if items:
-                result[key] = ",".join(items)
-            else:
-                result.pop(key, None)
+            result[key] = _appended(resource_type, key, result.get(key), op, value)
         else:
             raise ApiError(ErrorCode.INVALID_REQUEST, f"Unknown config operation {op} for {key}")
     return result
+
+
+def _appended(resource_type: int, key: str, current: str | None, op: int, value: str | None) -> str:
+    """A LIST config's value after APPEND or SUBTRACT of `value`'s items. Without a value of the
+    resource's own it starts from the config's default (APPEND compact to a topic's default
+    cleanup.policy gives delete,compact); taking the last item away leaves an empty list, as Kafka does."""
+    default = _list_default(resource_type, key)
+    if default is None:
+        verb = "APPEND" if op == APPEND else "SUBTRACT"
+        if resource_type == BROKER_RESOURCE:     # Kafka's broker checks these, its controller the rest
+            raise ApiError(ErrorCode.INVALID_CONFIG,
+                           f"Config value {verb.lower()} is not allowed for config key: {key}")
+        raise ApiError(ErrorCode.INVALID_CONFIG, f"Can't {verb} to key {key} because its type is not LIST.")
+    items = [x for x in (default if current is None else current).split(",") if x]
+    changes = [x.strip() for x in (value or "").split(",") if x.strip()]
+    if op == APPEND:
+        items += [x for x in changes if x not in items]
+    else:
+        items = [x for x in items if x not in changes]
+    return ",".join(items)
+
+
+def _list_default(resource_type: int, key: str) -> str | None:
+    """The default of a LIST config of this resource type, as text; None if it is no LIST config."""
+    if resource_type == TOPIC_RESOURCE:
+        definition = TOPIC_CONFIGS.get(key)
+        if definition is None or definition.type != ConfigType.LIST:
+            return None
+        synonym = definition.synonyms[0].name if definition.synonyms else None
+        return render(BROKER_CONFIGS[synonym].default if synonym else definition.default) or ""
+    if resource_type == BROKER_RESOURCE:
+        definition = BROKER_CONFIGS.get(key)
+        if definition is None or definition.type != ConfigType.LIST:
+            return None
+        return render(definition.default) or ""
+    return None

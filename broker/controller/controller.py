@@ -215,9 +215,10 @@ class Controller(TopicOps, BrokerOps, ReassignmentOps, LeadershipOps, FeatureOps
 
     # -- configs ---------------------------------------------------------------------------------
 
-    async def alter_configs(self, resources: Sequence[tuple[int, str, Mapping[str, str | None]]],
+    async def alter_configs(self, resources: Sequence[tuple[int, str, Sequence | Mapping[str, str | None]]],
                             validate_only: bool = False) -> list[ConfigResult]:
-        """Legacy AlterConfigs: each (type, name, configs) REPLACES the resource's dynamic configs."""
+        """Legacy AlterConfigs: each (type, name, configs) REPLACES the resource's dynamic configs;
+        configs are (key, value) pairs as the request lists them, or a mapping."""
         return await self._alter(resources, validate_only,
                                  lambda rtype, current, configs: cfg.apply_legacy(configs))
 

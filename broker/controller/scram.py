@@ -1,5 +1,5 @@
 """AlterUserScramCredentials turned into UserScramCredentialRecords, checked as Kafka's controller
-checks them: known mechanism, 4096..16384 iterations, one operation per user and mechanism, no
+checks them: known mechanism, 4096..16384 iterations, one operation per user, no
 deletion of a credential that does not exist. The password never reaches the broker: the client
 sends the salted password and the controller keeps only StoredKey and ServerKey."""
 
@@ -31,27 +31,23 @@ class ScramUpsertion:
 
 
 def alteration_records(image: MetadataImage, deletions, upsertions):
-    """(records, {user: (error code, message)}): a user with any bad operation gets no records."""
+    """(records, {user: (error code, message)}), decided as Kafka's controller does: deletions first,
+    then upsertions; a user's first error stands, and a second operation on a user, whatever its
+    mechanism, makes it DUPLICATE_RESOURCE with none of its operations applied."""
     results: dict[str, tuple[int, str | None]] = {}
-    per_user: dict[str, list] = {}
-    seen: dict[str, set] = {}
+    pending: dict[str, object] = {}
     for op in [*deletions, *upsertions]:
-        results.setdefault(op.name, (0, None))
-        mechanisms = seen.setdefault(op.name, set())
-        if op.mechanism in mechanisms:
+        if results.setdefault(op.name, (0, None))[0]:
+            continue
+        if pending.pop(op.name, None) is not None:
             results[op.name] = (int(ErrorCode.DUPLICATE_RESOURCE),
                                 "A user credential cannot be altered twice in the same request")
-        mechanisms.add(op.mechanism)
-        per_user.setdefault(op.name, []).append(op)
-    records = []
-    for user, ops in per_user.items():
-        if results[user][0]:
             continue
         try:
-            records += [_record(image, op) for op in ops]
+            pending[op.name] = _record(image, op)
         except ApiError as exc:
-            results[user] = (int(exc.code), exc.message)
-    return [rec for rec in records if results[rec.name][0] == 0], results
+            results[op.name] = (int(exc.code), exc.message)
+    return list(pending.values()), results
 
 
 def _record(image: MetadataImage, op):

@@ -123,13 +123,14 @@ class TopicOps:
 
     async def delete_topics(self, names: Sequence[str] = (),
                             topic_ids: Sequence[uuid.UUID] = ()) -> list[DeleteTopicResult]:
-        """Delete by name and/or id; one result per name, then per id, in order."""
+        """Delete by name and/or id; one result per name, then per id, in order (a name or id
+        asked more than once: one INVALID_REQUEST result for it, as Kafka answers)."""
         await self._require_leader()
         async with self._lock:
             results, batch, doomed = [], [], set()
             asked = [(n, None) for n in names] + [(None, t) for t in topic_ids]
             wanted = Counter(asked)
-            for name, topic_id in asked:
+            for name, topic_id in dict.fromkeys(asked):
                 result = DeleteTopicResult(name=name, topic_id=topic_id or r.ZERO_UUID)
                 results.append(result)
                 try:
@@ -146,7 +147,8 @@ class TopicOps:
 
     def _topic_to_delete(self, name, topic_id, wanted):
         if wanted[(name, topic_id)] > 1:
-            raise ApiError(ErrorCode.INVALID_REQUEST, "Duplicate topic name or id in request.")
+            raise ApiError(ErrorCode.INVALID_REQUEST,
+                           "Duplicate topic name." if name is not None else "Duplicate topic id.")
         if not self._settings.delete_topic_enable:
             raise ApiError(ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
         if name is not None:

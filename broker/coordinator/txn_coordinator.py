@@ -338,7 +338,7 @@ class TransactionCoordinator:
         """(transactional id, producer id, state name) matching the filters, and the unknown state names."""
         wanted, unknown = set(), []
         for name in states:
-            state = STATE_BY_NAME.get(name.lower())
+            state = STATE_BY_NAME.get(name)
             if state is None:
                 unknown.append(name)
             else:

@@ -33,7 +33,7 @@ _NAMES = {
     TxnState.COMPLETE_ABORT: "CompleteAbort", TxnState.DEAD: "Dead",
     TxnState.PREPARE_EPOCH_FENCE: "PrepareEpochFence",
 }
-STATE_BY_NAME = {name.lower(): state for state, name in _NAMES.items()}
+STATE_BY_NAME = {name: state for state, name in _NAMES.items()}   # exact names: "ongoing" is unknown to Kafka
 
 
 @dataclass

@@ -10,17 +10,33 @@ from broker.handlers.metadata import cluster_operations
 from broker.security import access
 from broker.security.acls import AclOperation, ResourceType
 
-BROKERS_ENDPOINT_TYPE = 1
+BROKERS_ENDPOINT_TYPE, CONTROLLERS_ENDPOINT_TYPE = 1, 2
+_ENDPOINT_NAMES = {BROKERS_ENDPOINT_TYPE: "BROKER", CONTROLLERS_ENDPOINT_TYPE: "CONTROLLER"}
+
+
+def refused_endpoint_type(header, body, served: int):
+    """DescribeCluster asking a listener for the other kind of node (or an unknown kind): the error
+    answer, as Kafka gives it; None when this listener serves what is asked (v0 asks for brokers)."""
+    asked = body.endpoint_type if header.api_version >= 1 else BROKERS_ENDPOINT_TYPE
+    if asked == served:
+        return None
+    if asked not in _ENDPOINT_NAMES:
+        code, message = ErrorCode.UNSUPPORTED_ENDPOINT_TYPE, f"Unsupported endpoint type {asked}"
+    else:
+        code = ErrorCode.MISMATCHED_ENDPOINT_TYPE if header.api_version >= 1 else ErrorCode.INVALID_REQUEST
+        message = (f"The request was sent to an endpoint of type {_ENDPOINT_NAMES[served]}, "
+                   f"but we wanted an endpoint of type {_ENDPOINT_NAMES[asked]}")
+    return messages.DescribeClusterResponse(throttle_time_ms=0, error_code=code, error_message=message,
+                                            endpoint_type=BROKERS_ENDPOINT_TYPE, cluster_id="",
+                                            controller_id=-1, brokers=[])
 
 
 async def handle_describe_cluster(ctx, header, body):
     Response = messages.DescribeClusterResponse
     image = ctx.image
-    if header.api_version >= 1 and body.endpoint_type != BROKERS_ENDPOINT_TYPE:
-        return Response(throttle_time_ms=0, error_code=ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,
-                        error_message=f"Unsupported endpoint type {body.endpoint_type}",
-                        endpoint_type=BROKERS_ENDPOINT_TYPE, cluster_id=image.cluster_id,
-                        controller_id=-1, brokers=[])
+    refused = refused_endpoint_type(header, body, BROKERS_ENDPOINT_TYPE)
+    if refused is not None:
+        return refused
     # v2 (KIP-1073) may ask for fenced brokers too, each marked.
     with_fenced = header.api_version >= 2 and body.include_fenced_brokers
     brokers = []
@@ -44,6 +60,12 @@ async def handle_describe_cluster(ctx, header, body):
 
 async def handle_describe_topic_partitions(ctx, header, body):
     Response = messages.DescribeTopicPartitionsResponse
+    if body.cursor is not None and body.cursor.partition_index < 0:
+        # as Kafka: the request is refused, INVALID_REQUEST for each topic it names
+        return Response(throttle_time_ms=0, next_cursor=None, topics=[
+            Response.DescribeTopicPartitionsResponseTopic(error_code=ErrorCode.INVALID_REQUEST, name=t.name,
+                                                          is_internal=False, partitions=[])
+            for t in body.topics])
     image = ctx.image
     live = {b.broker_id for b in image.brokers.values() if not b.fenced}
     if body.topics:

@@ -70,6 +70,8 @@ def _described_entries(ctx, resource_type: int, name: str, keys, include_synonym
             return ErrorCode.INVALID_REQUEST, "Group name must not be empty", []
         described = describe_group_configs(dict(ctx.image.group_configs.get(name, {})), keys)
     elif resource_type == CLIENT_METRICS:
+        if not name:
+            return ErrorCode.INVALID_REQUEST, "Client metrics subscription name must not be empty", []
         return ErrorCode.NONE, "", _client_metrics_entries(ctx.image, name, version)
     else:
         return ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type}", []
@@ -91,7 +93,7 @@ def _described_entries(ctx, resource_type: int, name: str, keys, include_synonym
 
 def _client_metrics_entries(image, name: str, version: int):
     """A subscription's configs as Kafka 3.9 describes them: only those set (none for an unknown
-    name), whatever keys were asked for, without synonyms or a type."""
+    name), whatever keys were asked for, without synonyms or a type, documentation "" (not null)."""
     Entry = messages.DescribeConfigsResponse.DescribeConfigsResourceResult
     entries = []
     for key, value in sorted(image.client_metrics_configs.get(name, {}).items()):
@@ -99,7 +101,7 @@ def _client_metrics_entries(image, name: str, version: int):
                       config_source=int(ConfigSource.CLIENT_METRICS_CONFIG), is_sensitive=False,
                       synonyms=[])
         if version >= 3:
-            entry.config_type, entry.documentation = 0, None
+            entry.config_type, entry.documentation = 0, ""
         entries.append(entry)
     return entries
 
@@ -193,7 +195,7 @@ async def _alter(ctx, resources, validate_only, call, response_class):
 
 
 async def handle_alter_configs(ctx, header, body):
-    resources = [(r.resource_type, r.resource_name, {c.name: c.value for c in r.configs})
+    resources = [(r.resource_type, r.resource_name, [(c.name, c.value) for c in r.configs])
                  for r in body.resources]
     return await _alter(ctx, resources, body.validate_only, ctx.controller.alter_configs,
                         messages.AlterConfigsResponse)

@@ -69,10 +69,8 @@ async def _locate(ctx, service, key_type, key):
         return code, code.name, -1, "", -1
     if key_type == GROUP_KEY:
         topic, partition = OFFSETS_TOPIC, service.offsets_partition(key or "")
-    elif key_type == TRANSACTION_KEY:
-        if not key:
-            return E.INVALID_REQUEST, "transactional id must not be empty", -1, "", -1
-        topic, partition = TRANSACTION_TOPIC, service.txn_partition(key)
+    elif key_type == TRANSACTION_KEY:     # an empty id too: Kafka 3.9 names its coordinator
+        topic, partition = TRANSACTION_TOPIC, service.txn_partition(key or "")
     else:
         return E.INVALID_REQUEST, f"unsupported coordinator key type {key_type}", -1, "", -1
     try:
@@ -449,7 +447,7 @@ async def delete_groups(ctx, header, body):
     Response = messages.DeleteGroupsResponse
     service = await CoordinatorService.of(ctx.broker)
     results = []
-    for group_id in body.groups_names:
+    for group_id in dict.fromkeys(body.groups_names):     # a group named twice: one answer, as Kafka
         if not _group_allowed(ctx, Op.DELETE, group_id):
             results.append(Response.DeletableGroupResult(group_id=group_id,
                                                          error_code=E.GROUP_AUTHORIZATION_FAILED))

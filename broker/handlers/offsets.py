@@ -2,8 +2,9 @@
 
 ListOffsets: EARLIEST (-2) is the log start offset; LATEST (-1) the high watermark (read_uncommitted)
 or last stable offset (read_committed); MAX_TIMESTAMP (-3) the record with the largest timestamp;
-EARLIEST_LOCAL (-4) the log start (no tiered storage); LATEST_TIERED (-5) nothing tiered: -1; a
-timestamp the first record at or after it, or -1 when there is none below the fetchable limit.
+EARLIEST_LOCAL (-4) the log start (no tiered storage); LATEST_TIERED (-5) nothing tiered: -1; any
+other negative one UNSUPPORTED_VERSION; a timestamp the first record at or after it, or -1 when there
+is none below the fetchable limit.
 An empty partition answers offset 0 (earliest/latest), never an error. v0 answers Kafka's
 old-style list of segment offsets instead (see `_legacy_offsets`).
 """
@@ -22,8 +23,15 @@ from broker.security.acls import AclOperation, ResourceType
 from storage.errors import StorageError
 
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
+# The version each special timestamp came with; a negative timestamp not listed is one a newer
+# version defines, unsupported at every version served here (Kafka answers so).
+SPECIAL_SINCE = {LATEST: 0, EARLIEST: 0, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9}
 READ_COMMITTED = 1
 CONSUMER_REPLICA_ID = -1
+
+
+def _known_at(timestamp: int, version: int) -> bool:
+    return timestamp >= 0 or version >= SPECIAL_SINCE.get(timestamp, version + 1)
 
 
 def _lookup(partition, timestamp: int, isolation: int) -> tuple[int, int, int]:
@@ -83,9 +91,7 @@ async def handle_list_offsets(ctx, header, body):
             if named[topic.name, index] > 1:
                 answer.error_code = ErrorCode.INVALID_REQUEST
                 continue
-            if request.timestamp == MAX_TIMESTAMP and version < 7 or \
-                    request.timestamp == EARLIEST_LOCAL and version < 8 or \
-                    request.timestamp == LATEST_TIERED and version < 9:
+            if not _known_at(request.timestamp, version):
                 answer.error_code = ErrorCode.UNSUPPORTED_VERSION
                 continue
             try:

@@ -37,6 +37,14 @@ API_KEY = 0
 Response = messages.ProduceResponse
 
 
+# Append errors Kafka answers without the partition's log start offset (-1); with any other the
+# client learns it (the Java producer compares it with its last acknowledged offset).
+_WITHOUT_LOG_START = frozenset({
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.MESSAGE_TOO_LARGE,
+    ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.CORRUPT_MESSAGE, ErrorCode.KAFKA_STORAGE_ERROR,
+    ErrorCode.INVALID_TOPIC_EXCEPTION})
+
+
 def _partition_response(index, error, message=None, base_offset=-1, log_append_time=-1,
                         log_start_offset=-1):
     return Response.PartitionProduceResponse(
@@ -144,6 +152,7 @@ def _check_into(to_append, opening, partitions, acks, name, data, answer, api_ve
             opening.append((name, data, answer))
             return
         answer.error_code, answer.error_message = exc.code, exc.message
+        answer.log_start_offset = exc.log_start_offset
         return
     except RecordBatchError as exc:
         answer.error_code, answer.error_message = exc.error_code, str(exc)
@@ -226,6 +235,8 @@ def _note_outcomes(to_append, outcomes) -> list:
     for (partition, records, _, _, answer), outcome in zip(to_append, outcomes):
         if isinstance(outcome, StorageError):
             answer.error_code, answer.error_message = outcome.error_code, outcome.message
+            if outcome.error_code not in _WITHOUT_LOG_START:
+                answer.log_start_offset = partition.log.log_start_offset
             answer.record_errors = [
                 Response.BatchIndexAndErrorMessage(batch_index=index, batch_index_error_message=message)
                 for index, message in getattr(outcome, "record_errors", ())]
@@ -307,7 +318,8 @@ def _check(partitions, acks: int, topic: str, data, api_version: int):
         raise PartitionError(
             ErrorCode.NOT_ENOUGH_REPLICAS,
             f"The size of the current ISR {len(partition.isr)} is insufficient to satisfy the "
-            f"min.isr requirement of {partition.min_insync_replicas}")
+            f"min.isr requirement of {partition.min_insync_replicas}",
+            log_start_offset=partition.log.log_start_offset)   # refused by the leader's log, as Kafka
     if api_version < 3 and legacy_records.is_legacy(data.records):
         # an old producer's magic 0/1 message set: stored as one v2 batch, as Kafka 3.9 does
         data.records = legacy_records.to_batch(data.records)

@@ -63,7 +63,7 @@ async def handle_create_topics(ctx, header, body):
     except ApiError as exc:
         return Response(throttle_time_ms=0, topics=[
             Response.CreatableTopicResult(name=spec.name, error_code=exc.code,
-                                          error_message=exc.message) for spec in specs])
+                                          error_message=exc.message, configs=[]) for spec in specs])
     quota.finish()
     out = []
     specs_by_name = iter(enumerate(specs))
@@ -77,19 +77,19 @@ async def handle_create_topics(ctx, header, body):
         if i in refused:
             out.append(Response.CreatableTopicResult(
                 name=spec.name, error_code=ErrorCode.THROTTLING_QUOTA_EXCEEDED,
-                error_message=THROTTLED_MESSAGE, configs=None))
+                error_message=THROTTLED_MESSAGE, configs=[]))
             continue
         result = next(created)
+        # a topic not created has no configs: an empty list, as Kafka (never null)
         entry = Response.CreatableTopicResult(
             name=result.name, error_code=result.error_code,
-            error_message=result.error_message if version >= 1 else None)
+            error_message=result.error_message if version >= 1 else None, configs=[])
         if result.error_code == 0:
             entry.topic_id = result.topic_id
             if version >= 5 and result.name not in describable:
                 # Created, but its settings are not the caller's to see (KIP-525): as Kafka,
                 # no configs and -1 for the counts.
                 entry.topic_config_error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-                entry.configs = []
                 out.append(entry)
                 continue
             entry.num_partitions = result.num_partitions
@@ -100,8 +100,6 @@ async def handle_create_topics(ctx, header, body):
                         name=described.name, value=described.value, read_only=described.read_only,
                         config_source=int(described.source), is_sensitive=described.sensitive)
                     for described in ctx.config.describe_topic(dict(result.configs))]
-        elif version >= 5:
-            entry.configs = None
         out.append(entry)
     return Response(throttle_time_ms=0, topics=out)
 
@@ -111,9 +109,12 @@ async def handle_create_topics(ctx, header, body):
 async def handle_delete_topics(ctx, header, body):
     Response = messages.DeleteTopicsResponse
     version = header.api_version
+    malformed = []
     if version >= 6:
-        names = [t.name for t in body.topics if t.name is not None]
-        ids = [t.topic_id for t in body.topics if t.name is None]
+        malformed = [t for t in body.topics if _malformed_deletion(t)]
+        wellformed = [t for t in body.topics if not _malformed_deletion(t)]
+        names = [t.name for t in wellformed if t.name is not None]
+        ids = [t.topic_id for t in wellformed if t.name is None]
     else:
         names, ids = list(body.topic_names), []
     image = ctx.image
@@ -135,6 +136,9 @@ async def handle_delete_topics(ctx, header, body):
     quota.finish()
     out = [_throttled_deletion(name, topic_id, version) for name, topic_id in
            [(n, None) for n in refused_names] + [(None, i) for i in refused_ids]]
+    out += [Response.DeletableTopicResult(name=t.name, topic_id=t.topic_id,
+                                          error_code=ErrorCode.INVALID_REQUEST,
+                                          error_message=_malformed_deletion(t)) for t in malformed]
     # Refused by name or id: TOPIC_AUTHORIZATION_FAILED, the name never revealed for an id.
     results = list(results) + [
         DeleteTopicResult(name=n, topic_id=ZERO_UUID, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
@@ -151,6 +155,15 @@ async def handle_delete_topics(ctx, header, body):
                 entry.name = None
         out.append(entry)
     return Response(throttle_time_ms=0, responses=out)
+
+
+def _malformed_deletion(state) -> str | None:
+    """Why a v6+ DeleteTopics entry names its topic wrongly (by both name and id, or by neither)."""
+    if state.name is not None and state.topic_id != ZERO_UUID:
+        return "You may not specify both topic name and topic id."
+    if state.name is None and state.topic_id == ZERO_UUID:
+        return "Neither topic name nor id were specified."
+    return None
 
 
 def _refused_deletions(ctx, quota, names, ids) -> tuple[list, list]:

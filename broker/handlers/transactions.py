@@ -102,7 +102,9 @@ async def _add_partitions(ctx, service, version, transactional_id, producer_id, 
     requested = [(t.name, p) for t in topics for p in t.partitions]
     if version <= 3 and not _may_write_txn(ctx, transactional_id):
         return {tp: E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED for tp in requested}
-    writable = {t.name for t in topics}
+    # A client may not add an internal topic, authorizer or not (TOPIC_AUTHORIZATION_FAILED, as
+    # Kafka); brokers verifying (v4+) may ask about the offsets topic's partitions.
+    writable = {t.name for t in topics if version >= 4 or not common.is_internal(t.name)}
     if version <= 3 and access.enabled(ctx):   # clients need WRITE on each (non-internal) topic
         writable = access.allowed_names(ctx, Op.WRITE, RT.TOPIC,
                                         (t.name for t in topics if not common.is_internal(t.name)))
@@ -239,18 +241,10 @@ async def txn_offset_commit(ctx, header, body):
 
 
 async def _check_producer(service, transactional_id, producer_id, producer_epoch, group_id) -> ErrorCode:
-    """The offsets must belong to the transaction's current producer, and AddOffsetsToTxn came first.
-
-    A transaction coordinated here is checked directly; one coordinated by another broker is asked
-    whether the group's offsets partition is in the transaction (KIP-890's AddPartitionsToTxn verify),
-    its answer translated as Kafka translates it for TxnOffsetCommit."""
-    if service.coordinator_error(TRANSACTION_TOPIC, service.txn_partition(transactional_id)) is E.NONE:
-        txn = service.txns.view(transactional_id)
-        if txn is None or txn.producer_id != producer_id:
-            return E.INVALID_PRODUCER_ID_MAPPING
-        if producer_epoch != txn.producer_epoch:
-            return E.PRODUCER_FENCED
-        return E.NONE
+    """The offsets must belong to the transaction's current producer, and AddOffsetsToTxn came first:
+    the transaction coordinator, here or on another broker, is asked whether the group's offsets
+    partition is in the transaction (KIP-890's verification), its answer translated as Kafka
+    translates it for TxnOffsetCommit (a zombie's epoch: INVALID_PRODUCER_EPOCH)."""
     offsets_partition = (OFFSETS_TOPIC, service.offsets_partition(group_id))
     code = (await verify_with_coordinator(service, transactional_id, producer_id, producer_epoch,
                                           [offsets_partition]))[offsets_partition]

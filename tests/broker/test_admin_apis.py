@@ -1,5 +1,7 @@
 """Admin APIs over the raw protocol: topics, partitions, records, configs, cluster views."""
 
+import uuid
+
 from protocol import ErrorCode, messages
 
 from tests.broker.raw_client import batch
@@ -21,6 +23,7 @@ def test_create_topics_results_and_errors(client):
                      ("cfg", 1, 1, {"retention.ms": "soon"}), ("unknown-cfg", 1, 1, {"no.such": "1"}),
                      ("zero", 0, 1, {}), ("rf", 1, 3, {}))
     codes = {r.name: r.error_code for r in results}
+    assert all(r.configs == [] for r in results if r.error_code)   # never null, as Kafka
     assert codes == {"good": 0, "bad/name": ErrorCode.INVALID_TOPIC_EXCEPTION,
                      "cfg": ErrorCode.INVALID_CONFIG, "unknown-cfg": ErrorCode.INVALID_CONFIG,
                      "zero": ErrorCode.INVALID_PARTITIONS, "rf": ErrorCode.INVALID_REPLICATION_FACTOR}
@@ -53,6 +56,30 @@ def test_delete_topics_by_name_and_id(client):
     # the topic can be created again, empty
     create(client, ("doomed", 1, 1, {}))
     assert client.list_offset("doomed", 0, -1).offset == 0
+
+
+def test_delete_topics_naming_a_topic_by_both_or_neither_or_twice_is_invalid(client):
+    """As Kafka 3.9 (checked side by side): INVALID_REQUEST with its reason, nothing deleted; a name or
+    id asked twice gets one answer."""
+    [kept] = create(client, ("kept", 1, 1, {}))
+    D, zero = messages.DeleteTopicsRequest, uuid.UUID(int=0)
+
+    def delete(*states, version=6):
+        body = D(topics=list(states), timeout_ms=5000) if version >= 6 else \
+            D(topic_names=list(states), timeout_ms=5000)
+        return [(r.name, r.error_code, r.error_message) for r in client.request(20, version, body).responses]
+    invalid = ErrorCode.INVALID_REQUEST
+    assert delete(D.DeleteTopicState(name="kept", topic_id=kept.topic_id)) == [
+        ("kept", invalid, "You may not specify both topic name and topic id.")]
+    assert delete(D.DeleteTopicState(name=None, topic_id=zero)) == [
+        (None, invalid, "Neither topic name nor id were specified.")]
+    assert delete(D.DeleteTopicState(name="kept", topic_id=zero), D.DeleteTopicState(name="kept", topic_id=zero)) \
+        == [("kept", invalid, "Duplicate topic name.")]
+    assert delete(*[D.DeleteTopicState(name=None, topic_id=kept.topic_id)] * 2) == [
+        (None, invalid, "Duplicate topic id.")]
+    assert delete("kept", "kept", version=5) == [("kept", invalid, "Duplicate topic name.")]
+    assert client.list_offset("kept", 0, -1).error_code == 0
+    assert delete(D.DeleteTopicState(name=None, topic_id=kept.topic_id)) == [("kept", 0, None)]
 
 
 def test_create_partitions(client):
@@ -120,6 +147,23 @@ def test_describe_and_alter_configs(client):
         validate_only=False))
     assert response.responses[0].error_code == ErrorCode.INVALID_CONFIG
 
+    # APPEND and SUBTRACT on a list start from its default; the last item taken leaves an empty list
+    # (Kafka 3.9: an override of "", not the default back)
+    def step(name, op, value):
+        answer = client.request(44, 1, I(validate_only=False, resources=[I.AlterConfigsResource(
+            resource_type=TOPIC, resource_name="listed", configs=[
+                I.AlterableConfig(name=name, config_operation=op, value=value)])])).responses[0]
+        entry = describe(client, TOPIC, "listed", [name]).configs[0]
+        return answer.error_code, answer.error_message, entry.value, entry.config_source
+    create(client, ("listed", 1, 1, {}))
+    assert step("cleanup.policy", 2, "compact") == (0, None, "delete,compact", 1)
+    assert step("cleanup.policy", 3, "delete,compact") == (0, None, "", 1)
+    assert step("cleanup.policy", 1, None) == (0, None, "delete", 5)
+    assert step("cleanup.policy", 3, "delete") == (0, None, "", 1)
+    assert step("retention.ms", 2, "5") == (
+        ErrorCode.INVALID_CONFIG, "Can't APPEND to key retention.ms because its type is not LIST.",
+        "604800000", 5)
+
     # a cluster-wide dynamic broker default reaches topics that do not override it
     response = client.request(44, 1, I(resources=[I.AlterConfigsResource(
         resource_type=BROKER, resource_name="", configs=[
@@ -137,6 +181,12 @@ def test_describe_and_alter_configs(client):
     entries = {c.name: c for c in describe(client, TOPIC, "conf").configs}
     assert entries["max.message.bytes"].value == "2000"
     assert entries["cleanup.policy"].value == "delete"     # legacy AlterConfigs replaces the set
+    response = client.request(33, 2, A(resources=[A.AlterConfigsResource(    # a key twice: as Kafka 3.9
+        resource_type=TOPIC, resource_name="conf", configs=[
+            A.AlterableConfig(name="segment.ms", value="100000"),
+            A.AlterableConfig(name="segment.ms", value="200000")])], validate_only=False))
+    assert (response.responses[0].error_code, response.responses[0].error_message) == (
+        ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
     assert client.produce("conf", 0, batch([b"x" * 3000])).error_code == ErrorCode.MESSAGE_TOO_LARGE
 
 
@@ -146,6 +196,14 @@ def test_cluster_views(client, broker):
         include_cluster_authorized_operations=True, endpoint_type=1))
     assert cluster.error_code == 0 and cluster.controller_id == 1
     assert [(b.broker_id, b.port) for b in cluster.brokers] == [(1, broker.port)]
+    # asking a broker listener for controllers, or for a kind it does not know: Kafka 3.9's answers
+    for endpoint, code, message in (
+            (2, ErrorCode.MISMATCHED_ENDPOINT_TYPE,
+             "The request was sent to an endpoint of type BROKER, but we wanted an endpoint of type CONTROLLER"),
+            (0, ErrorCode.UNSUPPORTED_ENDPOINT_TYPE, "Unsupported endpoint type 0")):
+        refused = client.request(60, 1, messages.DescribeClusterRequest(endpoint_type=endpoint))
+        assert (refused.error_code, refused.error_message, refused.endpoint_type, refused.brokers) == \
+            (code, message, 1, [])
 
     D = messages.DescribeTopicPartitionsRequest
     page = client.request(75, 0, D(topics=[], response_partition_limit=4, cursor=None))
@@ -158,6 +216,13 @@ def test_cluster_views(client, broker):
     assert page.next_cursor is None
     missing = client.request(75, 0, D(topics=[D.TopicRequest(name="nope")], cursor=None))
     assert missing.topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    # a cursor at a negative partition: the request is refused topic by topic (Kafka 3.9)
+    bad = client.request(75, 0, D(topics=[D.TopicRequest(name="view-a"), D.TopicRequest(name="nope")],
+                                  response_partition_limit=4, cursor=D.Cursor(topic_name="view-a",
+                                                                              partition_index=-1)))
+    assert [(t.name, t.error_code, t.partitions) for t in bad.topics] == [
+        ("view-a", ErrorCode.INVALID_REQUEST, []), ("nope", ErrorCode.INVALID_REQUEST, [])]
+    assert bad.next_cursor is None
 
     client.produce("view-a", 0, batch([b"x" * 100]))
     L = messages.DescribeLogDirsRequest

@@ -34,7 +34,7 @@ def describe(client, name, keys=None):
                                   configuration_keys=keys)]))
     result = response.results[0]
     return result.error_code, result.error_message, [
-        (c.name, c.value, c.read_only, c.config_source, c.synonyms, c.config_type)
+        (c.name, c.value, c.read_only, c.config_source, c.synonyms, c.config_type, c.documentation)
         for c in result.configs]
 
 
@@ -68,14 +68,15 @@ REFUSED = [
 
 
 MATCH = "client_id=foo.*,client_software_name=apache-kafka-java"
-# only what is set, whatever keys are asked for; no synonyms, no type
-SUB1 = (0, "", [("interval.ms", "1000", False, 7, [], 0), ("match", MATCH, False, 7, [], 0),
-                ("metrics", "org.apache.kafka.producer.", False, 7, [], 0)])
+# only what is set, whatever keys are asked for; no synonyms, no type, documentation "" (not null)
+SUB1 = (0, "", [("interval.ms", "1000", False, 7, [], 0, ""), ("match", MATCH, False, 7, [], 0, ""),
+                ("metrics", "org.apache.kafka.producer.", False, 7, [], 0, "")])
 
 
 def check_subscriptions(client):
     assert listed(client) == (0, [])
     assert describe(client, "nosuch") == (0, "", [])
+    assert describe(client, "") == (42, "Client metrics subscription name must not be empty", [])
     assert alter(client, "sub1", ("metrics", SET, "org.apache.kafka.producer."),
                  ("interval.ms", SET, "1000"), ("match", SET, MATCH)) == (0, None)
     assert alter(client, "dry", ("interval.ms", SET, "1000"), validate_only=True) == (0, None)

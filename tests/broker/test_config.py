@@ -2,6 +2,8 @@
 
 import pytest
 
+from protocol import ErrorCode
+
 from broker.config import (
     BrokerConfig, ConfigError, ConfigSource, parse_properties, validate_topic_configs,
 )
@@ -133,6 +135,26 @@ def test_dynamic_broker_configs_only_for_dynamic_keys():
     config.set_dynamic({"log.retention.ms": "10"})
     assert config.topic_default("retention.ms") == 10
     assert config.source("log.retention.ms") == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
+
+
+def test_thread_pools_change_by_at_most_half_or_double_at_a_time():
+    """As Kafka 3.9 (checked side by side with IncrementalAlterConfigs on a broker): INVALID_REQUEST
+    with Kafka's message, measured from the current size (num.io.threads 8, background.threads 10)."""
+    config = BrokerConfig()
+    assert config.validate_dynamic({"num.io.threads": "16"}) == {"num.io.threads": 16}
+    assert config.validate_dynamic({"num.io.threads": "4"}) == {"num.io.threads": 4}
+    with pytest.raises(ConfigError) as refused:
+        config.validate_dynamic({"num.io.threads": "3"})
+    assert str(refused.value) == (
+        "Invalid value org.apache.kafka.common.config.ConfigException: Dynamic thread count update "
+        "validation failed for num.io.threads=3, value should be at least half the current value 8 for "
+        "configuration Invalid dynamic configuration")
+    assert refused.value.error_code == ErrorCode.INVALID_REQUEST
+    with pytest.raises(ConfigError, match="background.threads=25, value should not be greater than double "
+                                          "the current value 10"):
+        config.validate_dynamic({"background.threads": "25"})
+    config.set_dynamic({}, {"num.io.threads": "16"})    # measured from the size in force
+    assert config.validate_dynamic({"num.io.threads": "32"}) == {"num.io.threads": 32}
 
 
 def test_user_settings_replace_the_embedded_ones_they_supersede():

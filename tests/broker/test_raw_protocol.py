@@ -125,6 +125,43 @@ def test_list_offsets_by_timestamp_and_on_an_empty_partition(client):
     assert (latest.offset, latest.timestamp) == (3, 4000)
 
 
+def test_list_offsets_of_a_special_timestamp_this_version_does_not_know(client):
+    """Kafka 3.9: -3, -4, -5 before the version that brought them, and any lower one at every
+    version, are UNSUPPORTED_VERSION (not a search by timestamp)."""
+    client.create_topic("special")
+    client.produce("special", 0, batch([b"a", b"b"]))
+    for timestamp, version in ((-6, 9), (-6, 0), (-100, 5), (-5, 8), (-4, 7), (-3, 6)):
+        answer = client.list_offset("special", 0, timestamp, version=version)
+        assert (answer.error_code, answer.offset) == (ErrorCode.UNSUPPORTED_VERSION, -1), (timestamp, version)
+    assert client.list_offset("special", 0, -5, version=9).error_code == 0
+
+
+def test_produce_errors_report_the_log_start_offset_as_kafka(client):
+    """Kafka 3.9 (checked side by side): an append the log refuses (sequence, epoch, timestamp)
+    answers the partition's log start offset; one refused before the log (corrupt, too large,
+    unknown partition) answers -1."""
+    client.create_topic("lso", configs={"message.timestamp.before.max.ms": "3600000"})
+    client.produce("lso", 0, batch([b"a", b"b"]))
+    D = messages.DeleteRecordsRequest
+    client.request(21, 2, D(timeout_ms=5000, topics=[D.DeleteRecordsTopic(
+        name="lso", partitions=[D.DeleteRecordsPartition(partition_index=0, offset=1)])]))
+    pid = client.request(22, 4, messages.InitProducerIdRequest(transactional_id=None,
+                                                               transaction_timeout_ms=0)).producer_id
+
+    def answered(records, partition=0):
+        answer = client.produce("lso", partition, records)
+        return answer.error_code, answer.log_start_offset
+    assert answered(batch([b"c"], producer_id=pid, producer_epoch=0, base_sequence=0)) == (0, 1)
+    assert answered(batch([b"d"], producer_id=pid, producer_epoch=0, base_sequence=5)) == (
+        ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, 1)
+    assert answered(batch([b"old"], timestamps=[int(time.time() * 1000) - 7_200_000])) == (
+        ErrorCode.INVALID_TIMESTAMP, 1)
+    corrupt = bytearray(batch([b"e"]))
+    corrupt[-1] ^= 0xFF
+    assert answered(bytes(corrupt)) == (ErrorCode.CORRUPT_MESSAGE, -1)
+    assert answered(batch([b"f"]), partition=3) == (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1)
+
+
 def test_produce_errors(client):
     client.create_topic("small", configs={"max.message.bytes": "1000"})
     too_big = client.produce("small", 0, batch([b"x" * 2000]))

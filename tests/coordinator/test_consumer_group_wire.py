@@ -123,6 +123,32 @@ def test_consumer_group_answers_as_kafka(coordinator):
     assert fetch(conn, -1, None) == (E.NONE, [])
 
 
+def test_joins_and_static_members_refused_as_kafka(coordinator):
+    """Checked side by side with Kafka 3.9 (tests/differential/scenarios_kip848.py): a join must state
+    it owns nothing (an empty list, not null); a static member is looked up by its instance id first."""
+    conn = coordinator
+    join = dict(group_id="sg", member_id="", member_epoch=0, rebalance_timeout_ms=30000,
+                subscribed_topic_names=["pt"])
+    assert heartbeat(conn, **join, topic_partitions=None)[:2] == (
+        E.INVALID_REQUEST, "TopicPartitions must be empty when (re-)joining.")
+    _, _, dynamic, epoch, _, _ = heartbeat(conn, **join, topic_partitions=[])
+    _, _, static, _, _, _ = heartbeat(conn, **join, topic_partitions=[], instance_id="i1")
+    fenced = f"with instance id i1 was fenced by member {static}."
+    assert heartbeat(conn, group_id="sg", member_id=dynamic, member_epoch=epoch, instance_id="i1")[:2] == (
+        E.FENCED_INSTANCE_ID, f"Static member {dynamic} {fenced}")
+    assert heartbeat(conn, group_id="sg", member_id="stranger", member_epoch=1, instance_id="i1")[:2] == (
+        E.FENCED_INSTANCE_ID, f"Static member stranger {fenced}")
+    assert heartbeat(conn, group_id="sg", member_id="stranger", member_epoch=-2, instance_id="i1")[:2] == (
+        E.FENCED_INSTANCE_ID, f"Static member stranger {fenced}")
+    assert heartbeat(conn, group_id="sg", member_id=dynamic, member_epoch=epoch, instance_id="i9")[:2] == (
+        E.UNKNOWN_MEMBER_ID, "Instance id i9 is unknown.")
+    assert heartbeat(conn, group_id="sg", member_id=static, member_epoch=-2, instance_id="i9")[:2] == (
+        E.UNKNOWN_MEMBER_ID, "Instance id i9 is unknown.")
+    for member_id, instance_id in ((static, "i1"), (dynamic, None)):
+        assert heartbeat(conn, group_id="sg", member_id=member_id, member_epoch=-1,
+                         instance_id=instance_id)[0] is E.NONE
+
+
 def test_consumer_protocol_can_be_switched_off(tmp_path):
     """Without "consumer" in group.coordinator.rebalance.protocols the APIs are not advertised and a
     heartbeat is refused, so clients fall back or fail as against a Kafka without KIP-848."""

@@ -59,7 +59,8 @@ def test_find_coordinator_versions(client):
     assert r.error_code == 0 and r.port == client.sock.getpeername()[1] and r.node_id == 1
     r = find(client, "txn", key_type=1)
     assert r.error_code == 0 and r.host == "127.0.0.1"
-    assert find(client, "", key_type=1).error_code == E.INVALID_REQUEST
+    r = find(client, "", key_type=1)      # an empty transactional id has a coordinator too (Kafka 3.9)
+    assert (r.error_code, r.node_id) == (0, 1)
     assert find(client, "x", key_type=7).error_code == E.INVALID_REQUEST
     r = client.request(10, 4, m.FindCoordinatorRequest(key_type=0, coordinator_keys=["a", "b"]))
     assert [(c.key, c.error_code, c.node_id) for c in r.coordinators] == [("a", 0, 1), ("b", 0, 1)]
@@ -157,8 +158,8 @@ def test_list_describe_delete_groups_and_offset_delete(client):
     od = client.request(47, 0, O(group_id="simple", topics=[O.OffsetDeleteRequestTopic(
         name="t", partitions=[O.OffsetDeleteRequestPartition(partition_index=0)])]))
     assert od.error_code == 0 and od.topics[0].partitions[0].error_code == 0
-    dg = client.request(42, 2, m.DeleteGroupsRequest(groups_names=["simple", "live", "zzz"]))
-    assert [(x.group_id, x.error_code) for x in dg.results] == [
+    dg = client.request(42, 2, m.DeleteGroupsRequest(groups_names=["simple", "live", "zzz", "zzz"]))
+    assert [(x.group_id, x.error_code) for x in dg.results] == [   # a group named twice: one answer
         ("simple", 0), ("live", E.NON_EMPTY_GROUP), ("zzz", E.GROUP_ID_NOT_FOUND)]
 
 
@@ -182,6 +183,13 @@ def test_transaction_apis(client):
     assert {(t.name, p.partition_index): p.partition_error_code for t in bad.results_by_topic_v3_and_below
             for p in t.results_by_partition} == {("t", 0): E.OPERATION_NOT_ATTEMPTED,
                                                  ("nope", 0): E.UNKNOWN_TOPIC_OR_PARTITION}
+    internal = client.request(24, 3, A(v3_and_below_transactional_id="tx", v3_and_below_producer_id=pid,
+                                       v3_and_below_producer_epoch=epoch, v3_and_below_topics=[
+                                           A.AddPartitionsToTxnTopic(name="__consumer_offsets", partitions=[0]),
+                                           A.AddPartitionsToTxnTopic(name="t", partitions=[0])]))
+    assert {(t.name, p.partition_index): p.partition_error_code for t in internal.results_by_topic_v3_and_below
+            for p in t.results_by_partition} == {("__consumer_offsets", 0): E.TOPIC_AUTHORIZATION_FAILED,
+                                                 ("t", 0): E.OPERATION_NOT_ATTEMPTED}   # as Kafka 3.9
     ok = client.request(24, 3, A(v3_and_below_transactional_id="tx", v3_and_below_producer_id=pid,
                                  v3_and_below_producer_epoch=epoch,
                                  v3_and_below_topics=[A.AddPartitionsToTxnTopic(name="t", partitions=[0, 1])]))
@@ -204,6 +212,8 @@ def test_transaction_apis(client):
     lt = client.request(66, 1, m.ListTransactionsRequest(state_filters=["Ongoing"], duration_filter=-1))
     assert [(s.transactional_id, s.producer_id, s.transaction_state) for s in lt.transaction_states] == [
         ("tx", pid, "Ongoing")]
+    lt = client.request(66, 1, m.ListTransactionsRequest(state_filters=["ongoing"], duration_filter=-1))
+    assert (lt.unknown_state_filters, lt.transaction_states) == (["ongoing"], [])   # names exact, as Kafka
     dt = client.request(65, 0, m.DescribeTransactionsRequest(transactional_ids=["tx", "nope", ""]))
     tx, nope, empty = dt.transaction_states
     assert empty.error_code == E.INVALID_REQUEST
@@ -268,6 +278,32 @@ def test_add_offsets_to_txn_before_the_offsets_topic_exists(client):
             and time.monotonic() < deadline:
         time.sleep(0.05)
     assert offset == 5
+
+
+def test_txn_offset_commit_needs_add_offsets_first_and_the_current_epoch(client):
+    """As Kafka 3.9 (checked side by side): offsets of a group whose offsets partition is not in the
+    transaction yet are INVALID_TXN_STATE; a zombie's epoch is INVALID_PRODUCER_EPOCH."""
+    I, T = m.InitProducerIdRequest, m.TxnOffsetCommitRequest
+    client.request(22, 4, I(transactional_id="tx-off", transaction_timeout_ms=60_000))
+    init = client.request(22, 4, I(transactional_id="tx-off", transaction_timeout_ms=60_000))
+    pid, epoch = init.producer_id, init.producer_epoch
+    assert epoch == 1
+    deadline = time.monotonic() + 15   # the group's coordinator first, as a client finds it
+    while find(client, "g-off").error_code != E.NONE and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+    def txn_commit(producer_epoch):
+        answer = client.request(28, 3, T(transactional_id="tx-off", group_id="g-off", producer_id=pid,
+                                         producer_epoch=producer_epoch, generation_id=-1, member_id="",
+                                         group_instance_id=None, topics=[T.TxnOffsetCommitRequestTopic(
+                                             name="t", partitions=[T.TxnOffsetCommitRequestPartition(
+                                                 partition_index=0, committed_offset=3)])]))
+        return answer.topics[0].partitions[0].error_code
+    assert txn_commit(epoch) == E.INVALID_TXN_STATE
+    assert client.request(25, 3, m.AddOffsetsToTxnRequest(transactional_id="tx-off", producer_id=pid,
+                                                           producer_epoch=epoch, group_id="g-off")).error_code == 0
+    assert txn_commit(epoch - 1) == E.INVALID_PRODUCER_EPOCH
+    assert txn_commit(epoch) == E.NONE
 
 
 def test_describe_producers(client):

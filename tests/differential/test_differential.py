@@ -2,23 +2,28 @@
 replayed against the reference Apache Kafka 3.9 and against Odradek, the decoded responses compared
 field by field (compare.py holds the allow-list of fields that legitimately differ).
 
-Also every API and version both advertise, sent with its emptiest body (sweep.py). Differences left
-are decisions, listed with the reason; anything else fails. The default run replays two clients'
-conversations; all four and the sweep with `-m slow`, or by command:
+Also every API and version both advertise, sent with its emptiest body (sweep.py), and request shapes
+clients and tools send, asked after building the same topics, records, transactions and groups on both
+(scenarios.py). Differences left are decisions, listed with the reason; anything else fails. The
+default run replays two clients' conversations; all four, the sweep and the scenarios with `-m slow`,
+or by command:
 
     python -m tests.differential.replay KAFKA_HOST:PORT ODRADEK_HOST:PORT
     python -m tests.differential.sweep KAFKA_HOST:PORT ODRADEK_HOST:PORT
+    python -m tests.differential.scenarios KAFKA_HOST:PORT ODRADEK_HOST:PORT [scenario ...]
 """
 
 from __future__ import annotations
 
 import re
+import uuid
 
 import pytest
 
 from broker.testing import running_broker
 from tests import apache_kafka as oracle
 from tests.differential.replay import GOLDEN, compare_replays, load_requests, replay
+from tests.differential.scenarios import SCENARIOS, compare, run
 
 apache_kafka = oracle.apache_kafka   # the session fixture
 
@@ -99,6 +104,10 @@ SWEEP_DECISIONS = {
     "AddPartitionsToTxn v4*: connection closed by Kafka only":
         "v4+ is the inter-broker form (KIP-890): Kafka refuses an empty one by closing, Odradek answers",
     "AddPartitionsToTxn v5*: connection closed by Kafka only": "the same",
+    "ConsumerGroupHeartbeat v0* .error_code: 35 != 42":
+        "Kafka 3.9 serves the KIP-848 protocol only with group.coordinator.rebalance.protocols naming "
+        "consumer (4.0's default, Odradek's): its empty heartbeat is UNSUPPORTED_VERSION, ours INVALID_REQUEST "
+        "(as 3.9's with the protocol on: scenarios_kip848.py)",
     "ElectLeaders v* nulls .error_code: 7 != 0":
         "an election of every partition with timeout 0: Kafka times out (REQUEST_TIMED_OUT); a single "
         "node has nothing to wait for",
@@ -121,3 +130,43 @@ def test_every_api_with_its_emptiest_body_answers_as_kafka(apache_kafka, odradek
     for key, version, nulls in cases(advertised(kafka), advertised(ours)):
         found += compare_case(kafka, ours, key, version, nulls)
     assert [line for line in found if not any(p.match(line) for p in _SWEEP_DECIDED)] == []
+
+
+# ------------------------------------------------------------------ request shapes on built-up state
+
+SCENARIO_DECISIONS = {
+    "incremental_alter_configs [unknown operation] .responses[0].error_code: -1 != 42":
+        "an operation id beyond SUBTRACT: Kafka fails inside (UNKNOWN_SERVER_ERROR, no message); "
+        "Odradek names it INVALID_REQUEST with the reason",
+    "topic_ids [metadata zero id, no name v12] *":
+        "a Metadata v12 topic with neither name nor id: Kafka fails the whole request inside "
+        "(UNKNOWN_SERVER_ERROR, no brokers); Odradek answers UNKNOWN_TOPIC_ID (v10 both INVALID_REQUEST)",
+    "create_topics_shapes [*] .topics[0].configs: 36 entries != 33":
+        "the three 3.9-only topic configs (as in the golden conversations above)",
+    "produce_shapes [*] .record_errors[0].batch_index_error_message: *":
+        "the bounds are wall-clock times, and Kafka 3.9's upper one overflows its default "
+        "message.timestamp.after.max.ms (Long.MAX_VALUE); Kafka 4.0 made that default one hour, as Odradek",
+    "produce_shapes [a partition twice] *":
+        "a Produce naming one partition twice (no client does): Kafka keeps the last copy, Odradek "
+        "appends both; not worth a per-request check on the hot path",
+    "produce_shapes [end offsets] .topics[0].partitions[0].offset: *": "the same partition named twice",
+    "consumer_reads [metadata __*] .topics[0].partitions: 50 entries != 1":
+        "configuration: the test broker has one partition of each internal topic",
+    "configs_views [topic documentation] *":
+        "documentation is each broker's own text (Odradek's own words, never Kafka's copied)",
+    "configs_views [broker logger] .results[0].configs: 1 entries != 0":
+        "logger names are each broker's own (Kafka's log4j class names are not Odradek's loggers)",
+    "client_quotas [entity twice] .entries[0].entity: 1 entries != 2":
+        "an AlterClientQuotas entity naming a type twice (refused by both): Kafka echoes the entity as "
+        "the map it parsed, Odradek as sent; clients read it as a map either way",
+}
+_SCENARIO_DECIDED = [_pattern(p) for p in SCENARIO_DECISIONS]
+
+
+@pytest.mark.slow   # about a minute: each scenario builds its state on both brokers
+@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+def test_request_shapes_on_built_up_state_answer_as_kafka(apache_kafka, odradek, scenario):
+    prefix = f"dx{uuid.uuid4().hex[:8]}"
+    found = compare(run(("127.0.0.1", apache_kafka.port), scenario, prefix),
+                    run(("127.0.0.1", odradek.port), scenario, prefix), scenario)
+    assert [line for line in found if not any(p.match(line) for p in _SCENARIO_DECIDED)] == []

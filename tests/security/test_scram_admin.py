@@ -47,6 +47,13 @@ def test_alter_errors_are_kafkas(secure_broker):
         assert results["odd"] == (ErrorCode.UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism")
         assert results[""][0] == ErrorCode.UNACCEPTABLE_CREDENTIAL
         assert results["twice"][0] == ErrorCode.DUPLICATE_RESOURCE
+        # as Kafka 3.9: a user altered twice in one request, whatever the mechanisms, is refused
+        # whole; a user's first error stands (its deletion of a missing credential)
+        results = _alter(client, deletions=[Deletion(name="gone", mechanism=1)],
+                         upsertions=[_upsert("both"), _upsert("both", mechanism=2), _upsert("gone", mechanism=2)])
+        assert results["both"] == (ErrorCode.DUPLICATE_RESOURCE,
+                                   "A user credential cannot be altered twice in the same request")
+        assert results["gone"][0] == ErrorCode.RESOURCE_NOT_FOUND
         _, described = client.any_broker().request(50, messages.DescribeUserScramCredentialsRequest(
             users=None))
         users = {r.user for r in described.results}

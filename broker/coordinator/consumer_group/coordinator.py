@@ -128,7 +128,7 @@ class ConsumerGroupCoordinator(ClassicMembersMixin, MigrationMixin):
         if req.member_epoch == JOIN_EPOCH:
             if req.rebalance_timeout_ms == -1:
                 return "RebalanceTimeoutMs must be provided in first request."
-            if req.owned:
+            if req.owned is None or req.owned:       # a join states it owns nothing (Kafka: not null)
                 return "TopicPartitions must be empty when (re-)joining."
             if req.subscribed_topic_names is None and req.subscribed_topic_regex is None:
                 return "SubscribedTopicNames or SubscribedTopicRegex must be set in first request."
@@ -160,11 +160,15 @@ class ConsumerGroupCoordinator(ClassicMembersMixin, MigrationMixin):
                 raise _Refused(E.GROUP_MAX_SIZE_REACHED, f"The consumer group has reached its maximum "
                                                          f"capacity of {self.config.max_size} members.")
             return ConsumerMember(member_id, instance_id=req.instance_id), None
+        if req.instance_id is not None:     # a static member is found by its instance id first, as Kafka
+            owner = group.static_members.get(req.instance_id)
+            if owner is None:
+                raise _Refused(E.UNKNOWN_MEMBER_ID, f"Instance id {req.instance_id} is unknown.")
+            if owner != req.member_id:
+                raise _Refused(E.FENCED_INSTANCE_ID, _fenced_instance(req, owner))
         member = group.members.get(req.member_id)
         if member is None:
             raise _Refused(E.UNKNOWN_MEMBER_ID, f"Member {req.member_id} is not a member of group {group.group_id}.")
-        if req.instance_id is not None and group.static_members.get(req.instance_id) != member.member_id:
-            raise _Refused(E.FENCED_INSTANCE_ID, f"Instance id {req.instance_id} belongs to another member.")
         if req.member_epoch > member.member_epoch:
             raise _Refused(E.FENCED_MEMBER_EPOCH, f"The consumer group member has a greater member epoch "
                                                   f"({req.member_epoch}) than the one known by the group "
@@ -289,9 +293,9 @@ class ConsumerGroupCoordinator(ClassicMembersMixin, MigrationMixin):
         if req.instance_id is not None:
             member = group.static_member(req.instance_id)
             if member is None:
-                return HeartbeatResult(E.UNKNOWN_MEMBER_ID, f"instance id {req.instance_id} is unknown")
+                return HeartbeatResult(E.UNKNOWN_MEMBER_ID, f"Instance id {req.instance_id} is unknown.")
             if member.member_id != req.member_id:
-                return HeartbeatResult(E.FENCED_INSTANCE_ID, f"instance id {req.instance_id} belongs to another member")
+                return HeartbeatResult(E.FENCED_INSTANCE_ID, _fenced_instance(req, member.member_id))
             if req.member_epoch == STATIC_LEAVE_EPOCH:
                 # a static member leaves for now: it keeps its partitions until its session expires
                 left = dataclasses.replace(member, member_epoch=STATIC_LEAVE_EPOCH)
@@ -533,3 +537,8 @@ def _fingerprint(members: Iterable[ConsumerMember], topics) -> tuple:
     for m in members:
         names |= _subscribed_names(m, topics)
     return tuple(sorted((n, str(topics[n][0]), topics[n][1]) for n in names))
+
+
+def _fenced_instance(req: HeartbeatRequest, owner: str) -> str:
+    """FENCED_INSTANCE_ID's message: the static instance id belongs to another member, as Kafka words it."""
+    return f"Static member {req.member_id} with instance id {req.instance_id} was fenced by member {owner}."
