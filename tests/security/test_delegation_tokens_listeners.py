@@ -9,7 +9,7 @@ from protocol import ErrorCode as E, messages as m
 
 from broker.admin.client import KafkaClient
 from broker.security.client import ClientSecurity
-from conftest import SCRAM_USERS
+from tests.security.conftest import SCRAM_USERS
 
 CR = m.CreateDelegationTokenRequest
 
