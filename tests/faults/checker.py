@@ -141,7 +141,8 @@ def _resent_in_new_epochs(places: list[tuple[int, int]], sessions: dict | None) 
 def ok(result: dict) -> bool:
     return result["read_complete"] and not (result["lost"] or result["duplicated"]
                                             or result["reordered"] or result["phantom"]
-                                            or result["wrong_offset"])
+                                            or result["wrong_offset"]
+                                            or result.get("diverged"))
 
 
 def check_transactions(history: list[dict], read: list[dict]) -> dict:
