@@ -59,6 +59,18 @@ def test_checker_finds_lost_duplicated_reordered_and_phantom_records():
     assert phantom["phantom"] == 1 and not checker.ok(phantom)
 
 
+def test_checker_finds_records_a_consumer_saw_that_the_log_took_back():
+    history = _history(("invoke", "0-0"), ("invoke", "0-1"), ("ok", "0-0", 0), ("info", "0-1"))
+    history += [{"t": 1.0, "type": "seen", "p": 0, "offset": 0, "v": "0-0"},
+                {"t": 1.1, "type": "seen", "p": 0, "offset": 1, "v": "0-1"}]
+    assert checker.ok(checker.check_producer(history, _read(("0-0", 0), ("0-1", 1))))
+    gone = checker.check_producer(history, _read(("0-0", 0)))
+    assert gone["unstable"] == 1 and gone["examples"]["unstable"] == [(0, 1, "0-1")]
+    assert not checker.ok(gone)
+    moved = checker.check_producer(history, _read(("0-0", 0), ("0-0", 1)))
+    assert moved["unstable"] == 1 and not checker.ok(moved)
+
+
 def test_checker_accepts_unknown_outcomes_either_way_but_not_an_incomplete_read():
     history = _history(("invoke", "0-0"), ("invoke", "0-1"), ("ok", "0-0", 0), ("info", "0-1"))
     assert checker.ok(checker.check_producer(history, _read(("0-0", 0))))
