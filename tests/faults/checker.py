@@ -15,6 +15,8 @@
 - phantom: values in the log that no client ever sent;
 - wrong_offset: acknowledged values found at another offset than the one acknowledged (when the
   acknowledgement carried one);
+- unstable: records a consumer saw while the trial ran (``seen``) that are no longer at that offset
+  in the final read: a broker only shows committed records, and those are never taken back;
 - unavailability windows: stretches of at least `WINDOW_S` seconds while writes were outstanding and
   none was acknowledged.
 """
@@ -112,9 +114,13 @@ def check_producer(history: list[dict], read: list[dict], sessions: dict | None 
             by_partition[e["p"]].append(_sequence(e["v"]))
     for sequences in by_partition.values():
         reordered += len(sequences) - longest_increasing(sequences)
+    # what a consumer saw while the nemesis struck must still be there, at the same offset
+    final = {(e["p"], e["offset"]): e["v"] for e in records}
+    unstable = sorted({(e["p"], e["offset"], e["v"]) for e in history if e.get("type") == "seen"
+                       and final.get((e["p"], e["offset"])) != e["v"]}) if complete else []
     windows = unavailability(history)
     return {
-        "acknowledged": len(acked), "sent": len(sent),
+        "acknowledged": len(acked), "sent": len(sent), "unstable": len(unstable),
         "unknown": sum(1 for e in history if e.get("type") == "info"),
         "lost": len(lost), "duplicated": len(duplicated), "resent": len(resent),
         "reordered": reordered,
@@ -124,7 +130,8 @@ def check_producer(history: list[dict], read: list[dict], sessions: dict | None 
         "examples": {"lost": lost[:5], "duplicated": duplicated[:5], "resent": resent[:5],
                      "phantom": phantom[:5],
                      "resurrected": resurrected[:5], "wrong_offset": wrong_offset[:5],
-                     "duplicated_unacknowledged": duplicated_unacked[:5]},
+                     "duplicated_unacknowledged": duplicated_unacked[:5],
+                     "unstable": unstable[:5]},
     }
 
 
@@ -141,7 +148,9 @@ def _resent_in_new_epochs(places: list[tuple[int, int]], sessions: dict | None) 
 def ok(result: dict) -> bool:
     return result["read_complete"] and not (result["lost"] or result["duplicated"]
                                             or result["reordered"] or result["phantom"]
-                                            or result["wrong_offset"])
+                                            or result["wrong_offset"]
+                                            or result.get("diverged")
+                                            or result.get("unstable"))
 
 
 def check_transactions(history: list[dict], read: list[dict]) -> dict:

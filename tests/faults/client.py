@@ -5,6 +5,7 @@
 writes its history, one JSON object a line: ``{"t": <monotonic>, "type": "invoke"|"ok"|"fail"|"info",
 "p": partition, "v": value, "offset": ..., "error": ...}``. ``ok`` is an acknowledged write, ``fail``
 one the client knows did not happen, ``info`` one whose outcome is unknown (it may be in the log).
+Meanwhile a consumer tails the topic and adds ``{"type": "seen", "p", "offset", "v"}`` per record.
 
 ``... read --topic T --history FILE [--acknowledged-in PRODUCER_HISTORY]`` reads every partition from
 the start to its high watermark and writes ``{"p": partition, "offset": ..., "v": value}`` lines
@@ -45,13 +46,15 @@ class History:
     def __init__(self, path: str):
         self.handle = open(path, "w", buffering=1 << 16)
         self.flushed = time.monotonic()
+        self.lock = threading.Lock()       # the producer's and the tail reader's threads
 
     def add(self, **event) -> None:
-        event["t"] = now = time.monotonic()
-        self.handle.write(json.dumps(event, separators=(",", ":")) + "\n")
-        if now - self.flushed >= self.FLUSH_EVERY_S:
-            self.handle.flush()
-            self.flushed = now
+        with self.lock:
+            event["t"] = now = time.monotonic()
+            self.handle.write(json.dumps(event, separators=(",", ":")) + "\n")
+            if now - self.flushed >= self.FLUSH_EVERY_S:
+                self.handle.flush()
+                self.flushed = now
 
     def close(self) -> None:
         self.handle.close()
@@ -81,6 +84,9 @@ def produce(args) -> int:
                     fatal.append(error.name())
         return report
 
+    done = threading.Event()
+    tail = threading.Thread(target=_tail, args=(args, history, done), daemon=True)
+    tail.start()
     sequence = [0] * args.partitions
     interval = 1.0 / args.rate
     began = time.monotonic()
@@ -102,9 +108,32 @@ def produce(args) -> int:
         next_send += interval
         producer.poll(max(0.0, next_send - time.monotonic()))
     left = producer.flush(min(args.message_timeout_ms / 1000 + 10, 150))
+    done.set()
+    tail.join(30)
     history.add(type="end", unflushed=left, fatal=fatal)
     history.close()
     return 0
+
+
+def _tail(args, history: History, done: threading.Event) -> None:
+    """While the producer runs, a consumer reads every partition as records become visible and
+    notes each as ``seen`` (p, offset, v): a broker shows a consumer only committed records, so each
+    must still be at that offset when the trial ends, whatever the nemesis did meanwhile."""
+    consumer = Consumer({
+        "bootstrap.servers": args.bootstrap, "group.id": f"tail-{args.topic}",
+        "enable.auto.commit": False, "isolation.level": "read_uncommitted",
+        "topic.metadata.refresh.interval.ms": 2000, "reconnect.backoff.max.ms": 1000,
+    })
+    consumer.assign([TopicPartition(args.topic, p, OFFSET_BEGINNING)
+                     for p in range(args.partitions)])
+    try:
+        while not done.is_set():
+            for message in consumer.consume(100, 0.5):
+                if not message.error():
+                    history.add(type="seen", p=message.partition(), offset=message.offset(),
+                                v=message.value().decode())
+    finally:
+        consumer.close()
 
 
 def _transactional_producer(args):

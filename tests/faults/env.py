@@ -227,19 +227,20 @@ class FaultEnv:
             return -9
 
     # -- views -------------------------------------------------------------------------------------
-    def metadata(self, topics=None):
-        """Metadata from the first running, unpaused broker that answers."""
+    def metadata(self, topics=None, nodes=None):
+        """Metadata from the first running, unpaused broker (of `nodes`, default all) that answers."""
         for node_id, node in self.cluster.nodes.items():
-            if node.running and node_id not in self.paused:
+            if node.running and node_id not in self.paused and (nodes is None or node_id in nodes):
                 try:
                     return self.cluster.metadata(node_id, topics)
                 except (OSError, ConnectionError):
                     continue
         return None
 
-    def partitions(self, topic: str) -> dict[int, tuple[int, list[int]]]:
-        """partition -> (leader, isr) as the cluster's metadata says ({} when nobody answers)."""
-        response = self.metadata([topic])
+    def partitions(self, topic: str, nodes=None) -> dict[int, tuple[int, list[int]]]:
+        """partition -> (leader, isr) as the cluster's metadata says ({} when nobody answers);
+        `nodes`: ask only these (not one cut off from the controller)."""
+        response = self.metadata([topic], nodes)
         if response is None or not response.topics or response.topics[0].error_code:
             return {}
         return {p.partition_index: (p.leader_id, sorted(p.isr_nodes))

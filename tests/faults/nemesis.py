@@ -176,6 +176,90 @@ def slow_fsync(env, topic, rng):
             f"({delayed} fsyncs delayed)")
 
 
+def _leader_of(env: FaultEnv, topic: str, partition: int, other_than: int, timeout: float) -> int:
+    """The partition's leader once it is a running node other than `other_than` (-1 if none came
+    within `timeout` s)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        leader = env.partitions(topic).get(partition, (-1, []))[0]
+        if leader >= 0 and leader != other_than:
+            return leader
+        time.sleep(0.2)
+    return -1
+
+
+def kill_leader_twice(env, topic, rng):
+    """A partition's leader is killed; once another replica leads it, that one is killed too,
+    while the first is still restarting and catching up (not in the ISR): only the third, in-sync
+    replica may lead then, and the first must truncate to whatever the cluster kept."""
+    partition = rng.choice(sorted(env.partitions(topic)) or [0])
+    first = env.leader(topic, partition)
+    first = first if first in env.cluster.nodes else rng.choice(list(env.cluster.nodes))
+    _kill_and_restart(env, [first], _span(env, rng, 0.5, 2))
+    second = _leader_of(env, topic, partition, first, 20)
+    if second < 0:
+        return f"kill -9 leader {first} of partition {partition}, restart (no other leader came)"
+    down = _span(env, rng, 1, 4)
+    _kill_and_restart(env, [second], down)
+    return (f"kill -9 leader {first} of partition {partition}, restart; then its next leader "
+            f"{second}, restart after {down:.1f}s")
+
+
+def isolate_kill_leader(env, topic, rng):
+    """A partition's leader is cut off from the other nodes (not from the clients) long enough for
+    them to elect another leader, then killed while still cut off, and restarted after the network
+    heals: what it appended alone was never committed and must go (KIP-101 truncation on the way
+    back, from epochs it read back from disk)."""
+    victim = _leader(env, topic, rng)
+    held = _span(env, rng, SESSION_TIMEOUT_S + 2, SESSION_TIMEOUT_S + 6)
+    env.lab.partition([f"n{victim}"], [n for n in _nodes(env) if n != f"n{victim}"])
+    time.sleep(held)
+    env.cluster.nodes[victim].signal(signal.SIGKILL)
+    env.cluster.nodes[victim].wait(10)
+    env.lab.heal()
+    down = _span(env, rng, 1, 4)
+    time.sleep(down)
+    env.cluster.start(victim)
+    return (f"isolate partition leader {victim} for {held:.1f}s, kill -9 it, heal, restart after "
+            f"{down:.1f}s")
+
+
+def stale_survivor(env, topic, rng):
+    """One node is cut off from the others until it drops out of every ISR; the two in-sync nodes
+    are then killed together and the network heals, so the stale node is the only one running.
+    One in-sync node restarts, then the other: with unclean leader election off no partition may
+    be led by the stale node before it caught up (it lacks acknowledged records)."""
+    nodes = list(env.cluster.nodes)
+    stale = rng.choice(nodes)
+    in_sync = [n for n in nodes if n != stale]
+    held = _span(env, rng, SESSION_TIMEOUT_S + 3, SESSION_TIMEOUT_S + 6)
+    cut_at = time.monotonic()
+    env.lab.partition([f"n{stale}"], [f"n{n}" for n in in_sync])
+    time.sleep(held)
+    # a new controller gives every broker a fresh session: allow for one more before the kill
+    deadline = time.monotonic() + SESSION_TIMEOUT_S * 2
+    while True:
+        before = {p: isr for p, (_, isr) in sorted(env.partitions(topic, in_sync).items())}
+        if (before and all(stale not in isr for isr in before.values())
+                or time.monotonic() > deadline):
+            break
+        time.sleep(0.5)
+    held = time.monotonic() - cut_at
+    for node_id in in_sync:
+        env.cluster.nodes[node_id].signal(signal.SIGKILL)
+    for node_id in in_sync:
+        env.cluster.nodes[node_id].wait(10)
+    env.lab.heal()
+    rng.shuffle(in_sync)
+    gaps = [_span(env, rng, 1, 3), _span(env, rng, 2, 5)]
+    for node_id, gap in zip(in_sync, gaps):
+        time.sleep(gap)
+        env.cluster.start(node_id)
+    return (f"cut node {stale} off for {held:.1f}s, kill -9 in-sync nodes {sorted(in_sync)}, heal; "
+            f"restart {in_sync[0]} after {gaps[0]:.1f}s, {in_sync[1]} {gaps[1]:.1f}s later "
+            f"(ISRs before the kill: {before})")
+
+
 # in priority order; the CI slice takes the first of each family
 NEMESES = {
     "kill-leader": kill_leader,
@@ -191,4 +275,7 @@ NEMESES = {
     "disk-full": disk_full,
     "clock-skew": clock_skew,
     "slow-fsync": slow_fsync,
+    "kill-leader-twice": kill_leader_twice,
+    "isolate-kill-leader": isolate_kill_leader,
+    "stale-survivor": stale_survivor,
 }

@@ -139,6 +139,12 @@ def run_trial(env: FaultEnv, nemesis: str, number: int, rng: random.Random, out_
         result = check(history, read, sessions)
     else:
         result = check(history, read)
+    # every copy of every partition the trial wrote must hold the same batches where they overlap
+    diverged = {f"{name}-{index}": offset for name in dict.fromkeys((topic, read_topic))
+                for index, offset in log_files.replica_divergence(
+                    [node.data_dir for node in env.cluster.nodes.values()], name).items()}
+    result["diverged"] = len(diverged)
+    result["examples"]["diverged"] = sorted(diverged.items())[:10]
     result.update(trial=number, workload=workload, nemesis=nemesis, fault=description,
                   broker=env.broker,
                   client=client_name if workload == "producer" else "librdkafka",

@@ -7,9 +7,11 @@ import os
 from tests.faults import checker
 
 CLIENTS = ("librdkafka", "java")
-# resent: acknowledged values the client wrote again in a new producer epoch (checker.py)
-COLUMNS = ("trials", "acknowledged", "lost", "duplicated", "reordered", "phantom", "unknown",
-           "resent", "dup_unacked", "windows", "longest_window_s", "unrecovered", "failed")
+# resent: acknowledged values the client wrote again in a new producer epoch (checker.py);
+# diverged: partitions whose copies on two nodes hold different batches (log_files.py);
+# unstable: records a consumer saw during the trial that the final read no longer has there
+COLUMNS = ("trials", "acknowledged", "lost", "duplicated", "reordered", "phantom", "diverged",
+           "unstable", "unknown", "resent", "dup_unacked", "windows", "longest_window_s", "unrecovered", "failed")
 RESULTS = "results.jsonl"
 
 
@@ -42,6 +44,8 @@ def summarize(results: list[dict]) -> dict[tuple[str, str, str], dict]:
             row[column] += result[column]
         row["dup_unacked"] += result.get("duplicated_unacknowledged", 0)
         row["resent"] += result.get("resent", 0)
+        row["diverged"] += result.get("diverged", 0)
+        row["unstable"] += result.get("unstable", 0)
         row["longest_window_s"] = max(row["longest_window_s"], result["longest_window_s"])
         row["failed"] += 0 if result["ok"] else 1
     return table

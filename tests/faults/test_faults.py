@@ -59,6 +59,18 @@ def test_checker_finds_lost_duplicated_reordered_and_phantom_records():
     assert phantom["phantom"] == 1 and not checker.ok(phantom)
 
 
+def test_checker_finds_records_a_consumer_saw_that_the_log_took_back():
+    history = _history(("invoke", "0-0"), ("invoke", "0-1"), ("ok", "0-0", 0), ("info", "0-1"))
+    history += [{"t": 1.0, "type": "seen", "p": 0, "offset": 0, "v": "0-0"},
+                {"t": 1.1, "type": "seen", "p": 0, "offset": 1, "v": "0-1"}]
+    assert checker.ok(checker.check_producer(history, _read(("0-0", 0), ("0-1", 1))))
+    gone = checker.check_producer(history, _read(("0-0", 0)))
+    assert gone["unstable"] == 1 and gone["examples"]["unstable"] == [(0, 1, "0-1")]
+    assert not checker.ok(gone)
+    moved = checker.check_producer(history, _read(("0-0", 0), ("0-0", 1)))
+    assert moved["unstable"] == 1 and not checker.ok(moved)
+
+
 def test_checker_accepts_unknown_outcomes_either_way_but_not_an_incomplete_read():
     history = _history(("invoke", "0-0"), ("invoke", "0-1"), ("ok", "0-0", 0), ("info", "0-1"))
     assert checker.ok(checker.check_producer(history, _read(("0-0", 0))))
@@ -98,6 +110,33 @@ def test_copies_in_new_producer_epochs_are_resent_not_duplicated(tmp_path):
     one_epoch = {**sessions, (0, 3): (45003, 0)}
     result = checker.check_producer(history, read, one_epoch)
     assert result["duplicated"] == 1 and result["resent"] == 1 and not checker.ok(result)
+
+
+def test_replica_divergence_compares_the_offsets_every_copy_holds(tmp_path):
+    """Copies that agree (one a fetch behind, another leader's epoch stamped) pass; a node that kept
+    a batch its leader replaced is reported at that batch's offset; other topics are not read."""
+    from protocol.records import SimpleRecord, build_batch
+    from tests.faults.log_files import replica_divergence
+
+    def batch(value, offset, epoch=0):
+        return build_batch([SimpleRecord(value=value.encode())], base_offset=offset,
+                           partition_leader_epoch=epoch)
+
+    common = batch("a", 0) + batch("b", 1)
+    copies = {"node-1": {"t-0": common + batch("c", 2, 1), "t-1": batch("x", 0),
+                         "t-in-0": batch("y", 0)},
+              "node-2": {"t-0": common + batch("c", 2, 2) + batch("d", 3), "t-1": batch("x", 0)},
+              "node-3": {"t-0": common, "t-1": batch("stale", 0)}}
+    for node, partitions in copies.items():
+        for name, segment in partitions.items():
+            os.makedirs(tmp_path / node / name)
+            (tmp_path / node / name / "00000000000000000000.log").write_bytes(segment)
+    dirs = [str(tmp_path / node) for node in copies]
+    assert replica_divergence(dirs, "t") == {1: 0}
+    assert replica_divergence(dirs[:2], "t") == {}
+    (tmp_path / "node-2" / "t-0" / "00000000000000000000.log").write_bytes(
+        common + batch("other", 2) + batch("d", 3))
+    assert replica_divergence(dirs[:2], "t") == {0: 2}
 
 
 def test_unavailability_windows_are_gaps_between_acknowledgements():
