@@ -26,11 +26,7 @@ CASES = [
 
 @pytest.mark.parametrize("name, value, shown, reason", CASES)
 def test_a_refused_value_gets_kafkas_message(client, name, value, shown, reason):
-    C = messages.CreateTopicsRequest
-    response = client.request(19, 5, C(topics=[C.CreatableTopic(
-        name="refused", num_partitions=1, replication_factor=1, assignments=[],
-        configs=[C.CreatableTopicConfig(name=name, value=value)])], timeout_ms=30000, validate_only=True))
-    topic = response.topics[0]
+    topic = _validate(client, name, value)
     assert (topic.error_code, topic.error_message) == (
         ErrorCode.INVALID_CONFIG, f"Invalid value {shown} for configuration {name}: {reason}")
 
@@ -38,8 +34,13 @@ def test_a_refused_value_gets_kafkas_message(client, name, value, shown, reason)
 @pytest.mark.parametrize("name, value", [("compression.gzip.level", "-1"), ("compression.gzip.level", "1"),
                                          ("cleanup.policy", ""), ("min.cleanable.dirty.ratio", "1")])
 def test_the_bounds_themselves_are_accepted(client, name, value):
+    assert _validate(client, name, value).error_code == ErrorCode.NONE
+
+
+def _validate(client, name: str, value: str):
+    """CreateTopics (validate_only) of one topic with `name`=`value`: the topic's answer."""
     C = messages.CreateTopicsRequest
     response = client.request(19, 5, C(topics=[C.CreatableTopic(
-        name="accepted", num_partitions=1, replication_factor=1, assignments=[],
+        name="checked", num_partitions=1, replication_factor=1, assignments=[],
         configs=[C.CreatableTopicConfig(name=name, value=value)])], timeout_ms=30000, validate_only=True))
-    assert response.topics[0].error_code == ErrorCode.NONE
+    return response.topics[0]
