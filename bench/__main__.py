@@ -6,13 +6,14 @@ import argparse
 import os
 import shlex
 import signal
+import subprocess
 import sys
 import time
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
-from bench import kafka, report, suite, targets
+from bench import kafka, memory_cgroup, report, suite, targets
 from bench.loopback import loopback_bytes_per_second
 
 ALL_TARGETS = ("odradek", "peer", "sink", "kafka", "odradek-durable", "kafka-durable")
@@ -120,10 +121,21 @@ def _run_replicated(args, bench_suite: suite.Suite, running: list[targets.Target
             errors.append(f"start {name}: {error}")
             print(f"could not start {name}: {error}", flush=True)
             continue
+        _confine(target, bench_suite.settings)
         running.append(target)
         bench_suite.targets[target.name] = target
         _announce(target)
     bench_suite.run(cases)
+
+
+def _confine(target: targets.Target, settings: suite.Settings) -> None:
+    """The disk-backed servers into memory cgroups of their own (not the in-memory peer or the sink)."""
+    if settings.memory_limit_mib and target.name not in ("peer", "sink"):
+        try:
+            note = memory_cgroup.confine(target, settings.memory_limit_mib << 20)
+        except (OSError, subprocess.SubprocessError) as error:
+            note = f"not confined: {error}"
+        target.label += "; " + note
 
 
 def _interrupt(signum, frame):
@@ -185,6 +197,7 @@ def main(argv: list[str] | None = None) -> int:
                 errors.append(f"start {name}: {error}")
                 print(f"could not start {name}: {error}", flush=True)
                 continue
+            _confine(target, settings)
             running.append(target)
             _announce(target)
         if args.profile:

@@ -68,8 +68,10 @@ class ClusterTarget(Target):
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait(timeout=10)
-        for path in self.cleanup:
-            shutil.rmtree(path, ignore_errors=True)
+        self.clean_up()
+
+    def all_pids(self) -> list[int]:
+        return [process.pid for process in self.processes.values()]
 
 
 def _wait(predicate, timeout: float, what: str, processes: dict[int, subprocess.Popen], logs: dict[int, Path]):

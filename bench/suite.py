@@ -46,6 +46,9 @@ class Settings:
     scaling_repeats: int | None = None  # the scaling cases are many: fewer repetitions keep runs short
     idle_seconds: float = 2.0  # servers' CPU use measured while idle, before the workloads
     warmup_seconds: float = 60.0  # a JVM's unmeasured warm-up before its first case (plus one pass per case)
+    # each Odradek and Kafka process in a memory cgroup of this size, page cache filled first
+    # (bench/memory_cgroup.py says why); 0: unconfined
+    memory_limit_mib: int = 3072
     # --scale (bench/scale.py): topics × partitions each, and the quiet topic's latency run
     scale_topics: int = 50
     scale_partitions_per_topic: int = 200
@@ -59,7 +62,7 @@ PRODUCERS = max(1, min(4, (os.cpu_count() or 2) // 2))
 
 QUICK = Settings("quick", duration=1.0, repeats=1, producers=PRODUCERS, partitions=2, consume_records=60_000,
                  latency_rate=5000, latency_duration=3.0, loopback_duration=0.5, idle_seconds=1.0,
-                 warmup_seconds=30.0)
+                 warmup_seconds=30.0, memory_limit_mib=0)
 FULL = Settings("full", duration=3.0, repeats=3, producers=PRODUCERS, partitions=2, consume_records=300_000,
                 latency_rate=5000, latency_duration=6.0, scaling_repeats=2, rss_growth_step=1 << 30,
                 scale_latency_duration=10.0)
@@ -252,6 +255,8 @@ class Suite:
                     continue
                 profile = self.profiler.record(target, case.name) if self.profiler else nullcontext()
                 try:
+                    for prepare in target.before_run:
+                        prepare()
                     with profile:
                         values = case.run(target)
                 except Exception as error:  # noqa: BLE001

@@ -54,6 +54,8 @@ class Target:
     replication_factor: int = 1  # of the topics the bench creates on it (3 on a 3-node cluster)
     ssl_bootstrap: str = ""  # its SSL listener, when started with one (bench/ssl_rows.py)
     ssl_client: dict = field(default_factory=dict)  # librdkafka settings that reach that listener
+    after_stop: list = field(default_factory=list)  # callables run once its processes are gone
+    before_run: list = field(default_factory=list)  # callables run before each measured run
 
     def __post_init__(self) -> None:
         self.column = self.column or self.name
@@ -85,8 +87,16 @@ class Target:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait(timeout=10)
+        self.clean_up()
+
+    def clean_up(self) -> None:
         for path in self.cleanup:
             shutil.rmtree(path, ignore_errors=True)
+        for action in self.after_stop:
+            action()
+
+    def all_pids(self) -> list[int]:
+        return [self.pid]
 
 
 def rss_bytes(pid: int) -> int | None:
