@@ -68,10 +68,11 @@ class MemoryCgroup:
         every measured run: a topic the bench deleted frees its pages, which would otherwise be
         handed back to the host before the next run writes into them. The scratch file is a ring of
         the limit's size; only the missing amount is written, so a full cgroup costs one read."""
-        done = subprocess.run([sys.executable, "-c", _FILL, str(self._scratch / "fill"),
+        join_then_run = 'echo $$ > "$0" && exec "$@"'  # the filler's pages are charged to the cgroup
+        done = subprocess.run(["sh", "-c", join_then_run, str(self.path / "cgroup.procs"),
+                               sys.executable, "-c", _FILL, str(self._scratch / "fill"),
                                str(self.path / self._usage_file), str(self.limit_bytes), str(self._ring_offset)],
-                              check=True, timeout=300, capture_output=True, text=True,
-                              preexec_fn=lambda: self.adopt(os.getpid()))
+                              check=True, timeout=300, capture_output=True, text=True)
         self._ring_offset = int(done.stdout)
 
     def remove(self) -> None:
