@@ -220,6 +220,7 @@ compare. The peer keeps everything in memory (no disk at all); Odradek and Kafka
 directories at their default durability (page cache, flushed by the OS) except in the `durable:` rows,
 where both fsync before acknowledging (separate instances, shown in the Odradek and Kafka columns).
 Kafka runs one unmeasured warm-up pass of every case before its measured ones (its JIT is warm).
+{_memory_text(run['settings'].get('memory_limit_mib', 0))}
 "server CPU µs/record" is the server process's CPU time (all threads) during a run divided by the
 records it handled: the client shares the cores, so records/s is often client-bound while this shows
 each server's own cost. Profiles and what to change next: `bench/PROFILE.md`. TLS and SASL_SSL
@@ -276,3 +277,14 @@ def write_section(results_md: Path, heading: str, body: str) -> None:
         following = text.find("\n## ", start + len(marker))
         text = text[:start] + (text[following:] if following >= 0 else "\n")
     results_md.write_text(text.rstrip("\n") + "\n" + marker + "\n" + body.strip("\n") + "\n")
+
+
+def _memory_text(limit_mib: int) -> str:
+    if not limit_mib:
+        return ("Every server ran unconfined: its page cache grew into free memory (on a VM that hands free "
+                "memory back to its host, the first write into such a page pays a host fault).")
+    return (f"Each Odradek and Kafka process (each node of a cluster too) ran in a memory cgroup of "
+            f"{limit_mib / 1024:g} GiB, as a Kubernetes pod's limit does, whose page cache was topped up "
+            "with a scratch file before every measured run: writes recycle the cgroup's own pages, as on "
+            "any broker that has run for a while, instead of faulting in memory this VM handed back to "
+            "its host (bench/memory_cgroup.py; `--setting memory_limit_mib=0` runs unconfined).")
