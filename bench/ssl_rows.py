@@ -75,7 +75,7 @@ def _with_ssl(target: Target) -> Target:
 
 def build_ssl_cases(suite) -> list:
     """Batched produce (100 B and 1 KiB, acks=1) and consume, each over PLAINTEXT then SSL."""
-    from bench.suite import BATCHED, KIB, START_MARGIN_S, Case, _throughput, _with_cpu
+    from bench.suite import BATCHED, CONSUME_CONFIG, KIB, START_MARGIN_S, Case, _throughput, _with_cpu
 
     s = suite.settings
 
@@ -103,7 +103,7 @@ def build_ssl_cases(suite) -> list:
         consumers = max(1, min(s.producers, len(expected)))
         shares = [dict(list(expected.items())[i::consumers]) for i in range(consumers)]
         start_at = time.time() + START_MARGIN_S
-        config = {"fetch.wait.max.ms": 100, **client}
+        config = {**CONSUME_CONFIG, **client}
         calls = [(workloads.consume, (bootstrap, topic, share, KIB, start_at, 120, config)) for share in shares]
         cpu_before = target.cpu_seconds()
         results = suite._gather(calls, timeout=200)

@@ -99,12 +99,13 @@ class Target:
         return [self.pid]
 
 
-def rss_bytes(pid: int) -> int | None:
-    """Resident set size of a process from /proc, or None once it is gone."""
+def rss_bytes(pid: int, field: str = "VmRSS") -> int | None:
+    """Resident set size of a process from /proc, or None once it is gone. `field` "RssAnon" counts
+    only its anonymous memory: what a leak grows, and what no page-cache pressure takes away."""
     try:
         with open(f"/proc/{pid}/status") as status:
             for line in status:
-                if line.startswith("VmRSS:"):
+                if line.startswith(field + ":"):
                     return int(line.split()[1]) * 1024
     except OSError:
         return None
