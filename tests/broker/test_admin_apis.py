@@ -190,6 +190,20 @@ def test_describe_and_alter_configs(client):
     assert client.produce("conf", 0, batch([b"x" * 3000])).error_code == ErrorCode.MESSAGE_TOO_LARGE
 
 
+def test_described_configs_carry_an_empty_message_not_null(client):
+    """Kafka 3.9 answers every DescribeConfigs result, at every version, with error_message ''
+    (never null): on success, and on an unknown topic."""
+    create(client, ("msg", 1, 1, {}))
+    D = messages.DescribeConfigsRequest
+    resources = [(TOPIC, "msg"), (BROKER, "1"), (BROKER, ""), (8, "1"), (TOPIC, "absent")]
+    for version in range(5):
+        response = client.request(32, version, D(resources=[
+            D.DescribeConfigsResource(resource_type=kind, resource_name=name, configuration_keys=None)
+            for kind, name in resources]))
+        assert [(r.error_code, r.error_message) for r in response.results] == \
+            [(0, "")] * 4 + [(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "")], version
+
+
 def test_cluster_views(client, broker):
     create(client, ("view-a", 3, 1, {}), ("view-b", 2, 1, {}))
     cluster = client.request(60, 1, messages.DescribeClusterRequest(
