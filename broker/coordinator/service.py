@@ -240,17 +240,10 @@ class CoordinatorService(DurableWritesMixin):
             return E.COORDINATOR_LOAD_IN_PROGRESS
         return E.NONE
 
-    async def group_coordinator_error(self, group_id: str) -> ErrorCode:
-        try:
-            await self.ensure_topic(OFFSETS_TOPIC)
-        except CoordinatorError as exc:
-            return exc.code
-        return self.coordinator_error(OFFSETS_TOPIC, self.offsets_partition(group_id))
-
-    def existing_group_coordinator_error(self, group_id: str) -> ErrorCode:
-        """As `group_coordinator_error`, but without creating `__consumer_offsets`: before it exists
-        no broker coordinates the group (NOT_COORDINATOR, as Kafka answers TxnOffsetCommit then; the
-        client's FindCoordinator creates it)."""
+    def group_coordinator_error(self, group_id: str) -> ErrorCode:
+        """NONE if this broker coordinates `group_id` right now; else the error to answer. Only
+        FindCoordinator creates `__consumer_offsets`: before it exists no broker coordinates any group
+        (NOT_COORDINATOR, as Kafka 3.9 answers every group request then)."""
         if OFFSETS_TOPIC not in self.broker.image.topics:
             return E.NOT_COORDINATOR
         return self.coordinator_error(OFFSETS_TOPIC, self.offsets_partition(group_id))

@@ -94,7 +94,7 @@ async def join_group(ctx, header, body):
     Response = messages.JoinGroupResponse
     version = header.api_version
     service = await CoordinatorService.of(ctx.broker)
-    code = await service.group_coordinator_error(body.group_id)
+    code = service.group_coordinator_error(body.group_id)
     if code is not E.NONE:
         return Response(error_code=code, member_id=body.member_id, protocol_name=_name(None, version))
     if body.group_id in service.share_groups.groups:
@@ -153,7 +153,7 @@ async def sync_group(ctx, header, body):
         # As Kafka (KIP-559): v5+ must name the protocol; checked before the group is looked up
         return Response(error_code=E.INCONSISTENT_GROUP_PROTOCOL)
     service = await CoordinatorService.of(ctx.broker)
-    code = await service.group_coordinator_error(body.group_id)
+    code = service.group_coordinator_error(body.group_id)
     if code is not E.NONE:
         return Response(error_code=code)
     if _in_consumer_group(service, body.group_id):
@@ -183,7 +183,7 @@ def _sync_response(Response, version, result):
 
 async def heartbeat(ctx, header, body):
     service = await CoordinatorService.of(ctx.broker)
-    code = await service.group_coordinator_error(body.group_id)
+    code = service.group_coordinator_error(body.group_id)
     if code is E.NONE:
         instance_id = body.group_instance_id if header.api_version >= 3 else None
         if _in_consumer_group(service, body.group_id):
@@ -199,7 +199,7 @@ async def leave_group(ctx, header, body):
     Response = messages.LeaveGroupResponse
     version = header.api_version
     service = await CoordinatorService.of(ctx.broker)
-    code = await service.group_coordinator_error(body.group_id)
+    code = service.group_coordinator_error(body.group_id)
     if code is not E.NONE:
         return Response(error_code=code)
     leaving = [(body.member_id, None)] if version < 3 else \
@@ -229,7 +229,7 @@ async def offset_commit(ctx, header, body):
             for p in topic.partitions]) for topic in body.topics])
     service = await CoordinatorService.of(ctx.broker)
     if _group_allowed(ctx, Op.READ, body.group_id):
-        code = await service.group_coordinator_error(body.group_id)
+        code = service.group_coordinator_error(body.group_id)
         readable = _topics_allowed(ctx, Op.READ, (t.name for t in body.topics))
     else:
         code, readable = E.GROUP_AUTHORIZATION_FAILED, set()
@@ -311,8 +311,9 @@ async def offset_fetch(ctx, header, body):
         code, rows = E.NONE, [_row(t, p, E.UNSUPPORTED_VERSION) for t, p in wanted]
     else:
         code, rows = await _fetch_group(ctx, service, body.group_id, wanted, require_stable)
-    if code is not E.NONE and version < 2 and wanted:
-        # no top-level error field before v2: every partition carries it
+    if code is E.GROUP_AUTHORIZATION_FAILED and version < 2:
+        # no top-level error field before v2: every partition carries a refusal (a coordinator's
+        # error, NOT_COORDINATOR say, Kafka 3.9 answers with no partitions at all)
         rows = [_row(t, p, code) for t, p in wanted]
     return Response(error_code=code if version >= 2 else 0, topics=[
         Response.OffsetFetchResponseTopic(name=name, partitions=[
@@ -333,7 +334,7 @@ async def _fetch_group(ctx, service, group_id, wanted, require_stable):
     may not describe answer TOPIC_AUTHORIZATION_FAILED, and "all offsets" leaves them out."""
     if not _group_allowed(ctx, Op.DESCRIBE, group_id):
         return E.GROUP_AUTHORIZATION_FAILED, []
-    code = await service.group_coordinator_error(group_id)
+    code = service.group_coordinator_error(group_id)
     if code is not E.NONE:
         return code, []
     if not access.enabled(ctx):
@@ -362,7 +363,7 @@ async def offset_delete(ctx, header, body):
     if not _group_allowed(ctx, Op.DELETE, body.group_id):
         return Response(error_code=E.GROUP_AUTHORIZATION_FAILED)
     service = await CoordinatorService.of(ctx.broker)
-    code = await service.group_coordinator_error(body.group_id)
+    code = service.group_coordinator_error(body.group_id)
     if code is not E.NONE:
         return Response(error_code=code)
     image = ctx.broker.image
@@ -420,12 +421,12 @@ async def describe_groups(ctx, header, body):
             out.append(Response.DescribedGroup(error_code=E.GROUP_AUTHORIZATION_FAILED,
                                                group_id=group_id))
             continue
-        code = await service.group_coordinator_error(group_id)
+        code = service.group_coordinator_error(group_id)
+        if code is not E.NONE:      # as Kafka: only a described group carries its operations
+            out.append(Response.DescribedGroup(error_code=code, group_id=group_id))
+            continue
         ops = access.authorized_operations(ctx, RT.GROUP, group_id) \
             if version >= 3 and body.include_authorized_operations else OPERATIONS_NOT_REQUESTED
-        if code is not E.NONE:
-            out.append(Response.DescribedGroup(error_code=code, group_id=group_id, authorized_operations=ops))
-            continue
         d = service.groups.describe_group(group_id)
         if d.error is E.GROUP_ID_NOT_FOUND or group_id in service.consumer_groups.groups:
             # (a KIP-848 group is not a classic group: Kafka describes it here as Dead too)
@@ -452,7 +453,7 @@ async def delete_groups(ctx, header, body):
             results.append(Response.DeletableGroupResult(group_id=group_id,
                                                          error_code=E.GROUP_AUTHORIZATION_FAILED))
             continue
-        code = await service.group_coordinator_error(group_id)
+        code = service.group_coordinator_error(group_id)
         if code is E.NONE and group_id in service.consumer_groups.groups:
             code = service.consumer_groups.delete(group_id)
             if code is E.NONE and group_id in service.groups.groups:   # its offsets go with it

@@ -192,7 +192,7 @@ async def txn_offset_commit(ctx, header, body):
         code = E.GROUP_AUTHORIZATION_FAILED
     else:
         readable = access.allowed_names(ctx, Op.READ, RT.TOPIC, (t.name for t in body.topics))
-        code = service.existing_group_coordinator_error(body.group_id)
+        code = service.group_coordinator_error(body.group_id)
     if code is E.NONE:
         code = await _check_producer(service, body.transactional_id, body.producer_id, body.producer_epoch,
                                      body.group_id)

@@ -19,6 +19,20 @@ def client(tmp_path):
             yield raw
 
 
+def find_group_coordinator(client, group="g"):
+    """Find the group's coordinator, as every client does first: only FindCoordinator creates
+    `__consumer_offsets` (each group request answers NOT_COORDINATOR until then)."""
+    deadline = time.monotonic() + 15
+    while find(client, group).error_code != E.NONE:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+
+
+@pytest.fixture
+def coordinated(client):
+    find_group_coordinator(client)
+
+
 SUB = encode_subscription(Subscription(topics=["t"]), 0)
 
 
@@ -66,6 +80,7 @@ def test_find_coordinator_versions(client):
     assert [(c.key, c.error_code, c.node_id) for c in r.coordinators] == [("a", 0, 1), ("b", 0, 1)]
 
 
+@pytest.mark.usefixtures("coordinated")
 def test_join_sync_heartbeat_commit_fetch_leave(client):
     first = join(client)
     assert first.error_code == E.MEMBER_ID_REQUIRED and first.member_id
@@ -96,6 +111,7 @@ def test_join_sync_heartbeat_commit_fetch_leave(client):
     assert client.request(13, 0, L(group_id="g", member_id="ghost")).error_code == E.UNKNOWN_MEMBER_ID
 
 
+@pytest.mark.usefixtures("coordinated")
 def test_offset_commit_v1_and_the_refused_v0(client):
     """sarama 1.x commits with OffsetCommit v1 whatever Kafka version it is set to. v0 (and OffsetFetch
     v0) read and wrote ZooKeeper's offsets: Kafka 3.9 answers UNSUPPORTED_VERSION per partition."""
@@ -129,6 +145,7 @@ def test_offset_commit_v1_and_the_refused_v0(client):
     assert client.request(8, 1, body).topics[0].partitions[0].error_code == E.ILLEGAL_GENERATION
 
 
+@pytest.mark.usefixtures("coordinated")
 def test_offset_fetch_v8_many_groups(client):
     commit(client, "a", "", -1, [("t", 0, 1, "x")], version=2)
     commit(client, "b", "", -1, [("t", 1, 2, "y")], version=9)
@@ -142,6 +159,7 @@ def test_offset_fetch_v8_many_groups(client):
     assert got == {"a": [("t", 0, 1, "x")], "b": [("t", 0, -1, ""), ("t", 1, 2, "y")], "missing": []}
 
 
+@pytest.mark.usefixtures("coordinated")
 def test_list_describe_delete_groups_and_offset_delete(client):
     commit(client, "simple", "", -1, [("t", 0, 1, "")])
     join(client, join(client, group="live").member_id, group="live")
@@ -320,6 +338,7 @@ def test_describe_producers(client):
     assert p1.active_producers == [] and p9.error_code == E.UNKNOWN_TOPIC_OR_PARTITION
 
 
+@pytest.mark.usefixtures("coordinated")
 def test_deleting_a_topic_deletes_its_committed_offsets(client):
     commit(client, "d", "", -1, [("t", 0, 4, "")])
     client.create_topic("keep", 1)
@@ -355,6 +374,7 @@ def _offsets_batches(client):
     return [(b.producer_id, b.base_sequence, b.is_control) for b in iter_batches(records, allow_partial=True)]
 
 
+@pytest.mark.usefixtures("coordinated")
 def test_offset_commit_batches_start_at_sequence_zero_as_kafkas(client):
     # Kafka 3.9 (DumpLogSegments): an offset commit's batch, plain or transactional, has base
     # sequence 0; the group's metadata and tombstones carry none (-1). A producer's second
