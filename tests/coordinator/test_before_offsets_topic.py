@@ -29,6 +29,14 @@ def _requests():
             partition_index=0, committed_offset=1, committed_leader_epoch=-1, committed_metadata="")])]), \
         lambda v: CR(topics=[CR.OffsetCommitResponseTopic(name="t", partitions=[
             CR.OffsetCommitResponsePartition(partition_index=0, error_code=NC)])])
+    # the topic's and partition's existence are checked first
+    yield 8, [8], C(group_id="g", generation_id_or_member_epoch=-1, member_id="", topics=[
+        C.OffsetCommitRequestTopic(name=name, partitions=[C.OffsetCommitRequestPartition(
+            partition_index=i, committed_offset=1, committed_leader_epoch=-1, committed_metadata="")])
+        for name, i in (("t", 5), ("nosuch", 0))]), \
+        lambda v: CR(topics=[CR.OffsetCommitResponseTopic(name=name, partitions=[
+            CR.OffsetCommitResponsePartition(partition_index=i, error_code=E.UNKNOWN_TOPIC_OR_PARTITION)])
+            for name, i in (("t", 5), ("nosuch", 0))])
     F, FR = m.OffsetFetchRequest, m.OffsetFetchResponse
     # before v2 there is no error field: Kafka answers no partitions at all
     yield 9, range(1, 8), F(group_id="g", topics=[F.OffsetFetchRequestTopic(name="t", partition_indexes=[0])]), \
@@ -41,6 +49,22 @@ def _requests():
     yield 11, range(0, 10), J(group_id="g", session_timeout_ms=30_000, rebalance_timeout_ms=30_000, member_id="",
                               protocol_type="consumer", protocols=[J.JoinGroupRequestProtocol(name="range", metadata=b"")]), \
         lambda v: m.JoinGroupResponse(error_code=NC, protocol_name=None if v >= 7 else "")
+    # the empty group id, and (Kafka's KIP-848 coordinator) the session timeout, are checked first
+    yield 11, [5], J(group_id="", session_timeout_ms=30_000, rebalance_timeout_ms=30_000, member_id="",
+                     protocol_type="consumer", protocols=[]), \
+        lambda v: m.JoinGroupResponse(error_code=E.INVALID_GROUP_ID)
+    yield 11, [5], J(group_id="g", session_timeout_ms=10, rebalance_timeout_ms=30_000, member_id="",
+                     protocol_type="consumer", protocols=[]), \
+        lambda v: m.JoinGroupResponse(error_code=E.INVALID_SESSION_TIMEOUT)
+    yield 12, [4], m.HeartbeatRequest(group_id="", generation_id=1, member_id="m"), \
+        lambda v: m.HeartbeatResponse(error_code=E.INVALID_GROUP_ID)
+    yield 13, [5], m.LeaveGroupRequest(group_id="", members=[m.LeaveGroupRequest.MemberIdentity(member_id="m")]), \
+        lambda v: m.LeaveGroupResponse(error_code=E.INVALID_GROUP_ID)
+    yield 14, [5], m.SyncGroupRequest(group_id="", generation_id=1, member_id="m", protocol_type="consumer",
+                                      protocol_name="range", assignments=[]), \
+        lambda v: m.SyncGroupResponse(error_code=E.INVALID_GROUP_ID)
+    yield 47, [0], m.OffsetDeleteRequest(group_id="", topics=[]), \
+        lambda v: m.OffsetDeleteResponse(error_code=E.INVALID_GROUP_ID)
     yield 12, range(0, 5), m.HeartbeatRequest(group_id="g", generation_id=1, member_id="m"), \
         lambda v: m.HeartbeatResponse(error_code=NC)
     L = m.LeaveGroupRequest
@@ -90,7 +114,7 @@ def check(client) -> None:
     while client.request(10, 3, m.FindCoordinatorRequest(key="g", key_type=0)).error_code != E.NONE:
         assert time.monotonic() < deadline
         time.sleep(0.05)
-    _, _, request, _ = next(r for r in _requests() if r[0] == 11)
+    _, _, request, _ = next(r for r in _requests() if r[0] == 11 and r[2].group_id == "g")
     # (Kafka's coordinator may still be loading the fresh partition a moment)
     while (code := client.request(11, 9, request).error_code) in (NC, E.COORDINATOR_LOAD_IN_PROGRESS):
         assert time.monotonic() < deadline
