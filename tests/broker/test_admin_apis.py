@@ -96,6 +96,20 @@ def test_create_partitions(client):
     assert response.results[0].error_code == ErrorCode.INVALID_PARTITIONS
 
 
+def test_a_name_asked_twice_gets_one_answer_where_kafka_puts_it(client):
+    """Kafka 3.9 answers a name asked more than once once, INVALID_REQUEST: after the other topics
+    in CreateTopics, before them in CreatePartitions."""
+    create(client, ("twice-a", 1, 1, {}))
+    created = create(client, ("twice-x", 1, 1, {}), ("twice-y", 1, 1, {}), ("twice-x", 1, 1, {}))
+    assert [(r.name, r.error_code) for r in created] == [("twice-y", 0), ("twice-x", ErrorCode.INVALID_REQUEST)]
+    C = messages.CreatePartitionsRequest
+    response = client.request(37, 3, C(topics=[C.CreatePartitionsTopic(name=n, count=2)
+                                               for n in ("twice-y", "twice-a", "twice-y")],
+                                       timeout_ms=5000, validate_only=False))
+    assert [(r.name, r.error_code) for r in response.results] == [
+        ("twice-y", ErrorCode.INVALID_REQUEST), ("twice-a", 0)]
+
+
 def test_delete_records_moves_the_log_start(client):
     create(client, ("trim", 1, 1, {}))
     client.produce("trim", 0, batch([b"a", b"b", b"c", b"d"]))
