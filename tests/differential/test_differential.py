@@ -143,9 +143,16 @@ SCENARIO_DECISIONS = {
         "(UNKNOWN_SERVER_ERROR, no brokers); Odradek answers UNKNOWN_TOPIC_ID (v10 both INVALID_REQUEST)",
     "create_topics_shapes [*] .topics[0].configs: 36 entries != 33":
         "the three 3.9-only topic configs (as in the golden conversations above)",
+    "topic_names [*] .topics[0].configs: 36 entries != 33": "the three 3.9-only topic configs (as above)",
+    "topic_names [twins * .topics[1].*":
+        "'a.b' and 'a_b' (whose metric names collide) in one CreateTopics: Kafka checks collisions "
+        "only against topics that already exist and creates both; Odradek refuses the second "
+        "(INVALID_TOPIC_EXCEPTION), as Kafka refuses it one request later",
     "produce_shapes [*] .record_errors[0].batch_index_error_message: *":
         "the bounds are wall-clock times, and Kafka 3.9's upper one overflows its default "
         "message.timestamp.after.max.ms (Long.MAX_VALUE); Kafka 4.0 made that default one hour, as Odradek",
+    "produce_malformed [from the future] .record_errors[0].batch_index_error_message: *":
+        "the same wall-clock bounds as produce_shapes' (Kafka 3.9's lower one overflows)",
     "produce_shapes [a partition twice] *":
         "a Produce naming one partition twice (no client does): Kafka keeps the last copy, Odradek "
         "appends both; not worth a per-request check on the hot path",
