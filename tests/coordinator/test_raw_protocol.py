@@ -19,11 +19,12 @@ def client(tmp_path):
             yield raw
 
 
-def find_group_coordinator(client, group="g"):
-    """Find the group's coordinator, as every client does first: only FindCoordinator creates
-    `__consumer_offsets` (each group request answers NOT_COORDINATOR until then)."""
+def find_group_coordinator(client, group="g", key_type=0):
+    """Find the group's (or transactional id's) coordinator, as every client does first: only
+    FindCoordinator creates `__consumer_offsets` (`__transaction_state`); each group (transaction)
+    request answers NOT_COORDINATOR until then."""
     deadline = time.monotonic() + 15
-    while find(client, group).error_code != E.NONE:
+    while find(client, group, key_type).error_code != E.NONE:
         assert time.monotonic() < deadline
         time.sleep(0.05)
 
@@ -31,6 +32,11 @@ def find_group_coordinator(client, group="g"):
 @pytest.fixture
 def coordinated(client):
     find_group_coordinator(client)
+
+
+@pytest.fixture
+def txn_coordinated(client):
+    find_group_coordinator(client, "tx", key_type=1)
 
 
 SUB = encode_subscription(Subscription(topics=["t"]), 0)
@@ -188,6 +194,7 @@ def test_init_producer_id_v0_for_idempotent_producers(client):
     assert a.error_code == b.error_code == 0 and a.producer_epoch == 0 and b.producer_id != a.producer_id
 
 
+@pytest.mark.usefixtures("txn_coordinated")
 def test_transaction_apis(client):
     client.create_topic("other", 1)
     init = client.request(22, 4, m.InitProducerIdRequest(transactional_id="tx", transaction_timeout_ms=60_000))
@@ -271,6 +278,7 @@ def _offsets_topic_error(client):
     return answer.topics[0].error_code
 
 
+@pytest.mark.usefixtures("txn_coordinated")
 def test_add_offsets_to_txn_before_the_offsets_topic_exists(client):
     """As Kafka 3.9 answers: AddOffsetsToTxn only computes the group's `__consumer_offsets` partition
     (it creates nothing, so it answers without the controller); TxnOffsetCommit is NOT_COORDINATOR
@@ -298,6 +306,7 @@ def test_add_offsets_to_txn_before_the_offsets_topic_exists(client):
     assert offset == 5
 
 
+@pytest.mark.usefixtures("txn_coordinated")
 def test_txn_offset_commit_needs_add_offsets_first_and_the_current_epoch(client):
     """As Kafka 3.9 (checked side by side): offsets of a group whose offsets partition is not in the
     transaction yet are INVALID_TXN_STATE; a zombie's epoch is INVALID_PRODUCER_EPOCH."""
@@ -374,7 +383,7 @@ def _offsets_batches(client):
     return [(b.producer_id, b.base_sequence, b.is_control) for b in iter_batches(records, allow_partial=True)]
 
 
-@pytest.mark.usefixtures("coordinated")
+@pytest.mark.usefixtures("coordinated", "txn_coordinated")
 def test_offset_commit_batches_start_at_sequence_zero_as_kafkas(client):
     # Kafka 3.9 (DumpLogSegments): an offset commit's batch, plain or transactional, has base
     # sequence 0; the group's metadata and tombstones carry none (-1). A producer's second

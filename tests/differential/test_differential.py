@@ -36,8 +36,9 @@ DECISIONS = {
     "* WriteTxnMarkers v1: connection closed by Odradek only":
         "single node: no inter-broker WriteTxnMarkers (not advertised; an unadvertised API closes the "
         "connection, as Kafka does)",
-    "* ConsumerGroupDescribe v0: connection closed by Odradek only":
-        "the KIP-848 consumer group protocol is not implemented (not advertised)",
+    "* ConsumerGroupDescribe v0 .groups[0].error_code: 35 != 69":
+        "Kafka 3.9 serves the KIP-848 protocol only with group.coordinator.rebalance.protocols naming "
+        "consumer (4.0's default, Odradek's): UNSUPPORTED_VERSION there, GROUP_ID_NOT_FOUND here",
     "* ListGroups v* .groups: * entries != *":
         "Kafka keeps a group left empty without offsets (e.g. after MEMBER_ID_REQUIRED) until its "
         "offsets-retention check, up to 10 minutes; Odradek forgets it at once",
