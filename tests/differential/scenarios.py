@@ -30,7 +30,7 @@ from tests.differential.scenarios_clients import (abort_hanging, consumer_reads,
                                                   transaction_lifecycle)
 from tests.differential.scenarios_edges import (create_partitions_edges, list_offsets_by_time,
                                                 offset_for_leader_epoch, produce_malformed, topic_names,
-                                                transactions_interleaved)
+                                                transactional_produce_errors, transactions_interleaved)
 from tests.differential.scenarios_kip848 import consumer_group_protocol
 from tests.differential.session import Session
 
@@ -419,7 +419,7 @@ SCENARIOS = {f.__name__: f for f in (list_offsets_special, fetch_edges, fetch_ac
                                      client_metrics_configs, offsets_by_version, broker_list_configs,
                                      find_coordinators, list_offsets_by_time, offset_for_leader_epoch,
                                      produce_malformed, topic_names, create_partitions_edges,
-                                     transactions_interleaved)}
+                                     transactions_interleaved, transactional_produce_errors)}
 
 
 # Only against a Kafka 3.9 started with group.coordinator.rebalance.protocols=classic,consumer, by name.

@@ -273,3 +273,55 @@ def transactions_interleaved(s: Session, p: str):
     listed.transaction_states = sorted(listed.transaction_states, key=lambda t: t.transactional_id)
     out.append(("list by state and producer", 66, listed))
     return out
+
+
+def transactional_produce_errors(s: Session, p: str):
+    """A transactional producer's batches out of turn: to a partition not added, at an old epoch, a
+    duplicate, without the transactional id, a plain batch under its producer id, after its
+    transaction ended; apart (each its own producer and topic, so one answer cannot change the
+    next): a first batch whose sequence skips one that failed verification, a batch at a future epoch."""
+    from tests.differential.session import _batch
+    out = []
+    A = messages.AddPartitionsToTxnRequest
+
+    def producer(name, partitions=1):
+        topic, txn = f"{p}-{name}", f"{p}-{name}x"
+        s.topic(topic, partitions)
+        s.init_producer(txn)
+        pid, epoch = s.init_producer(txn)          # epoch 1: epoch 0 is a zombie's
+
+        def send(label, values, seq, *, partition=0, producer_epoch=epoch, txn_id=txn, transactional=True):
+            out.append((label, 0, s.produce(topic, partition, _batch(
+                values, producer_id=pid, producer_epoch=producer_epoch, base_sequence=seq,
+                transactional=transactional), transactional_id=txn_id)))
+
+        def add():
+            out.append(("add", 24, s.settled(24, 3, A(
+                v3_and_below_transactional_id=txn, v3_and_below_producer_id=pid, v3_and_below_producer_epoch=epoch,
+                v3_and_below_topics=[A.AddPartitionsToTxnTopic(name=topic, partitions=[0])]))))
+        return topic, txn, pid, epoch, send, add
+    topic, txn, pid, epoch, send, add = producer("tpe", 2)
+    send("before adding the partition", [b"x"], 0)
+    add()
+    send("first", [b"a", b"b"], 0)
+    send("duplicate", [b"a", b"b"], 0)
+    send("zombie epoch", [b"z"], 2, producer_epoch=epoch - 1)
+    send("partition not added", [b"n"], 0, partition=1)
+    send("without the transactional id", [b"w"], 2, txn_id=None)
+    send("plain batch, same producer", [b"p"], 2, transactional=False)
+    send("next", [b"c"], 2)
+    s.end_transaction(txn, pid, epoch, commit=True)
+    s.wait_stable(topic)
+    send("after the commit, not added again", [b"d"], 3)
+    out.append(("offsets after", 2, _by_time(s, topic, [-1, -2])))
+    D = messages.DescribeProducersRequest
+    out.append(("producers", 61, s.request(61, 0, D(topics=[D.TopicRequest(name=topic, partition_indexes=[0, 1])]))))
+    _, _, _, _, send, add = producer("tpg")
+    send("gap: verification fails at sequence 0", [b"x"], 0)
+    add()
+    send("gap: sequence 3 first", [b"g"], 3)
+    _, _, _, epoch, send, add = producer("tpf")
+    add()
+    send("future: first", [b"a"], 0)
+    send("future: epoch", [b"f"], 0, producer_epoch=epoch + 1)
+    return out

@@ -154,6 +154,14 @@ SCENARIO_DECISIONS = {
         "message.timestamp.after.max.ms (Long.MAX_VALUE); Kafka 4.0 made that default one hour, as Odradek",
     "produce_malformed [from the future] .record_errors[0].batch_index_error_message: *":
         "the same wall-clock bounds as produce_shapes' (Kafka 3.9's lower one overflows)",
+    "transactional_produce_errors [gap: sequence 3 first] *":
+        "a transaction's first batch whose sequence skips one that failed verification: Kafka 3.9 "
+        "remembers the lowest sequence it verified and refuses it (OUT_OF_ORDER_SEQUENCE_NUMBER); "
+        "Odradek appends it, as Kafka does when no verification failed first (not adopted yet)",
+    "transactional_produce_errors [future: epoch] *":
+        "a transactional batch at an epoch the coordinator never gave, while the producer's transaction "
+        "is open on the partition: Kafka 3.9 skips verification and appends it (bumping the partition's "
+        "epoch); Odradek asks the coordinator, which refuses it (INVALID_PRODUCER_EPOCH)",
     "produce_shapes [a partition twice] *":
         "a Produce naming one partition twice (no client does): Kafka keeps the last copy, Odradek "
         "appends both; not worth a per-request check on the hot path",
