@@ -210,15 +210,21 @@ def validate_produce_records(buf, api_version: int) -> RecordBatch:
     Returns the batch.  Raises InvalidRecordError (INVALID_RECORD) or
     UnsupportedCompressionError (zstd before Produce v7).
     """
-    # As Kafka's batch iterator: fewer bytes than a header up to the magic, or a first
-    # batch cut short, means "no batch"; a tiny length is corrupt; then the magic.
-    if buf is None or len(buf) < LOG_OVERHEAD + 5:
+    # In the order of Kafka's batch iterator: fewer bytes than a length means "no batch"; a tiny
+    # length is corrupt; fewer bytes than the magic is "no batch"; a magic no format has is corrupt
+    # (negative ones too: read unsigned here); only then a batch cut short is "no batch".
+    if buf is None or len(buf) < LOG_OVERHEAD:
         raise _no_batch(api_version)
     (batch_length,) = _I32.unpack_from(buf, 8)
-    if batch_length + LOG_OVERHEAD > len(buf):
-        raise _no_batch(api_version)
     if batch_length < 14:
         raise CorruptRecordError(f"record size {batch_length} is less than the minimum record overhead (14)")
+    if len(buf) < LOG_OVERHEAD + 5:
+        raise _no_batch(api_version)
+    if buf[MAGIC_OFFSET] > CURRENT_MAGIC:
+        magic = buf[MAGIC_OFFSET] - 256 if buf[MAGIC_OFFSET] > 127 else buf[MAGIC_OFFSET]
+        raise CorruptRecordError(f"record batch magic {magic} is none Kafka knows")
+    if batch_length + LOG_OVERHEAD > len(buf):
+        raise _no_batch(api_version)
     if buf[MAGIC_OFFSET] != CURRENT_MAGIC:
         raise _old_magic(api_version)
     first = RecordBatch(buf, 0)

@@ -57,10 +57,11 @@ class LeaderEpochCache:
         - an older epoch ends where the next larger known epoch starts, answered with the
           largest known epoch <= the one asked for (or the asked one when it is older than
           every known epoch: the follower then truncates to where the log's first epoch starts);
-        - an epoch newer than the latest, or none known: (-1, -1).
+        - an epoch newer than the latest, none known, or -1 (undefined) asked: (-1, -1). Another
+          negative epoch is merely older than every known one.
         """
         entries = self.entries
-        if epoch < 0 or not entries:
+        if epoch == -1 or not entries:
             return -1, -1
         if epoch == entries[-1][0]:
             return epoch, log_end_offset

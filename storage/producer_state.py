@@ -138,19 +138,23 @@ class ProducerStateManager:
         the producer voids it, and the ALREADY_IN_TRANSACTION guard given while the log holds that
         transaction: a batch verified before an abort can then not open a transaction no marker
         closes. Concurrent first batches of one transaction share a guard."""
-        entry = self.producers.get(producer_id)
-        if entry is not None and entry.epoch == producer_epoch and entry.current_txn_first_offset is not None:
+        if self.in_transaction(producer_id, producer_epoch):
             return ALREADY_IN_TRANSACTION
         return self.verification_guards.setdefault(producer_id, object())
+
+    def in_transaction(self, producer_id: int, producer_epoch: int) -> bool:
+        """Whether the log holds an open transaction of the producer at this epoch or a later one:
+        a batch then needs no verification (as Kafka 3.9; an older epoch's is refused on append,
+        INVALID_PRODUCER_EPOCH)."""
+        entry = self.producers.get(producer_id)
+        return entry is not None and entry.epoch >= producer_epoch and entry.current_txn_first_offset is not None
 
     def check_verification(self, batches, guard: object) -> None:
         """Kafka's check on append: a transaction's first batch here needs its live guard."""
         for batch in batches:
             if not batch.is_transactional or batch.is_control:
                 continue
-            entry = self.producers.get(batch.producer_id)
-            if entry is not None and entry.epoch == batch.producer_epoch \
-                    and entry.current_txn_first_offset is not None:
+            if self.in_transaction(batch.producer_id, batch.producer_epoch):
                 continue
             if self.verification_guards.get(batch.producer_id) is not guard:
                 raise InvalidTxnStateError("Record was not part of an ongoing transaction")

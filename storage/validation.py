@@ -70,6 +70,10 @@ def validate_append(view: memoryview | None, origin: AppendOrigin, config: LogCo
             raise InvalidBatchError(
                 f"record batch has {count} records but last offset delta "
                 f"{batch.last_offset_delta}", ErrorCode.INVALID_RECORD)
+        if client and batch.base_offset != 0:
+            # as Kafka 3.9: a producer's batch starts at offset 0 (the log assigns the real ones)
+            raise InvalidBatchError(f"a client's record batch must have base offset 0, not {batch.base_offset}",
+                                    ErrorCode.INVALID_RECORD)
         if attributes & CONTROL_MASK and client:
             raise InvalidBatchError("clients are not allowed to write control records",
                                     ErrorCode.INVALID_RECORD)
@@ -144,8 +148,10 @@ def _check_size_and_codec(batch: RecordBatch, config: LogConfig) -> None:
             f"the record batch is {batch.size} bytes, larger than max.message.bytes "
             f"{config.max_message_bytes}", ErrorCode.MESSAGE_TOO_LARGE)
     if batch.attributes & COMPRESSION_MASK > 4:
+        # as Kafka 3.9, whose codec lookup fails inside: not the retriable CORRUPT_MESSAGE, which
+        # a producer would resend forever
         raise InvalidBatchError(f"unknown compression codec {batch.attributes & COMPRESSION_MASK}",
-                                ErrorCode.CORRUPT_MESSAGE)
+                                ErrorCode.UNKNOWN_SERVER_ERROR)
 
 
 TOPIC_CODECS = {"uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}

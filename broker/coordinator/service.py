@@ -240,27 +240,20 @@ class CoordinatorService(DurableWritesMixin):
             return E.COORDINATOR_LOAD_IN_PROGRESS
         return E.NONE
 
-    async def group_coordinator_error(self, group_id: str) -> ErrorCode:
-        try:
-            await self.ensure_topic(OFFSETS_TOPIC)
-        except CoordinatorError as exc:
-            return exc.code
-        return self.coordinator_error(OFFSETS_TOPIC, self.offsets_partition(group_id))
+    def group_coordinator_error(self, group_id: str) -> ErrorCode:
+        return self._existing_coordinator_error(OFFSETS_TOPIC, self.offsets_partition(group_id))
 
-    def existing_group_coordinator_error(self, group_id: str) -> ErrorCode:
-        """As `group_coordinator_error`, but without creating `__consumer_offsets`: before it exists
-        no broker coordinates the group (NOT_COORDINATOR, as Kafka answers TxnOffsetCommit then; the
-        client's FindCoordinator creates it)."""
-        if OFFSETS_TOPIC not in self.broker.image.topics:
+    def txn_coordinator_error(self, transactional_id: str) -> ErrorCode:
+        return self._existing_coordinator_error(TRANSACTION_TOPIC, self.txn_partition(transactional_id))
+
+    def _existing_coordinator_error(self, topic: str, partition: int) -> ErrorCode:
+        """NONE if this broker coordinates the keys of `topic`-`partition` right now; else the error
+        to answer. Only FindCoordinator creates the internal topic: before it exists no broker
+        coordinates any key (NOT_COORDINATOR, as Kafka 3.9 answers every group and transaction
+        request then)."""
+        if topic not in self.broker.image.topics:
             return E.NOT_COORDINATOR
-        return self.coordinator_error(OFFSETS_TOPIC, self.offsets_partition(group_id))
-
-    async def txn_coordinator_error(self, transactional_id: str) -> ErrorCode:
-        try:
-            await self.ensure_topic(TRANSACTION_TOPIC)
-        except CoordinatorError as exc:
-            return exc.code
-        return self.coordinator_error(TRANSACTION_TOPIC, self.txn_partition(transactional_id))
+        return self.coordinator_error(topic, partition)
 
     def txn_owner(self, transactional_id: str) -> Optional[Owned]:
         """The loaded `__transaction_state` partition that makes this broker the id's coordinator."""

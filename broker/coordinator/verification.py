@@ -144,10 +144,9 @@ def _code(value: int) -> ErrorCode:
 
 
 def _in_ongoing_transaction(partition, batch) -> bool:
-    """The verification guard: the log already has this producer epoch's transaction open."""
-    entry = partition.log.producer_state.producers.get(batch.producer_id)
-    return (entry is not None and entry.epoch == batch.producer_epoch
-            and entry.current_txn_first_offset is not None)
+    """The verification guard: the log already has this producer's transaction open (at this
+    epoch, or a later one that the append refuses this one against)."""
+    return partition.log.producer_state.in_transaction(batch.producer_id, batch.producer_epoch)
 
 
 def _coordinator_error(ctx, service: CoordinatorService, transactional_id: str) -> ErrorCode:

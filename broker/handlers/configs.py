@@ -64,7 +64,7 @@ def _described_entries(ctx, resource_type: int, name: str, keys, include_synonym
     elif resource_type == BROKER_LOGGER:
         if name != str(ctx.node_id):
             return ErrorCode.INVALID_REQUEST, f"Unexpected broker id {name}", []
-        return ErrorCode.NONE, None, _logger_entries(keys)
+        return ErrorCode.NONE, "", _logger_entries(keys)
     elif resource_type == GROUP:
         if not name:
             return ErrorCode.INVALID_REQUEST, "Group name must not be empty", []
@@ -88,7 +88,7 @@ def _described_entries(ctx, resource_type: int, name: str, keys, include_synonym
             entry.config_type = int(d.type)
             entry.documentation = None
         entries.append(entry)
-    return ErrorCode.NONE, None, entries
+    return ErrorCode.NONE, "", entries     # as Kafka: an empty message on success, never null
 
 
 def _client_metrics_entries(image, name: str, version: int):

@@ -30,9 +30,9 @@ async def consumer_group_heartbeat(ctx, header, body):
         return Response(error_code=E.UNSUPPORTED_VERSION, error_message="The new consumer group protocol is "
                         "not enabled (group.coordinator.rebalance.protocols).")
     service = await CoordinatorService.of(ctx.broker)
-    code = await service.group_coordinator_error(body.group_id)
+    code = service.group_coordinator_error(body.group_id)
     if code is not E.NONE:
-        return Response(error_code=code, error_message=code.name)
+        return Response(error_code=code)     # as Kafka: its generic errors carry no message
     owned = None if body.topic_partitions is None else \
         {tp.topic_id: frozenset(tp.partitions) for tp in body.topic_partitions}
     mark = service.write_mark()
@@ -69,7 +69,7 @@ async def consumer_group_describe(ctx, header, body):
         if not access.allowed(ctx, Op.DESCRIBE, RT.GROUP, group_id or ""):
             out.append(Response.DescribedGroup(group_id=group_id, error_code=E.GROUP_AUTHORIZATION_FAILED))
             continue
-        code = await service.group_coordinator_error(group_id)
+        code = service.group_coordinator_error(group_id)
         if code is not E.NONE:
             out.append(Response.DescribedGroup(group_id=group_id, error_code=code))
             continue

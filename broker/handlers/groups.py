@@ -94,7 +94,13 @@ async def join_group(ctx, header, body):
     Response = messages.JoinGroupResponse
     version = header.api_version
     service = await CoordinatorService.of(ctx.broker)
-    code = await service.group_coordinator_error(body.group_id)
+    config = service.groups.config
+    if body.group_id and not \
+            config.min_session_timeout_ms <= body.session_timeout_ms <= config.max_session_timeout_ms:
+        # as Kafka's (KIP-848) group coordinator: checked before it looks for the group's partition
+        code = E.INVALID_SESSION_TIMEOUT
+    else:
+        code = _group_error(service, body.group_id)
     if code is not E.NONE:
         return Response(error_code=code, member_id=body.member_id, protocol_name=_name(None, version))
     if body.group_id in service.share_groups.groups:
@@ -137,6 +143,12 @@ def _join_response(Response, version, result):
                  for m, i, meta in result.members])
 
 
+def _group_error(service, group_id: str) -> ErrorCode:
+    """As Kafka: a membership request (or OffsetDelete) for the empty group id is refused before
+    the group's coordinator is looked for."""
+    return E.INVALID_GROUP_ID if not group_id else service.group_coordinator_error(group_id)
+
+
 def _in_consumer_group(service, group_id: str, joining: bool = False) -> bool:
     return service.consumer_groups.hosts_classic_requests(group_id, joining)
 
@@ -153,7 +165,7 @@ async def sync_group(ctx, header, body):
         # As Kafka (KIP-559): v5+ must name the protocol; checked before the group is looked up
         return Response(error_code=E.INCONSISTENT_GROUP_PROTOCOL)
     service = await CoordinatorService.of(ctx.broker)
-    code = await service.group_coordinator_error(body.group_id)
+    code = _group_error(service, body.group_id)
     if code is not E.NONE:
         return Response(error_code=code)
     if _in_consumer_group(service, body.group_id):
@@ -183,7 +195,7 @@ def _sync_response(Response, version, result):
 
 async def heartbeat(ctx, header, body):
     service = await CoordinatorService.of(ctx.broker)
-    code = await service.group_coordinator_error(body.group_id)
+    code = _group_error(service, body.group_id)
     if code is E.NONE:
         instance_id = body.group_instance_id if header.api_version >= 3 else None
         if _in_consumer_group(service, body.group_id):
@@ -199,7 +211,7 @@ async def leave_group(ctx, header, body):
     Response = messages.LeaveGroupResponse
     version = header.api_version
     service = await CoordinatorService.of(ctx.broker)
-    code = await service.group_coordinator_error(body.group_id)
+    code = _group_error(service, body.group_id)
     if code is not E.NONE:
         return Response(error_code=code)
     leaving = [(body.member_id, None)] if version < 3 else \
@@ -229,7 +241,7 @@ async def offset_commit(ctx, header, body):
             for p in topic.partitions]) for topic in body.topics])
     service = await CoordinatorService.of(ctx.broker)
     if _group_allowed(ctx, Op.READ, body.group_id):
-        code = await service.group_coordinator_error(body.group_id)
+        code = service.group_coordinator_error(body.group_id)
         readable = _topics_allowed(ctx, Op.READ, (t.name for t in body.topics))
     else:
         code, readable = E.GROUP_AUTHORIZATION_FAILED, set()
@@ -241,12 +253,15 @@ async def offset_commit(ctx, header, body):
     for topic in body.topics:
         for p in topic.partitions:
             key = (topic.name, p.partition_index)
-            if code is not E.NONE:
+            # as Kafka: the group's authorization, then each partition's, before the coordinator
+            if code is E.GROUP_AUTHORIZATION_FAILED:
                 errors[key] = code
             elif topic.name not in readable:
                 errors[key] = E.TOPIC_AUTHORIZATION_FAILED
             elif image.partition(topic.name, p.partition_index) is None:
                 errors[key] = E.UNKNOWN_TOPIC_OR_PARTITION
+            elif code is not E.NONE:
+                errors[key] = code
             else:
                 items.append(OffsetCommitItem(
                     topic.name, p.partition_index, p.committed_offset,
@@ -311,8 +326,9 @@ async def offset_fetch(ctx, header, body):
         code, rows = E.NONE, [_row(t, p, E.UNSUPPORTED_VERSION) for t, p in wanted]
     else:
         code, rows = await _fetch_group(ctx, service, body.group_id, wanted, require_stable)
-    if code is not E.NONE and version < 2 and wanted:
-        # no top-level error field before v2: every partition carries it
+    if code is E.GROUP_AUTHORIZATION_FAILED and version < 2:
+        # no top-level error field before v2: every partition carries a refusal (a coordinator's
+        # error, NOT_COORDINATOR say, Kafka 3.9 answers with no partitions at all)
         rows = [_row(t, p, code) for t, p in wanted]
     return Response(error_code=code if version >= 2 else 0, topics=[
         Response.OffsetFetchResponseTopic(name=name, partitions=[
@@ -333,7 +349,7 @@ async def _fetch_group(ctx, service, group_id, wanted, require_stable):
     may not describe answer TOPIC_AUTHORIZATION_FAILED, and "all offsets" leaves them out."""
     if not _group_allowed(ctx, Op.DESCRIBE, group_id):
         return E.GROUP_AUTHORIZATION_FAILED, []
-    code = await service.group_coordinator_error(group_id)
+    code = service.group_coordinator_error(group_id)
     if code is not E.NONE:
         return code, []
     if not access.enabled(ctx):
@@ -362,7 +378,7 @@ async def offset_delete(ctx, header, body):
     if not _group_allowed(ctx, Op.DELETE, body.group_id):
         return Response(error_code=E.GROUP_AUTHORIZATION_FAILED)
     service = await CoordinatorService.of(ctx.broker)
-    code = await service.group_coordinator_error(body.group_id)
+    code = _group_error(service, body.group_id)
     if code is not E.NONE:
         return Response(error_code=code)
     image = ctx.broker.image
@@ -420,12 +436,12 @@ async def describe_groups(ctx, header, body):
             out.append(Response.DescribedGroup(error_code=E.GROUP_AUTHORIZATION_FAILED,
                                                group_id=group_id))
             continue
-        code = await service.group_coordinator_error(group_id)
+        code = service.group_coordinator_error(group_id)
+        if code is not E.NONE:      # as Kafka: only a described group carries its operations
+            out.append(Response.DescribedGroup(error_code=code, group_id=group_id))
+            continue
         ops = access.authorized_operations(ctx, RT.GROUP, group_id) \
             if version >= 3 and body.include_authorized_operations else OPERATIONS_NOT_REQUESTED
-        if code is not E.NONE:
-            out.append(Response.DescribedGroup(error_code=code, group_id=group_id, authorized_operations=ops))
-            continue
         d = service.groups.describe_group(group_id)
         if d.error is E.GROUP_ID_NOT_FOUND or group_id in service.consumer_groups.groups:
             # (a KIP-848 group is not a classic group: Kafka describes it here as Dead too)
@@ -452,7 +468,7 @@ async def delete_groups(ctx, header, body):
             results.append(Response.DeletableGroupResult(group_id=group_id,
                                                          error_code=E.GROUP_AUTHORIZATION_FAILED))
             continue
-        code = await service.group_coordinator_error(group_id)
+        code = service.group_coordinator_error(group_id)
         if code is E.NONE and group_id in service.consumer_groups.groups:
             code = service.consumer_groups.delete(group_id)
             if code is E.NONE and group_id in service.groups.groups:   # its offsets go with it

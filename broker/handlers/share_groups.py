@@ -35,7 +35,7 @@ async def share_group_heartbeat(ctx, header, body):
     if denied:
         return Response(error_code=E.TOPIC_AUTHORIZATION_FAILED, error_message="Topic authorization failed.")
     service = await CoordinatorService.of(ctx.broker)
-    code = await service.group_coordinator_error(body.group_id)
+    code = service.group_coordinator_error(body.group_id)
     if code is not E.NONE:
         return Response(error_code=code, error_message=code.name)
     mark = service.write_mark()
@@ -65,7 +65,7 @@ async def share_group_describe(ctx, header, body):
             out.append(Response.DescribedGroup(group_id=group_id, error_code=E.GROUP_AUTHORIZATION_FAILED,
                                                authorized_operations=ops))
             continue
-        code = await service.group_coordinator_error(group_id)
+        code = service.group_coordinator_error(group_id)
         group = service.share_groups.describe(group_id) if code is E.NONE else None
         if code is E.NONE and group is None:
             code = E.GROUP_ID_NOT_FOUND
@@ -102,7 +102,7 @@ async def describe_share_group_offsets(ctx, header, body):
         if not access.allowed(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id or ""):
             code = E.GROUP_AUTHORIZATION_FAILED
         else:
-            code = await service.group_coordinator_error(group_id)
+            code = service.group_coordinator_error(group_id)
         group = service.share_groups.describe(group_id) if code is E.NONE else None
         if code is E.NONE and group is None:
             code = E.GROUP_ID_NOT_FOUND

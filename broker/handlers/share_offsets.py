@@ -34,7 +34,7 @@ async def _begin(ctx, group_id: str, operation: AclOperation, create: bool):
     if not access.allowed(ctx, operation, ResourceType.GROUP, group_id):
         return None, E.GROUP_AUTHORIZATION_FAILED
     service = await CoordinatorService.of(ctx.broker)
-    code = await service.group_coordinator_error(group_id)
+    code = service.group_coordinator_error(group_id)
     if code is not E.NONE:
         return None, code
     code = await share_state_ready(service)

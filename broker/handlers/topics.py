@@ -8,6 +8,7 @@ start offset in storage.
 from __future__ import annotations
 
 import uuid
+from collections import Counter
 
 
 from protocol import ErrorCode, messages
@@ -21,6 +22,7 @@ from broker.security.acls import AclOperation, ResourceType
 ZERO_UUID = uuid.UUID(int=0)
 AUTHORIZATION_FAILED = "Authorization failed."
 TOPIC_AUTHORIZATION_FAILED = "Topic authorization failed."
+DUPLICATE_NAME = "Duplicate topic name."
 
 
 def _allowed(ctx, operation, names, log_if_denied=True) -> set[str]:
@@ -101,7 +103,20 @@ async def handle_create_topics(ctx, header, body):
                         config_source=int(described.source), is_sensitive=described.sensitive)
                     for described in ctx.config.describe_topic(dict(result.configs))]
         out.append(entry)
-    return Response(throttle_time_ms=0, topics=out)
+    return Response(throttle_time_ms=0, topics=_duplicates_once(out, names, after=True, make=lambda name: (
+        Response.CreatableTopicResult(name=name, error_code=ErrorCode.INVALID_REQUEST, configs=[],
+                                      error_message=DUPLICATE_NAME if version >= 1 else None))))
+
+
+def _duplicates_once(entries: list, names: list[str], *, after: bool, make) -> list:
+    """As Kafka answers CreateTopics (after the others) and CreatePartitions (before them): a name
+    asked more than once gets a single INVALID_REQUEST answer, made by `make(name)`."""
+    counts = Counter(names)
+    if len(counts) == len(names):
+        return entries
+    once = [make(name) for name in counts if counts[name] > 1]
+    rest = [entry for entry in entries if counts[entry.name] == 1]
+    return rest + once if after else once + rest
 
 
 # ----------------------------------------------------------------------------------- DeleteTopics
@@ -238,7 +253,10 @@ async def handle_create_partitions(ctx, header, body):
         result = next(results)
         out.append(Response.CreatePartitionsTopicResult(
             name=result.name, error_code=result.error_code, error_message=result.error_message))
-    return Response(throttle_time_ms=0, results=out + denied)
+    return Response(throttle_time_ms=0, results=_duplicates_once(
+        out + denied, [topic.name for topic in body.topics], after=False,
+        make=lambda name: Response.CreatePartitionsTopicResult(
+            name=name, error_code=ErrorCode.INVALID_REQUEST, error_message=DUPLICATE_NAME)))
 
 
 # ---------------------------------------------------------------------------------- DeleteRecords

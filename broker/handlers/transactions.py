@@ -32,6 +32,11 @@ def _may_write_txn(ctx, transactional_id) -> bool:
     return access.allowed(ctx, Op.WRITE, RT.TRANSACTIONAL_ID, transactional_id or "")
 
 
+def _txn_error(service, transactional_id) -> ErrorCode:
+    """As Kafka: the empty transactional id is INVALID_REQUEST before its coordinator is looked for."""
+    return E.INVALID_REQUEST if not transactional_id else service.txn_coordinator_error(transactional_id)
+
+
 def _fenced(code: ErrorCode, version: int, first_version_with_fenced: int) -> ErrorCode:
     """Clients older than PRODUCER_FENCED know it as INVALID_PRODUCER_EPOCH."""
     if code is E.PRODUCER_FENCED and version < first_version_with_fenced:
@@ -52,8 +57,11 @@ async def init_producer_id(ctx, header, body):
     if transactional_id is None and not access.may_write_idempotently(ctx):
         return Response(error_code=E.CLUSTER_AUTHORIZATION_FAILED, producer_id=-1, producer_epoch=-1)
     service = await CoordinatorService.of(ctx.broker)
-    if transactional_id is not None and transactional_id:
-        code = await service.txn_coordinator_error(transactional_id)
+    if transactional_id:
+        if not 0 < body.transaction_timeout_ms <= service.txns.config.max_timeout_ms:
+            code = E.INVALID_TRANSACTION_TIMEOUT      # as Kafka: before the coordinator is looked for
+        else:
+            code = service.txn_coordinator_error(transactional_id)
         if code is not E.NONE:
             return Response(error_code=code, producer_id=-1, producer_epoch=-1)
     try:
@@ -108,16 +116,17 @@ async def _add_partitions(ctx, service, version, transactional_id, producer_id, 
     if version <= 3 and access.enabled(ctx):   # clients need WRITE on each (non-internal) topic
         writable = access.allowed_names(ctx, Op.WRITE, RT.TOPIC,
                                         (t.name for t in topics if not common.is_internal(t.name)))
-    code = await service.txn_coordinator_error(transactional_id)
-    if code is not E.NONE:
-        return {tp: code for tp in requested}
     image = ctx.broker.image
     refused = {tp: E.TOPIC_AUTHORIZATION_FAILED for tp in requested if tp[0] not in writable}
     refused.update({tp: E.UNKNOWN_TOPIC_OR_PARTITION for tp in requested
                     if tp not in refused and image.partition(*tp) is None})
     if refused:
-        # Kafka adds nothing when one partition is bad: the rest were not attempted
+        # Kafka adds nothing when one partition is bad: the rest were not attempted (and its
+        # coordinator is not asked)
         return {tp: refused.get(tp, E.OPERATION_NOT_ATTEMPTED) for tp in requested}
+    code = _txn_error(service, transactional_id)
+    if code is not E.NONE:
+        return {tp: code for tp in requested}
     if verify_only:
         # TRANSACTION_ABORTABLE for a partition outside the transaction, at v4 too (as Kafka 3.9 answers)
         return service.txns.verify_partitions(transactional_id, producer_id, producer_epoch, requested)
@@ -169,7 +178,7 @@ def _topic_results(results):
 # ---- AddOffsetsToTxn (25) -----------------------------------------------------------------------------
 async def add_offsets_to_txn(ctx, header, body):
     service = await CoordinatorService.of(ctx.broker)
-    code = await service.txn_coordinator_error(body.transactional_id)
+    code = _txn_error(service, body.transactional_id)
     if code is E.NONE:
         # the group's offsets partition joins the transaction, wherever its group coordinator is and
         # whether or not `__consumer_offsets` exists yet (as Kafka, which only computes the partition)
@@ -192,7 +201,7 @@ async def txn_offset_commit(ctx, header, body):
         code = E.GROUP_AUTHORIZATION_FAILED
     else:
         readable = access.allowed_names(ctx, Op.READ, RT.TOPIC, (t.name for t in body.topics))
-        code = service.existing_group_coordinator_error(body.group_id)
+        code = service.group_coordinator_error(body.group_id)
     if code is E.NONE:
         code = await _check_producer(service, body.transactional_id, body.producer_id, body.producer_epoch,
                                      body.group_id)
@@ -202,12 +211,15 @@ async def txn_offset_commit(ctx, header, body):
     for topic in body.topics:
         for p in topic.partitions:
             key = (topic.name, p.partition_index)
-            if code is not E.NONE:
+            # as Kafka: the id's and group's authorization, then each partition's, then the coordinator
+            if code in (E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, E.GROUP_AUTHORIZATION_FAILED):
                 errors[key] = code
             elif topic.name not in readable:
                 errors[key] = E.TOPIC_AUTHORIZATION_FAILED
             elif image.partition(*key) is None:
                 errors[key] = E.UNKNOWN_TOPIC_OR_PARTITION
+            elif code is not E.NONE:
+                errors[key] = code
             else:
                 items.append(OffsetCommitItem(topic.name, p.partition_index, p.committed_offset,
                                               p.committed_leader_epoch if version >= 2 else -1,
@@ -266,7 +278,7 @@ _VERIFY_TO_TXN_OFFSET_COMMIT = {
 # ---- EndTxn (26) --------------------------------------------------------------------------------------
 async def end_txn(ctx, header, body):
     service = await CoordinatorService.of(ctx.broker)
-    code = await service.txn_coordinator_error(body.transactional_id)
+    code = _txn_error(service, body.transactional_id)
     if code is E.NONE:
         mark = service.write_mark()
         code = service.txns.end_txn(body.transactional_id, body.producer_id, body.producer_epoch, body.committed)
@@ -336,7 +348,7 @@ async def describe_transactions(ctx, header, body):
             out.append(Response.TransactionState(error_code=E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                                                  transactional_id=transactional_id))
             continue
-        code = await service.txn_coordinator_error(transactional_id) if transactional_id else E.INVALID_REQUEST
+        code = service.txn_coordinator_error(transactional_id) if transactional_id else E.INVALID_REQUEST
         if code is not E.NONE:
             out.append(Response.TransactionState(error_code=code, transactional_id=transactional_id))
             continue

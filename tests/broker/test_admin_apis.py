@@ -96,6 +96,20 @@ def test_create_partitions(client):
     assert response.results[0].error_code == ErrorCode.INVALID_PARTITIONS
 
 
+def test_a_name_asked_twice_gets_one_answer_where_kafka_puts_it(client):
+    """Kafka 3.9 answers a name asked more than once once, INVALID_REQUEST: after the other topics
+    in CreateTopics, before them in CreatePartitions."""
+    create(client, ("twice-a", 1, 1, {}))
+    created = create(client, ("twice-x", 1, 1, {}), ("twice-y", 1, 1, {}), ("twice-x", 1, 1, {}))
+    assert [(r.name, r.error_code) for r in created] == [("twice-y", 0), ("twice-x", ErrorCode.INVALID_REQUEST)]
+    C = messages.CreatePartitionsRequest
+    response = client.request(37, 3, C(topics=[C.CreatePartitionsTopic(name=n, count=2)
+                                               for n in ("twice-y", "twice-a", "twice-y")],
+                                       timeout_ms=5000, validate_only=False))
+    assert [(r.name, r.error_code) for r in response.results] == [
+        ("twice-y", ErrorCode.INVALID_REQUEST), ("twice-a", 0)]
+
+
 def test_delete_records_moves_the_log_start(client):
     create(client, ("trim", 1, 1, {}))
     client.produce("trim", 0, batch([b"a", b"b", b"c", b"d"]))
@@ -188,6 +202,20 @@ def test_describe_and_alter_configs(client):
     assert (response.responses[0].error_code, response.responses[0].error_message) == (
         ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
     assert client.produce("conf", 0, batch([b"x" * 3000])).error_code == ErrorCode.MESSAGE_TOO_LARGE
+
+
+def test_described_configs_carry_an_empty_message_not_null(client):
+    """Kafka 3.9 answers every DescribeConfigs result, at every version, with error_message ''
+    (never null): on success, and on an unknown topic."""
+    create(client, ("msg", 1, 1, {}))
+    D = messages.DescribeConfigsRequest
+    resources = [(TOPIC, "msg"), (BROKER, "1"), (BROKER, ""), (8, "1"), (TOPIC, "absent")]
+    for version in range(5):
+        response = client.request(32, version, D(resources=[
+            D.DescribeConfigsResource(resource_type=kind, resource_name=name, configuration_keys=None)
+            for kind, name in resources]))
+        assert [(r.error_code, r.error_message) for r in response.results] == \
+            [(0, "")] * 4 + [(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "")], version
 
 
 def test_cluster_views(client, broker):

@@ -141,9 +141,9 @@ async def test_markers_retry_until_leadership_moves_and_complete_only_when_all_a
         await create(A, "__transaction_state", {0: [1]}, {"cleanup.policy": "compact"})
         service = A.coordinators["service"]
         with trio.fail_after(10):
-            while await service.txn_coordinator_error("r-1") is ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+            while service.txn_coordinator_error("r-1") is ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
                 await trio.sleep(0.01)
-        assert await service.txn_coordinator_error("r-1") is ErrorCode.NONE
+        assert service.txn_coordinator_error("r-1") is ErrorCode.NONE
         await service.producer_ids.ensure()
         txns = A.coordinators["transaction"]
         init = txns.init_producer_id("r-1", 60_000)
@@ -234,7 +234,7 @@ async def test_markers_of_several_transactions_share_a_request_per_broker(tmp_pa
         await create(A, "__transaction_state", {0: [1]}, {"cleanup.policy": "compact"})
         service = A.coordinators["service"]
         with trio.fail_after(10):
-            while await service.txn_coordinator_error("t-1") is ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+            while service.txn_coordinator_error("t-1") is ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
                 await trio.sleep(0.01)
         await service.producer_ids.ensure(4)
         txns = A.coordinators["transaction"]

@@ -150,8 +150,8 @@ async def test_leader_loads_and_serves_only_its_own_partitions(cluster):
     mine, theirs = group_in(0), group_in(1)
     assert service.coordinator_error(OFFSETS_TOPIC, 0) is E.NONE
     assert service.coordinator_error(OFFSETS_TOPIC, 1) is E.NOT_COORDINATOR
-    assert await service.group_coordinator_error(mine) is E.NONE
-    assert await service.group_coordinator_error(theirs) is E.NOT_COORDINATOR
+    assert service.group_coordinator_error(mine) is E.NONE
+    assert service.group_coordinator_error(theirs) is E.NOT_COORDINATOR
     assert commit(service, mine, 7) == (E.NONE, {("data", 0): E.NONE})
     await service.settle()
     # a write for a partition another broker leads is refused, not appended
@@ -190,12 +190,12 @@ async def test_becoming_leader_again_answers_load_in_progress_until_loaded(clust
     owned = service.owned[(OFFSETS_TOPIC, 0)]
     await trio.sleep(0.05)
     assert owned.state is LoadState.LOADING
-    assert await service.group_coordinator_error(group) is E.COORDINATOR_LOAD_IN_PROGRESS
+    assert service.group_coordinator_error(group) is E.COORDINATOR_LOAD_IN_PROGRESS
     assert service.loading(OFFSETS_TOPIC) and not service.loading(TRANSACTION_TOPIC)   # ListGroups' flag
     assert E.NOT_COORDINATOR in (commit(service, group, 1)[0], *commit(service, group, 1)[1].values())
     broker.read_gate.set()
     await settled([owned])
-    assert await service.group_coordinator_error(group) is E.NONE
+    assert service.group_coordinator_error(group) is E.NONE
     assert not service.loading(OFFSETS_TOPIC)
     assert service.groups.fetch_offsets(group, [("data", 0)])[1][0].offset == 42
     assert owned.epoch == 2

@@ -224,11 +224,12 @@ def test_over_the_wire_a_commit_or_assignment_whose_write_fails_is_not_shown(tmp
     from broker.testing import running_broker  # noqa: PLC0415
     from protocol import messages as m  # noqa: PLC0415
     from tests.broker.raw_client import RawClient  # noqa: PLC0415
-    from tests.coordinator.test_raw_protocol import SUB, join  # noqa: PLC0415
+    from tests.coordinator.test_raw_protocol import SUB, find_group_coordinator, join  # noqa: PLC0415
 
     with running_broker(tmp_path / "data", {"group.initial.rebalance.delay.ms": "0"}) as running, \
             RawClient("127.0.0.1", running.port) as raw:
         raw.create_topic("t", 1)
+        find_group_coordinator(raw)
         assert wire_commit(raw, 205) == E.NONE
         writes = FailingOffsetsWrites(running.broker.partitions.replication)
         writes.failing = True

@@ -144,3 +144,24 @@ def test_only_a_transactions_first_batch_per_partition_asks_the_coordinator(tmp_
             # the marker closed the log's transaction: the next one is verified afresh
             assert produce(client, 0, pid, epoch, 4).error_code == E.INVALID_TXN_STATE
             assert len(asked) == 3
+
+
+def test_a_zombie_epoch_inside_an_open_transaction_is_refused_by_the_log_not_verified(tmp_path):
+    """As Kafka 3.9: the partition's open transaction of the producer (at a later epoch) vouches, so the
+    coordinator is not asked; the append refuses the older epoch (INVALID_PRODUCER_EPOCH, with the log
+    start offset, as a log's answer carries)."""
+    with running_broker(tmp_path / "data") as running:
+        with RawClient("127.0.0.1", running.port) as client:
+            init(client)
+            again = client.request(22, 4, m.InitProducerIdRequest(transactional_id=TXN, transaction_timeout_ms=60_000))
+            pid, epoch = again.producer_id, again.producer_epoch      # epoch 1: epoch 0 is a zombie's
+            txns = running.broker.coordinators["transaction"]
+            asked = []
+            verify = txns.verify_partitions
+            txns.verify_partitions = lambda *args: asked.append(args[3]) or verify(*args)
+            add(client, pid, epoch, [0])
+            assert produce(client, 0, pid, epoch, 0).error_code == 0
+            zombie = produce(client, 0, pid, epoch - 1, 1)
+            assert (zombie.error_code, zombie.log_start_offset) == (E.INVALID_PRODUCER_EPOCH, 0)
+            assert asked == [[("v", 0)]]
+            assert client.list_offset("v", 0, -1).offset == 1

@@ -19,6 +19,26 @@ def client(tmp_path):
             yield raw
 
 
+def find_group_coordinator(client, group="g", key_type=0):
+    """Find the group's (or transactional id's) coordinator, as every client does first: only
+    FindCoordinator creates `__consumer_offsets` (`__transaction_state`); each group (transaction)
+    request answers NOT_COORDINATOR until then."""
+    deadline = time.monotonic() + 15
+    while find(client, group, key_type).error_code != E.NONE:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+
+
+@pytest.fixture
+def coordinated(client):
+    find_group_coordinator(client)
+
+
+@pytest.fixture
+def txn_coordinated(client):
+    find_group_coordinator(client, "tx", key_type=1)
+
+
 SUB = encode_subscription(Subscription(topics=["t"]), 0)
 
 
@@ -66,6 +86,7 @@ def test_find_coordinator_versions(client):
     assert [(c.key, c.error_code, c.node_id) for c in r.coordinators] == [("a", 0, 1), ("b", 0, 1)]
 
 
+@pytest.mark.usefixtures("coordinated")
 def test_join_sync_heartbeat_commit_fetch_leave(client):
     first = join(client)
     assert first.error_code == E.MEMBER_ID_REQUIRED and first.member_id
@@ -96,6 +117,7 @@ def test_join_sync_heartbeat_commit_fetch_leave(client):
     assert client.request(13, 0, L(group_id="g", member_id="ghost")).error_code == E.UNKNOWN_MEMBER_ID
 
 
+@pytest.mark.usefixtures("coordinated")
 def test_offset_commit_v1_and_the_refused_v0(client):
     """sarama 1.x commits with OffsetCommit v1 whatever Kafka version it is set to. v0 (and OffsetFetch
     v0) read and wrote ZooKeeper's offsets: Kafka 3.9 answers UNSUPPORTED_VERSION per partition."""
@@ -129,6 +151,7 @@ def test_offset_commit_v1_and_the_refused_v0(client):
     assert client.request(8, 1, body).topics[0].partitions[0].error_code == E.ILLEGAL_GENERATION
 
 
+@pytest.mark.usefixtures("coordinated")
 def test_offset_fetch_v8_many_groups(client):
     commit(client, "a", "", -1, [("t", 0, 1, "x")], version=2)
     commit(client, "b", "", -1, [("t", 1, 2, "y")], version=9)
@@ -142,6 +165,7 @@ def test_offset_fetch_v8_many_groups(client):
     assert got == {"a": [("t", 0, 1, "x")], "b": [("t", 0, -1, ""), ("t", 1, 2, "y")], "missing": []}
 
 
+@pytest.mark.usefixtures("coordinated")
 def test_list_describe_delete_groups_and_offset_delete(client):
     commit(client, "simple", "", -1, [("t", 0, 1, "")])
     join(client, join(client, group="live").member_id, group="live")
@@ -170,6 +194,7 @@ def test_init_producer_id_v0_for_idempotent_producers(client):
     assert a.error_code == b.error_code == 0 and a.producer_epoch == 0 and b.producer_id != a.producer_id
 
 
+@pytest.mark.usefixtures("txn_coordinated")
 def test_transaction_apis(client):
     client.create_topic("other", 1)
     init = client.request(22, 4, m.InitProducerIdRequest(transactional_id="tx", transaction_timeout_ms=60_000))
@@ -253,6 +278,7 @@ def _offsets_topic_error(client):
     return answer.topics[0].error_code
 
 
+@pytest.mark.usefixtures("txn_coordinated")
 def test_add_offsets_to_txn_before_the_offsets_topic_exists(client):
     """As Kafka 3.9 answers: AddOffsetsToTxn only computes the group's `__consumer_offsets` partition
     (it creates nothing, so it answers without the controller); TxnOffsetCommit is NOT_COORDINATOR
@@ -280,6 +306,7 @@ def test_add_offsets_to_txn_before_the_offsets_topic_exists(client):
     assert offset == 5
 
 
+@pytest.mark.usefixtures("txn_coordinated")
 def test_txn_offset_commit_needs_add_offsets_first_and_the_current_epoch(client):
     """As Kafka 3.9 (checked side by side): offsets of a group whose offsets partition is not in the
     transaction yet are INVALID_TXN_STATE; a zombie's epoch is INVALID_PRODUCER_EPOCH."""
@@ -320,6 +347,7 @@ def test_describe_producers(client):
     assert p1.active_producers == [] and p9.error_code == E.UNKNOWN_TOPIC_OR_PARTITION
 
 
+@pytest.mark.usefixtures("coordinated")
 def test_deleting_a_topic_deletes_its_committed_offsets(client):
     commit(client, "d", "", -1, [("t", 0, 4, "")])
     client.create_topic("keep", 1)
@@ -355,6 +383,7 @@ def _offsets_batches(client):
     return [(b.producer_id, b.base_sequence, b.is_control) for b in iter_batches(records, allow_partial=True)]
 
 
+@pytest.mark.usefixtures("coordinated", "txn_coordinated")
 def test_offset_commit_batches_start_at_sequence_zero_as_kafkas(client):
     # Kafka 3.9 (DumpLogSegments): an offset commit's batch, plain or transactional, has base
     # sequence 0; the group's metadata and tombstones carry none (-1). A producer's second

@@ -6,12 +6,14 @@ from broker.coordinator.service import CoordinatorService
 from broker.server import Broker
 from broker.testing import make_config, serving_broker
 from tests.broker.raw_client import RawClient
+from tests.coordinator.test_raw_protocol import find_group_coordinator
 from protocol import messages as m
 
 
 def commit_simple(port, group, offset):
     with RawClient("127.0.0.1", port) as raw:
         raw.create_topic("t", 1)
+        find_group_coordinator(raw, group)
         C = m.OffsetCommitRequest
         r = raw.request(8, 8, C(group_id=group, generation_id_or_member_epoch=-1, member_id="", topics=[
             C.OffsetCommitRequestTopic(name="t", partitions=[

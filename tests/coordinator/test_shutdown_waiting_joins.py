@@ -13,7 +13,7 @@ import trio
 from broker.testing import serving_broker
 from protocol import ErrorCode, messages as m
 from tests.broker.raw_client import RawClient
-from tests.coordinator.test_raw_protocol import SUB
+from tests.coordinator.test_raw_protocol import SUB, find_group_coordinator
 
 J = m.JoinGroupRequest
 
@@ -25,6 +25,7 @@ def _join(member_id: str) -> J:
 
 def _joined_member(port: int) -> str:
     with RawClient("127.0.0.1", port) as first:
+        find_group_coordinator(first)
         member_id = first.request(11, 5, _join("")).member_id
         answer = first.request(11, 5, _join(member_id))
         assert answer.error_code == 0 and answer.leader == member_id

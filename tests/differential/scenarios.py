@@ -28,6 +28,9 @@ from tests.differential.scenarios_clients import (abort_hanging, consumer_reads,
                                                   offsets_by_version, old_versions,
                                                   produce_errors, produce_shapes, transaction_errors,
                                                   transaction_lifecycle)
+from tests.differential.scenarios_edges import (create_partitions_edges, list_offsets_by_time,
+                                                offset_for_leader_epoch, produce_malformed, topic_names,
+                                                transactional_produce_errors, transactions_interleaved)
 from tests.differential.scenarios_kip848 import consumer_group_protocol
 from tests.differential.session import Session
 
@@ -414,7 +417,9 @@ SCENARIOS = {f.__name__: f for f in (list_offsets_special, fetch_edges, fetch_ac
                                      fetch_sessions, configs_views, cluster_misc, produce_shapes,
                                      old_versions, transaction_lifecycle, abort_hanging,
                                      client_metrics_configs, offsets_by_version, broker_list_configs,
-                                     find_coordinators)}
+                                     find_coordinators, list_offsets_by_time, offset_for_leader_epoch,
+                                     produce_malformed, topic_names, create_partitions_edges,
+                                     transactions_interleaved, transactional_produce_errors)}
 
 
 # Only against a Kafka 3.9 started with group.coordinator.rebalance.protocols=classic,consumer, by name.

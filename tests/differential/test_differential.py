@@ -36,8 +36,9 @@ DECISIONS = {
     "* WriteTxnMarkers v1: connection closed by Odradek only":
         "single node: no inter-broker WriteTxnMarkers (not advertised; an unadvertised API closes the "
         "connection, as Kafka does)",
-    "* ConsumerGroupDescribe v0: connection closed by Odradek only":
-        "the KIP-848 consumer group protocol is not implemented (not advertised)",
+    "* ConsumerGroupDescribe v0 .groups[0].error_code: 35 != 69":
+        "Kafka 3.9 serves the KIP-848 protocol only with group.coordinator.rebalance.protocols naming "
+        "consumer (4.0's default, Odradek's): UNSUPPORTED_VERSION there, GROUP_ID_NOT_FOUND here",
     "* ListGroups v* .groups: * entries != *":
         "Kafka keeps a group left empty without offsets (e.g. after MEMBER_ID_REQUIRED) until its "
         "offsets-retention check, up to 10 minutes; Odradek forgets it at once",
@@ -143,9 +144,24 @@ SCENARIO_DECISIONS = {
         "(UNKNOWN_SERVER_ERROR, no brokers); Odradek answers UNKNOWN_TOPIC_ID (v10 both INVALID_REQUEST)",
     "create_topics_shapes [*] .topics[0].configs: 36 entries != 33":
         "the three 3.9-only topic configs (as in the golden conversations above)",
+    "topic_names [*] .topics[0].configs: 36 entries != 33": "the three 3.9-only topic configs (as above)",
+    "topic_names [twins * .topics[1].*":
+        "'a.b' and 'a_b' (whose metric names collide) in one CreateTopics: Kafka checks collisions "
+        "only against topics that already exist and creates both; Odradek refuses the second "
+        "(INVALID_TOPIC_EXCEPTION), as Kafka refuses it one request later",
     "produce_shapes [*] .record_errors[0].batch_index_error_message: *":
         "the bounds are wall-clock times, and Kafka 3.9's upper one overflows its default "
         "message.timestamp.after.max.ms (Long.MAX_VALUE); Kafka 4.0 made that default one hour, as Odradek",
+    "produce_malformed [from the future] .record_errors[0].batch_index_error_message: *":
+        "the same wall-clock bounds as produce_shapes' (Kafka 3.9's lower one overflows)",
+    "transactional_produce_errors [gap: sequence 3 first] *":
+        "a transaction's first batch whose sequence skips one that failed verification: Kafka 3.9 "
+        "remembers the lowest sequence it verified and refuses it (OUT_OF_ORDER_SEQUENCE_NUMBER); "
+        "Odradek appends it, as Kafka does when no verification failed first (not adopted yet)",
+    "transactional_produce_errors [future: epoch] *":
+        "a transactional batch at an epoch the coordinator never gave, while the producer's transaction "
+        "is open on the partition: Kafka 3.9 skips verification and appends it (bumping the partition's "
+        "epoch); Odradek asks the coordinator, which refuses it (INVALID_PRODUCER_EPOCH)",
     "produce_shapes [a partition twice] *":
         "a Produce naming one partition twice (no client does): Kafka keeps the last copy, Odradek "
         "appends both; not worth a per-request check on the hot path",

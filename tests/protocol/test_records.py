@@ -120,6 +120,18 @@ def test_old_magic_is_refused_with_invalid_record(magic):
         list(r.iter_batches(data))
 
 
+@pytest.mark.parametrize("magic", [3, 127, -1, -128])
+def test_a_magic_no_format_has_is_corrupt_even_in_a_truncated_batch(magic):
+    """As Kafka 3.9's batch iterator: CORRUPT_MESSAGE (a negative magic too), read before the
+    batch's length is checked against the bytes there."""
+    data = bytearray(r.build_batch(simple(1)))
+    struct.pack_into(">b", data, 16, magic)
+    for cut in (len(data), len(data) - 3):
+        with pytest.raises(CorruptRecordError) as info:
+            r.validate_produce_records(bytes(data[:cut]), 9)
+        assert info.value.error_code == 2
+
+
 def test_validate_produce_records_rules():
     one = r.build_batch(simple(1))
     assert r.validate_produce_records(one, 9).record_count == 1

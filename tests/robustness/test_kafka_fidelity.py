@@ -469,6 +469,8 @@ def test_join_group_validation_errors(client):
             member_id="", group_instance_id=None, protocol_type="consumer",
             protocols=[J.JoinGroupRequestProtocol(name=n, metadata=b"") for n in protocols])).error_code
 
+    # a client finds the coordinator first (before, a join finds no coordinator: NOT_COORDINATOR)
+    assert client.request(10, 3, M.FindCoordinatorRequest(key="g2", key_type=0)).error_code == 0
     assert join("g", 10**9) == ErrorCode.INVALID_SESSION_TIMEOUT
     assert join("g", 10) == ErrorCode.INVALID_SESSION_TIMEOUT
     assert join("", 10_000) == ErrorCode.INVALID_GROUP_ID

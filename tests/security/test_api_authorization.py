@@ -490,6 +490,7 @@ def test_transaction_apis_need_the_transactional_id(admin, user):
 
     # With WRITE on the id (and READ on the group but not the topic):
     grant(admin, RT.TRANSACTIONAL_ID, txn, Op.WRITE)
+    assert find_coordinator(user, txn, key_type=1).error_code == 0    # as a client does first
     produced = init_producer_id(user, txn)
     assert produced.error_code == 0
     add.v3_and_below_producer_id, add.v3_and_below_producer_epoch = \

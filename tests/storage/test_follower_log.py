@@ -104,7 +104,8 @@ def test_epoch_end_offsets_as_kafka(make_log):
     assert log.end_offset_for_epoch(3) == (2, 7)      # floor epoch, ends where 4 starts
     assert log.end_offset_for_epoch(1) == (1, 5)      # older than all: where the first starts
     assert log.end_offset_for_epoch(6) == (-1, -1)    # newer than the latest
-    assert log.end_offset_for_epoch(-1) == (-1, -1)
+    assert log.end_offset_for_epoch(-1) == (-1, -1)    # undefined
+    assert log.end_offset_for_epoch(-5) == (-5, 5)     # any other negative one is merely older than all
 
 
 def test_epoch_checkpoint_survives_restart(make_log, tmp_path):

@@ -33,10 +33,10 @@ def test_append_assigns_offsets_and_read_returns_the_batches(make_log):
 
 def test_append_does_not_touch_the_callers_buffer(make_log):
     log = make_log()
-    data = batch(2, base_offset=999)
+    data = batch(2)         # a client's batch starts at 0; the second append is at offset 2
     log.append(memoryview(data))
     log.append(memoryview(data))
-    assert RecordBatch(data).base_offset == 999
+    assert RecordBatch(data).base_offset == 0
     assert offsets_of(log.read_batches(0)) == [(0, 1), (2, 3)]
 
 
@@ -109,6 +109,26 @@ def test_bad_batches_are_refused_with_kafka_codes(make_log, mutate, code):
         log.append(data)
     assert info.value.error_code == code
     assert log.log_end_offset == 0
+
+
+def test_a_client_batch_not_at_offset_zero_or_with_an_unknown_codec_is_refused_as_kafka(make_log):
+    """Kafka 3.9: a producer's batch must start at base offset 0 (INVALID_RECORD); an unknown
+    codec fails inside its lookup (UNKNOWN_SERVER_ERROR, not the retriable CORRUPT_MESSAGE)."""
+    log = make_log()
+    moved = bytearray(batch(1))
+    struct.pack_into(">q", moved, 0, 100)           # outside the CRC
+    with pytest.raises(InvalidBatchError) as info:
+        log.append(moved)
+    assert info.value.error_code == 87
+    codec = bytearray(batch(1))
+    struct.pack_into(">h", codec, 21, 7)
+    struct.pack_into(">I", codec, 17, __import__("crc32c").crc32c(bytes(codec[21:])))
+    with pytest.raises(InvalidBatchError) as info:
+        log.append(codec)
+    assert info.value.error_code == -1
+    assert log.log_end_offset == 0
+    log.append(batch(1))
+    assert log.log_end_offset == 1
 
 
 def test_old_magic_and_control_batches_from_clients_are_invalid_record(make_log):
