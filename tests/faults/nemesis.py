@@ -362,8 +362,3 @@ GRACEFUL = {"rolling-restart"}
 # nemeses that outlast a trial's usual client time (three JVM restarts in a row take minutes): the
 # seconds a client may run for (the runner's stop file ends it once the nemesis is done)
 CLIENT_SECONDS = {"rolling-restart": 480}
-# too long for the CI slice (one trial of each other nemesis): why
-NOT_IN_SLICE = {
-    "rolling-restart": "three restarts one after another, each waiting for every ISR to fill: "
-                       "a minute or more",
-}

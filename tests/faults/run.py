@@ -160,7 +160,8 @@ def run_trial(env: FaultEnv, nemesis: str, number: int, rng: random.Random, out_
                   recovery_s=round(recovery_s, 1),
                   # a trial in which nothing was acknowledged checked nothing
                   ok=checker.ok(result) and result["acknowledged"] > 0)
-    if result["ok"] and not result.get("resent"):    # a client's re-sends: evidence worth keeping
+    # a client's re-sends, and errors its application saw: evidence worth keeping
+    if result["ok"] and not result.get("resent") and not result.get("delivery_errors"):
         shutil.rmtree(trial_dir, ignore_errors=True)
     else:
         _keep_logs(env, trial_dir, (topic, read_topic) + INTERNAL_TOPICS)
