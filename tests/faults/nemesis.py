@@ -359,6 +359,7 @@ NEMESES = {
 # faults a client must not notice beyond retriable errors: a delivery error its application sees
 # fails the trial (the producer workload's)
 GRACEFUL = {"rolling-restart"}
-# nemeses that outlast a trial's usual client time (three JVM restarts in a row take minutes): the
-# seconds a client may run for (the runner's stop file ends it once the nemesis is done)
+# nemeses that may outlast a trial's usual client time (three JVM restarts in a row, ~30 s, take
+# minutes on a loaded machine): the seconds a client may run for (the runner's stop file ends it
+# once the nemesis is done)
 CLIENT_SECONDS = {"rolling-restart": 480}
