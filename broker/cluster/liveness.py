@@ -4,7 +4,7 @@
 
 - ``await register()``: BrokerRegistration (listeners, rack, supported features, a fresh incarnation
   id) until the active controller accepts it, then heartbeats until the broker has caught up with the
-  metadata log and is unfenced. Without a reachable quorum it keeps trying (never exits), logs so at
+  metadata log and is unfenced, and its own image shows it unfenced. Without a reachable quorum it keeps trying (never exits), logs so at
   most every ``LOG_EVERY_S`` and reports it on the readiness condition ``controller``.
 - ``heartbeat_loop()``: BrokerHeartbeat every ``broker.heartbeat.interval.ms`` with the applied metadata
   offset; a broker the controller forgot (STALE_BROKER_EPOCH, BROKER_ID_NOT_REGISTERED) registers again.
@@ -29,6 +29,8 @@ log = logging.getLogger("odradek.cluster")
 SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 LOG_EVERY_S = 10.0
 RETRY_S = 0.2
+IMAGE_UNFENCE_WAIT_S = 5.0     # the unfence record is committed already: it comes in milliseconds
+IMAGE_POLL_S = 0.01
 _REREGISTER = (ErrorCode.STALE_BROKER_EPOCH, ErrorCode.BROKER_ID_NOT_REGISTERED)
 
 
@@ -109,9 +111,24 @@ class BrokerLifecycle:
                 await trio.sleep(RETRY_S)
                 continue
             if not result.is_fenced:
+                if self.multi_node:
+                    await self._until_image_unfenced()
                 return True
             self._not_ready("registered, fenced until caught up with the metadata log")
             await trio.sleep(RETRY_S)
+
+    async def _until_image_unfenced(self) -> None:
+        """The controller has unfenced this broker: wait (bounded) until its own image says so too
+        before clients get in. Metadata lists the live brokers of the answering broker's image; a
+        Kafka broker serving clients is always among them. After every node restarted, a broker a
+        step behind its unfencing listed none, and librdkafka, told the cluster has no brokers,
+        dropped every one it knew (bootstrap ones too) and never produced again."""
+        with trio.move_on_after(IMAGE_UNFENCE_WAIT_S):
+            while True:
+                me = self.broker.image.brokers.get(self.node_id)
+                if me is not None and not me.fenced and me.epoch == self.broker.broker_epoch:
+                    return
+                await trio.sleep(IMAGE_POLL_S)
 
     # -- heartbeats --------------------------------------------------------------------------------
     async def _heartbeat(self):

@@ -131,15 +131,21 @@ class LeaderState:
             for progress in self.followers.values():
                 progress.last_caught_up_ms += absent_ms
 
-    def caught_up(self) -> list[int]:
-        """Replicas outside the ISR whose log reached the high watermark and this epoch's start."""
+    def caught_up(self, eligible=None) -> list[int]:
+        """Replicas outside the ISR whose log reached the high watermark and this epoch's start;
+        with `eligible(replica, broker epoch of its last fetch)`, only those it allows."""
         return [r for r, p in sorted(self.followers.items())
                 if r not in self.isr and p.log_end_offset >= 0
                 and p.log_end_offset >= self.high_watermark
-                and p.log_end_offset >= self.epoch_start_offset]
+                and p.log_end_offset >= self.epoch_start_offset
+                and (eligible is None or eligible(r, p.broker_epoch))]
 
-    def propose(self, now_ms: int, lag_time_max_ms: int) -> IsrProposal | None:
-        """The next ISR change to send to the controller, if any and none is in flight."""
+    def propose(self, now_ms: int, lag_time_max_ms: int, eligible=None) -> IsrProposal | None:
+        """The next ISR change to send to the controller, if any and none is in flight.
+        `eligible` (see `caught_up`) keeps out of an expansion the replicas the controller would
+        refuse: a pending expansion counts in the high watermark until it is answered, so asking
+        for one of them holds every acks=all append for the controller's answer (and none comes
+        while the quorum elects a new leader)."""
         if self.pending is not None:
             return None
         isr = set(self.isr)
@@ -147,7 +153,7 @@ class LeaderState:
         if shrink:
             isr -= set(shrink)
         else:
-            grow = self.caught_up()
+            grow = self.caught_up(eligible)
             if not grow:
                 return None
             isr |= set(grow)

@@ -191,9 +191,17 @@ class ReplicaManager:
             partition.wake()
         elif progress.log_start_offset != previous_start:
             partition.wake()
-        if replica_id not in state.isr and replica_id in state.caught_up():
+        if replica_id not in state.isr and replica_id in state.caught_up(self.isr_eligible):
             self._isr_check.set()     # a replica caught up: propose it into the ISR now
         return True
+
+    def isr_eligible(self, replica_id: int, broker_epoch: int) -> bool:
+        """As Kafka's leader (KIP-841, KIP-903): only a replica on a registered, unfenced broker
+        that is not shutting down, fetching in that broker's current epoch (-1: a fetch that did
+        not say), may be proposed into the ISR; the controller refuses the others."""
+        broker = self.broker.image.brokers.get(replica_id)
+        return (broker is not None and not broker.fenced and not broker.in_controlled_shutdown
+                and broker_epoch in (-1, broker.epoch))
 
     # ------------------------------------------------------------------------------- acks=all
     async def wait_for_replicas(self, waits, timeout_s: float) -> list[int]:
@@ -335,7 +343,7 @@ class ReplicaManager:
                 if state is None or not state.followers:
                     continue
                 state.credit_absence(absent_ms)
-                proposal = state.propose(now, lag_max)
+                proposal = state.propose(now, lag_max, self.isr_eligible)
                 if proposal is not None:
                     self.isr_updates.send(partition, state, proposal)
 

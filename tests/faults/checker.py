@@ -150,7 +150,16 @@ def ok(result: dict) -> bool:
                                             or result["reordered"] or result["phantom"]
                                             or result["wrong_offset"]
                                             or result.get("diverged")
-                                            or result.get("unstable"))
+                                            or result.get("unstable")
+                                            or result.get("violations"))
+
+
+def delivery_errors(history: list[dict]) -> list[str]:
+    """The errors a producer's application saw: each record it was told failed or may have
+    failed, then each fatal error. A client retries retriable errors itself; one that reaches the
+    application was not retriable, or outlasted every retry."""
+    errors = [str(e.get("error")) for e in history if e.get("type") in ("fail", "info")]
+    return errors + [str(f) for e in history if e.get("type") == "end" for f in e.get("fatal", [])]
 
 
 def check_transactions(history: list[dict], read: list[dict]) -> dict:

@@ -102,6 +102,9 @@ class FaultEnv:
         self.skewed: dict[int, list[str]] = {}     # node -> its launcher before the skew
         self.fsync_shim: slowdisk.SlowFsyncShim | None = None
         self.slowed: set[int] = set()               # nodes whose fsyncs are being delayed
+        # what a nemesis saw go wrong that no client history shows (a rolling restart's node that
+        # kept its leaderships until it exited); run_trial clears it and fails the trial on any
+        self.violations: list[str] = []
         self.closed = False
 
     # -- set-up and tear-down ----------------------------------------------------------------------
@@ -377,6 +380,19 @@ class FaultEnv:
                                                   need_full_isr=not self.quick),
                             deadline - time.monotonic(), f"{topic} to get its full ISR back")
         return time.monotonic() - began
+
+    def fully_replicated(self) -> bool:
+        """Every node running and registered, every partition of every topic (internal ones too)
+        with a leader and its full ISR: what a rolling update waits for before the next node."""
+        if not all(node.running and node.started() for node in self.cluster.nodes.values()):
+            return False
+        if not self._formed():
+            return False
+        response = self.metadata()
+        return response is not None and all(
+            not topic.error_code and all(p.leader_id >= 0 and len(p.isr_nodes) == self.node_count
+                                         for p in topic.partitions)
+            for topic in response.topics)
 
     def _formed(self) -> bool:
         ids = set(self.cluster.nodes)

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import random
 import signal
+import subprocess
 import time
 
+from tests.faults import torn_writes
 from tests.faults.env import SESSION_TIMEOUT_S, FaultEnv
 
 
@@ -260,6 +262,78 @@ def stale_survivor(env, topic, rng):
             f"(ISRs before the kill: {before})")
 
 
+# Kubernetes' default terminationGracePeriodSeconds: a pod not gone by then gets SIGKILL
+GRACE_PERIOD_S = 30.0
+
+
+def _led_by(env: FaultEnv, node_id: int) -> list[str]:
+    """The partitions (of every topic) the other nodes' metadata says `node_id` leads."""
+    others = [n for n in env.cluster.nodes if n != node_id]
+    response = env.metadata(nodes=others)
+    if response is None:
+        return []
+    return [f"{t.name}-{p.partition_index}" for t in response.topics for p in t.partitions
+            if p.leader_id == node_id]
+
+
+def rolling_restart(env, topic, rng):
+    """A StatefulSet's rolling update: each node in turn (highest ordinal first) gets SIGTERM and
+    its grace period, is started again, and waits until the cluster is fully replicated before the
+    next one goes.
+    A controlled shutdown moves a node's leaderships away before it exits: one the others' metadata
+    still names as a leader once it is gone (after a moment for that metadata to spread) is a
+    violation, and so is a node the grace period ran out on."""
+    steps = []
+    for node_id in sorted(env.cluster.nodes, reverse=True):
+        env.wait_until(env.fully_replicated, env.recover_timeout_s,
+                       f"every ISR full before node {node_id} stops")
+        node = env.cluster.nodes[node_id]
+        began = time.monotonic()
+        node.signal(signal.SIGTERM)
+        try:
+            code = node.wait(GRACE_PERIOD_S)
+        except subprocess.TimeoutExpired:
+            env.cluster.kill(node_id)
+            code = "SIGKILL"
+            env.violations.append(f"node {node_id} still running {GRACE_PERIOD_S:.0f} s after "
+                                  "SIGTERM")
+        stopped = time.monotonic() - began
+        deadline = time.monotonic() + 2.0
+        while (still_led := _led_by(env, node_id)) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        if still_led:
+            env.violations.append(f"node {node_id} exited still leading {still_led[:5]}")
+        env.cluster.start(node_id)
+        env.wait_until(env.fully_replicated, env.recover_timeout_s,
+                       f"node {node_id} back and every ISR full")
+        steps.append(f"{node_id} (stopped in {stopped:.1f}s, exit {code}, back in "
+                     f"{time.monotonic() - began - stopped:.1f}s)")
+    return "rolling restart, SIGTERM and wait for full ISRs: " + ", ".join(steps)
+
+
+def kill_all(env, topic, rng):
+    """Every node killed at the same moment (a power cut to the process, not the page cache) and
+    restarted: every acknowledged write must survive, without unclean election."""
+    down = _span(env, rng, 0.5, 4)
+    _kill_and_restart(env, list(env.cluster.nodes), down)
+    return f"kill -9 all nodes together, restart after {down:.1f}s"
+
+
+def torn_tail(env, topic, rng):
+    """Power loss on one node: kill -9, then the last write of every partition's active segment
+    torn (torn_writes.py: cut inside the last batch, or garbage or zeros after it), restart. It must
+    truncate to its last valid batch, catch up from the leaders and rejoin every ISR."""
+    victim = rng.choice(list(env.cluster.nodes))
+    env.cluster.nodes[victim].signal(signal.SIGKILL)
+    env.cluster.nodes[victim].wait(10)
+    torn = torn_writes.tear_tails(env.cluster.nodes[victim].data_dir, rng)
+    down = _span(env, rng, 0.5, 3)
+    time.sleep(down)
+    env.cluster.start(victim)
+    counts = ", ".join(f"{count} {variant}" for variant, count in torn.items())
+    return f"kill -9 node {victim}, tear its segments' tails ({counts}), restart after {down:.1f}s"
+
+
 # in priority order; the CI slice takes the first of each family
 NEMESES = {
     "kill-leader": kill_leader,
@@ -278,4 +352,14 @@ NEMESES = {
     "kill-leader-twice": kill_leader_twice,
     "isolate-kill-leader": isolate_kill_leader,
     "stale-survivor": stale_survivor,
+    "rolling-restart": rolling_restart,
+    "kill-all": kill_all,
+    "torn-tail": torn_tail,
 }
+# faults a client must not notice beyond retriable errors: a delivery error its application sees
+# fails the trial (the producer workload's)
+GRACEFUL = {"rolling-restart"}
+# nemeses that may outlast a trial's usual client time (three JVM restarts in a row, ~30 s, take
+# minutes on a loaded machine): the seconds a client may run for (the runner's stop file ends it
+# once the nemesis is done)
+CLIENT_SECONDS = {"rolling-restart": 480}

@@ -38,7 +38,7 @@ import time
 from tests.faults import checker, java_client, kafka_nodes, log_files
 from tests.faults.env import BROKERS, FaultEnv
 from tests.faults.labs import Run
-from tests.faults.nemesis import NEMESES
+from tests.faults.nemesis import CLIENT_SECONDS, GRACEFUL, NEMESES
 from tests.faults.summary import CLIENTS, RESULTS, format_table, load_results, summarize
 
 PRODUCE_RATE = 60           # records a second, over 3 partitions
@@ -68,6 +68,7 @@ def run_trial(env: FaultEnv, nemesis: str, number: int, rng: random.Random, out_
               client_name: str = "librdkafka") -> dict:
     """One trial on a running environment; raises TimeoutError when the cluster does not recover.
     `client_name` picks the producer of the producer workload (the others use librdkafka)."""
+    max_seconds = max(max_seconds, CLIENT_SECONDS.get(nemesis, 0))
     trial_dir = os.path.join(out_dir, f"trial-{number}")
     # what an interrupted run left under this number (a stop file, a history) must not leak in
     shutil.rmtree(trial_dir, ignore_errors=True)
@@ -121,6 +122,7 @@ def run_trial(env: FaultEnv, nemesis: str, number: int, rng: random.Random, out_
     env.wait_until(lambda: any(e.get("type") == "ok" for e in checker.load(history_path)),
                    120, "the client's first acknowledgement")
     struck = time.monotonic() - began
+    env.violations.clear()
     description = NEMESES[nemesis](env, topic, rng)
     healed = time.monotonic() - began
     time.sleep(AFTER_HEAL_S / 2 if env.quick else AFTER_HEAL_S)
@@ -137,12 +139,18 @@ def run_trial(env: FaultEnv, nemesis: str, number: int, rng: random.Random, out_
         sessions = log_files.producer_sessions(
             [node.data_dir for node in env.cluster.nodes.values()], topic)
         result = check(history, read, sessions)
+        errors = checker.delivery_errors(history)
+        result["delivery_errors"] = len(errors)
+        if errors and nemesis in GRACEFUL:
+            env.violations.append(f"the producer saw {len(errors)} delivery errors under a "
+                                  f"graceful fault, first {errors[0]}")
     else:
         result = check(history, read)
     # every copy of every partition the trial wrote must hold the same batches where they overlap
     diverged = {f"{name}-{index}": offset for name in dict.fromkeys((topic, read_topic))
                 for index, offset in log_files.replica_divergence(
                     [node.data_dir for node in env.cluster.nodes.values()], name).items()}
+    result["violations"] = list(env.violations)
     result["diverged"] = len(diverged)
     result["examples"]["diverged"] = sorted(diverged.items())[:10]
     result.update(trial=number, workload=workload, nemesis=nemesis, fault=description,
@@ -152,7 +160,8 @@ def run_trial(env: FaultEnv, nemesis: str, number: int, rng: random.Random, out_
                   recovery_s=round(recovery_s, 1),
                   # a trial in which nothing was acknowledged checked nothing
                   ok=checker.ok(result) and result["acknowledged"] > 0)
-    if result["ok"] and not result.get("resent"):    # a client's re-sends: evidence worth keeping
+    # a client's re-sends, and errors its application saw: evidence worth keeping
+    if result["ok"] and not result.get("resent") and not result.get("delivery_errors"):
         shutil.rmtree(trial_dir, ignore_errors=True)
     else:
         _keep_logs(env, trial_dir, (topic, read_topic) + INTERNAL_TOPICS)

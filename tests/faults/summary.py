@@ -9,9 +9,10 @@ from tests.faults import checker
 CLIENTS = ("librdkafka", "java")
 # resent: acknowledged values the client wrote again in a new producer epoch (checker.py);
 # diverged: partitions whose copies on two nodes hold different batches (log_files.py);
-# unstable: records a consumer saw during the trial that the final read no longer has there
+# unstable: records a consumer saw during the trial that the final read no longer has there;
+# violations: what a nemesis saw go wrong (env.violations), a graceful one's delivery errors too
 COLUMNS = ("trials", "acknowledged", "lost", "duplicated", "reordered", "phantom", "diverged",
-           "unstable", "unknown", "resent", "dup_unacked", "windows", "longest_window_s", "unrecovered", "failed")
+           "unstable", "violations", "unknown", "resent", "dup_unacked", "windows", "longest_window_s", "unrecovered", "failed")
 RESULTS = "results.jsonl"
 
 
@@ -46,6 +47,7 @@ def summarize(results: list[dict]) -> dict[tuple[str, str, str], dict]:
         row["resent"] += result.get("resent", 0)
         row["diverged"] += result.get("diverged", 0)
         row["unstable"] += result.get("unstable", 0)
+        row["violations"] += len(result.get("violations", ()))
         row["longest_window_s"] = max(row["longest_window_s"], result["longest_window_s"])
         row["failed"] += 0 if result["ok"] else 1
     return table

@@ -80,6 +80,17 @@ def test_checker_accepts_unknown_outcomes_either_way_but_not_an_incomplete_read(
     assert not checker.ok(checker.check_producer(history, _read(("0-0", 0), complete=False)))
 
 
+def test_delivery_errors_and_a_nemesis_violation_are_seen():
+    history = _history(("invoke", "0-0"), ("invoke", "0-1"), ("ok", "0-0", 0), ("info", "0-1"))
+    history[-1]["error"] = "_MSG_TIMED_OUT"
+    history.append({"t": 9.0, "type": "end", "fatal": ["_FENCED"]})
+    assert checker.delivery_errors(history) == ["_MSG_TIMED_OUT", "_FENCED"]
+    assert checker.delivery_errors(history[:3]) == []
+    result = checker.check_producer(history[:3], _read(("0-0", 0)))
+    assert checker.ok(result)
+    assert not checker.ok({**result, "violations": ["node 3 exited still leading ['t-0']"]})
+
+
 def test_copies_in_new_producer_epochs_are_resent_not_duplicated(tmp_path):
     """The trial-368 shape: a partition's batches 0-1 and 0-2 of epoch 0 written again in epoch 1
     (sequences from 0) after the client bumped its epoch. Read from real segment bytes."""
@@ -137,6 +148,47 @@ def test_replica_divergence_compares_the_offsets_every_copy_holds(tmp_path):
     (tmp_path / "node-2" / "t-0" / "00000000000000000000.log").write_bytes(
         common + batch("other", 2) + batch("d", 3))
     assert replica_divergence(dirs[:2], "t") == {0: 2}
+
+
+def test_torn_tails_damage_only_the_last_batch_of_each_active_segment(tmp_path):
+    """Each variant on real segment bytes: `cut` ends the file inside the last batch, `garbage` and
+    `zeros` add bytes after it; older segments, the metadata log and batch-less files are left."""
+    import random
+
+    from protocol.records import SimpleRecord, build_batch
+    from tests.faults import torn_writes
+
+    batches = [build_batch([SimpleRecord(value=b"v" * 50)], base_offset=i) for i in range(3)]
+    whole = b"".join(batches)
+    rng = random.Random(5)
+    for variant in torn_writes.VARIANTS:
+        for _ in range(20):
+            segment = tmp_path / f"{variant}.log"
+            segment.write_bytes(whole)
+            assert torn_writes.tear(str(segment), variant, rng)
+            torn = segment.read_bytes()
+            if variant == "cut":
+                assert len(whole) - len(batches[2]) < len(torn) < len(whole)
+                assert whole.startswith(torn)
+            else:
+                assert torn.startswith(whole) and len(torn) > len(whole)
+                assert variant == "garbage" or not torn[len(whole):].strip(b"\0")
+    (tmp_path / "empty.log").write_bytes(b"")
+    assert not torn_writes.tear(str(tmp_path / "empty.log"), "cut", rng)
+
+    node = tmp_path / "node"
+    for name, files in {"t-0": {"00000000000000000000.log": whole[:len(batches[0])],
+                                "00000000000000000001.log": whole[len(batches[0]):]},
+                        "metadata": {"00000000000000000000.log": whole},
+                        "__cluster_metadata-0": {"00000000000000000000.log": whole}}.items():
+        (node / name).mkdir(parents=True)
+        for file, data in files.items():
+            (node / name / file).write_bytes(data)
+    assert sum(torn_writes.tear_tails(str(node), rng).values()) == 1
+    assert (node / "t-0" / "00000000000000000000.log").read_bytes() == whole[:len(batches[0])]
+    assert (node / "t-0" / "00000000000000000001.log").read_bytes() != whole[len(batches[0]):]
+    assert all((node / name / "00000000000000000000.log").read_bytes() == whole
+               for name in ("metadata", "__cluster_metadata-0"))
 
 
 def test_unavailability_windows_are_gaps_between_acknowledgements():

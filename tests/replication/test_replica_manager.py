@@ -45,9 +45,9 @@ class FakePartitions:
 
 
 def setup(isr=(1, 2, 3), min_isr=2):
+    brokers = {b: SimpleNamespace(fenced=False, in_controlled_shutdown=False, epoch=7) for b in (2, 3)}
     broker = SimpleNamespace(node_id=1, metrics=BrokerMetrics(1, process_metrics=False),
-                             image=SimpleNamespace(brokers={2: SimpleNamespace(fenced=False),
-                                                            3: SimpleNamespace(fenced=False)}))
+                             image=SimpleNamespace(brokers=brokers))
     partitions = FakePartitions()
     manager = ReplicaManager(broker, partitions)
     partition = Partition(topic="t", index=0, topic_id=None, log=FakeLog(), leader=1, leader_epoch=4,
@@ -263,3 +263,29 @@ async def test_a_leader_back_from_a_pause_does_not_blame_its_followers(monkeypat
             manager.on_replica_fetch(partition, 2, end, end)
         nursery.cancel_scope.cancel()
     assert proposals == [(1, 2)]
+
+
+async def test_only_replicas_the_controller_would_accept_are_proposed_into_the_isr(autojump_clock):
+    """As Kafka's leader: a caught-up follower on a broker that is shutting down, fenced, or that
+    fetches in an old broker epoch stays out of an ISR expansion. A rolling restart found it: the
+    leaders kept asking to add back the broker in controlled shutdown (still fetching while it
+    drained), and a pending expansion counts in the high watermark, so once it exited every acks=all
+    append waited for an answer that did not come while the quorum elected a new controller."""
+    manager, partition = setup(isr=(1, 2))
+    manager.broker.config = {"replica.lag.time.max.ms": 6000}
+    proposals = []
+    manager.isr_updates = SimpleNamespace(
+        send=lambda partition, state, proposal: proposals.append(proposal.new_isr))
+    third = manager.broker.image.brokers[3]
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(manager._isr_loop)
+        for refused, epoch in (({"in_controlled_shutdown": True}, 7), ({"fenced": True}, 7),
+                               ({}, 6), ({}, 7)):
+            vars(third).update({"fenced": False, "in_controlled_shutdown": False, **refused})
+            end = append(manager, partition, 3)
+            manager.on_replica_fetch(partition, 2, 7, end)
+            manager.on_replica_fetch(partition, 3, epoch, end)
+            await trio.sleep(1)
+            assert partition.log.high_watermark == end      # counted on the committed ISR only
+            assert proposals == ([] if refused or epoch != 7 else [(1, 2, 3)])
+        nursery.cancel_scope.cancel()

@@ -50,7 +50,7 @@ class CountsProposedIsr(LeaderState):
 class AdmitsLaggingReplicas(LeaderState):
     """Proposes a replica into the ISR before it caught up with the high watermark."""
 
-    def caught_up(self):
+    def caught_up(self, eligible=None):
         return [r for r, p in sorted(self.followers.items()) if r not in self.isr and p.log_end_offset >= 0]
 
 
