@@ -48,7 +48,7 @@ class Settings:
     warmup_seconds: float = 60.0  # a JVM's unmeasured warm-up before its first case (plus one pass per case)
     # each Odradek and Kafka process in a memory cgroup of this size, page cache filled first
     # (bench/memory_cgroup.py says why); 0: unconfined
-    memory_limit_mib: int = 3072
+    memory_limit_mib: int = 2048
     # --scale (bench/scale.py): topics × partitions each, and the quiet topic's latency run
     scale_topics: int = 50
     scale_partitions_per_topic: int = 200
