@@ -8,14 +8,12 @@ after the checks Kafka makes first (the partitions, the empty id, the timeout).
 
 from __future__ import annotations
 
-import sys
 import time
 
 from protocol import ErrorCode as E
 from protocol import messages as m
 
-from broker.testing import running_broker
-from tests.broker.raw_client import RawClient
+from tests.coordinator.fresh_broker_checks import on_broker_named_in_argv, on_fresh_odradek
 
 NC = E.NOT_COORDINATOR
 
@@ -84,15 +82,8 @@ def check(client) -> None:
 
 
 def test_transaction_requests_answer_not_coordinator_until_find_coordinator_creates_the_topic(tmp_path):
-    with running_broker(tmp_path / "data") as broker, RawClient("127.0.0.1", broker.port) as client:
-        client.create_topic("t", 1)
-        check(client)
+    on_fresh_odradek(check, tmp_path)
 
 
 if __name__ == "__main__":
-    host, _, port = sys.argv[1].rpartition(":")
-    with RawClient(host, int(port)) as raw:
-        raw.create_topic("t", 1)
-        time.sleep(1)
-        check(raw)
-    print("as expected")
+    on_broker_named_in_argv(check)
