@@ -255,7 +255,7 @@ class Suite:
                     continue
                 profile = self.profiler.record(target, case.name) if self.profiler else nullcontext()
                 try:
-                    for prepare in target.before_run:
+                    for prepare in getattr(target, "before_run", ()):  # a memory cgroup's top-up
                         prepare()
                     with profile:
                         values = case.run(target)
